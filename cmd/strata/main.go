@@ -1,0 +1,53 @@
+// Command strata is the command-line tool of the strata time-series engine:
+// benchmarks, ingest of line protocol, queries and file inspection.
+package main
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+)
+
+// command is one subcommand. run gets the arguments after the subcommand's
+// name and returns the process exit status.
+type command struct {
+	summary string
+	run     func(args []string) int
+}
+
+// commands is filled by the init functions of the files that define them
+// (bench.go, ingest.go, ...).
+var commands = map[string]command{}
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+		usage()
+		if len(os.Args) < 2 {
+			os.Exit(2)
+		}
+		return
+	}
+	c, ok := commands[os.Args[1]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "strata: unknown command %q\n\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	os.Exit(c.run(os.Args[2:]))
+}
+
+func usage() {
+	var b strings.Builder
+	b.WriteString("usage: strata <command> [flags]\n\ncommands:\n")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		fmt.Fprintf(&b, "  %-8s %s\n", n, commands[n].summary)
+	}
+	b.WriteString("\nRun 'strata <command> -h' for a command's flags.\n")
+	fmt.Fprint(os.Stderr, b.String())
+}
