@@ -1,32 +1,530 @@
+// Package engine is strata's embedded time-series storage engine: open a
+// database with Open, Write points, Query ranges and aggregates, Delete,
+// and Close it. Nothing else runs: no server is needed.
+//
+// # Write path
+//
+// Write validates its points, resolves each (measurement, tags, field) to a
+// dense series id, logs one WAL record for the whole call and applies it to
+// the active MemTable. A MemTable past Options.MemTableBytes is sealed and
+// flushed in the background to an immutable segment file while writes go
+// on into a fresh one; leveled compaction merges segments. A manifest
+// replaced atomically names the live segments, so a crash at any instant
+// leaves the old state or the new one.
+//
+// # Concurrency
+//
+// A DB is safe for concurrent use. Writes and deletes are serialised by a
+// commit lock (so WAL order is apply order); SyncAlways writers wait for
+// their fsync outside it, sharing fsyncs (group commit). Queries read a
+// consistent snapshot of memtables and segments without blocking writers.
 package engine
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/stratadb/strata/compaction"
+	"github.com/stratadb/strata/internal/base"
+	"github.com/stratadb/strata/internal/point"
+	"github.com/stratadb/strata/internal/vfs"
+	"github.com/stratadb/strata/memtable"
+	"github.com/stratadb/strata/segment"
+	"github.com/stratadb/strata/wal"
 )
 
-var errNotImplemented = errors.New("engine: not implemented yet")
+var errNotExist = fs.ErrNotExist
 
-// DB is an open strata database.
-type DB struct{}
+func corruptf(path string, off int64, format string, args ...any) error {
+	return base.Corruptf(path, off, format, args...)
+}
 
-// Open opens (creating if missing) the database in dir.
-func Open(dir string, opts *Options) (*DB, error) { return nil, errNotImplemented }
+const (
+	lockName    = "LOCK"
+	catalogName = "SERIES"
+	walDirName  = "wal"
+	segSuffix   = ".seg"
+	tmpSuffix   = ".tmp"
+	maxLevels   = 7
+)
 
-// Write stores points atomically: all of them or none.
-func (db *DB) Write(points []Point) error { return errNotImplemented }
+// segName is the one function that names segment files.
+func segName(num uint64) string { return fmt.Sprintf("%06d%s", num, segSuffix) }
 
-// Query returns the series and samples selected by q.
-func (db *DB) Query(ctx context.Context, q Query) ([]Series, error) { return nil, errNotImplemented }
+func parseSegName(name string) (uint64, bool) {
+	s, ok := strings.CutSuffix(name, segSuffix)
+	if !ok || len(s) < 6 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	return n, err == nil
+}
 
-// Delete removes the samples selected by s that were written before it.
-func (db *DB) Delete(ctx context.Context, s Selector) error { return errNotImplemented }
+// memRef is a memtable with what the engine needs to flush it.
+type memRef struct {
+	t *memtable.Table
+	// Set when the memtable is sealed:
+	walEnd      uint64 // its records are in WAL files numbered below walEnd
+	tombApplied uint64 // tombstones with seq <= tombApplied are applied to it
+	seriesEnd   int    // catalog size at seal: series it may reference
+	sealed      bool
+}
 
-// Flush writes the memtable to a segment and returns when it is durable.
-func (db *DB) Flush() error { return errNotImplemented }
+// segHandle is an open segment shared by the versions that list it.
+type segHandle struct {
+	fileNum     uint64
+	level       int
+	tombApplied uint64
+	r           *segment.Reader
+	meta        segment.Meta
+	refs        atomic.Int32 // versions that list it
+	obsolete    atomic.Bool  // removed from the current version: delete at last unref
+}
 
-// Compact runs compaction until no work is left.
-func (db *DB) Compact() error { return errNotImplemented }
+// version is an immutable set of live segments. Queries hold a reference
+// to the version they read, so compaction never deletes a file under them.
+type version struct {
+	refs   atomic.Int32
+	levels [maxLevels][]*segHandle // L0 by fileNum ascending (oldest first); others by FirstKey
+}
 
-// Close flushes, stops background work and releases the directory.
-func (db *DB) Close() error { return errNotImplemented }
+// DB is an open strata database. It is safe for concurrent use.
+type DB struct {
+	dir    string
+	opts   *Options
+	fs     vfs.FS
+	logger *slog.Logger
+	lock   io.Closer
+	wal    *wal.Log
+	cat    *catalog
+	catf   *catalogFile
+	policy compaction.Policy
+
+	closed atomic.Bool
+	seq    atomic.Uint64 // last sequence number assigned (Write and Delete)
+
+	// commitMu serialises Write and Delete, so that sequence order, WAL order
+	// and memtable apply order agree. The fields below are guarded by it.
+	commitMu sync.Mutex
+	w        writeScratch
+
+	// compactMu lets one compaction run at a time.
+	compactMu sync.Mutex
+
+	// versionMu serialises manifest edits (flush and compaction). It is held
+	// across the manifest write, never while holding mu.
+	versionMu sync.Mutex
+
+	// mu guards the fields of the mu struct; care is taken never to hold it
+	// during I/O.
+	mu struct {
+		sync.Mutex
+		cond       *sync.Cond // broadcast when a flush or compaction ends, or on close
+		mem        *memRef
+		imm        []*memRef // sealed, oldest first
+		v          *version  // current
+		tombstones []tombstone
+		nextFile   uint64
+		walStart   uint64
+		bgErr      error // sticky background failure
+		closing    bool
+	}
+
+	compactCh chan struct{}
+	bgCtx     context.Context
+	bgCancel  context.CancelFunc
+	wg        sync.WaitGroup
+
+	st stats
+}
+
+// writeScratch holds the buffers the write path reuses.
+type writeScratch struct {
+	digest   xxhash.Digest
+	tags     []Tag
+	key      []byte
+	entries  []point.Entry
+	defs     []wal.SeriesDef
+	pend     []pendingSeries
+	pendByID map[string]int
+	buf      []byte
+}
+
+type pendingSeries struct {
+	key         string
+	kind        Kind
+	measurement string
+	tags        []Tag
+	field       string
+}
+
+// Open opens the database in dir, creating dir if it is missing. A nil opts
+// means the defaults; so does every zero field of a non-nil opts.
+func Open(dir string, opts *Options) (*DB, error) {
+	opts = opts.Clone()
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	fsys := opts.fs
+	if fsys == nil {
+		fsys = vfs.Default
+	}
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create database dir: %w", err)
+	}
+	lock, err := fsys.Lock(filepath.Join(dir, lockName))
+	if err != nil {
+		if errors.Is(err, vfs.ErrLocked) {
+			return nil, fmt.Errorf("open %s: %w", dir, ErrLocked)
+		}
+		return nil, fmt.Errorf("open %s: %w", dir, err)
+	}
+	db := &DB{
+		dir:    dir,
+		opts:   opts,
+		fs:     fsys,
+		logger: opts.Logger.With("db", dir),
+		lock:   lock,
+		cat:    newCatalog(),
+		policy: compaction.Policy{
+			L0Trigger:     opts.L0CompactionTrigger,
+			Multiplier:    opts.LevelMultiplier,
+			L1TargetBytes: opts.L1TargetBytes,
+			MaxLevels:     maxLevels,
+		},
+		compactCh: make(chan struct{}, 1),
+	}
+	db.mu.cond = sync.NewCond(&db.mu.Mutex)
+	db.w.pendByID = make(map[string]int)
+	if err := db.recover(); err != nil {
+		db.releaseAfterFailedOpen()
+		return nil, err
+	}
+	db.bgCtx, db.bgCancel = context.WithCancel(context.Background())
+	db.wg.Go(db.flushLoop)
+	db.wg.Go(db.compactLoop)
+	db.maybeScheduleCompaction()
+	return db, nil
+}
+
+func (db *DB) releaseAfterFailedOpen() {
+	if db.wal != nil {
+		db.wal.Close()
+	}
+	if db.catf != nil {
+		db.catf.close()
+	}
+	if v := db.mu.v; v != nil {
+		db.unrefVersion(v)
+	}
+	db.lock.Close()
+}
+
+// recover loads the manifest, the series catalog and the segments, removes
+// files no manifest lists, and replays the WAL into a fresh memtable.
+func (db *DB) recover() error {
+	mpath := filepath.Join(db.dir, manifestName)
+	m := &manifest{nextFile: 1, walStart: 0}
+	data, err := vfs.ReadFile(db.fs, mpath)
+	switch {
+	case err == nil:
+		if m, err = unmarshalManifest(mpath, data); err != nil {
+			return err
+		}
+	case errors.Is(err, errNotExist):
+	default:
+		return fmt.Errorf("read manifest: %w", err)
+	}
+
+	catf, torn, err := loadCatalog(db.fs, filepath.Join(db.dir, catalogName), db.cat, &db.w.digest)
+	if err != nil {
+		return fmt.Errorf("load series catalog: %w", err)
+	}
+	db.catf = catf
+	if torn > 0 {
+		db.logger.Warn("truncated torn tail of series catalog", "bytes", torn)
+	}
+	if uint64(len(db.cat.series)) < m.seriesCount {
+		return corruptf(catf.path, catf.size, "catalog holds %d series, manifest expects %d", len(db.cat.series), m.seriesCount)
+	}
+
+	v := &version{}
+	v.refs.Store(1)
+	db.mu.v = v
+	live := make(map[uint64]bool, len(m.segments))
+	for _, ms := range m.segments {
+		path := filepath.Join(db.dir, segName(ms.fileNum))
+		r, err := segment.Open(db.fs, path)
+		if err != nil {
+			return fmt.Errorf("open segment: %w", err)
+		}
+		h := &segHandle{fileNum: ms.fileNum, level: ms.level, tombApplied: ms.tombApplied, r: r, meta: r.Meta()}
+		h.refs.Store(1)
+		v.levels[ms.level] = append(v.levels[ms.level], h)
+		live[ms.fileNum] = true
+	}
+	sortLevels(v)
+	db.mu.nextFile = m.nextFile
+	db.mu.walStart = m.walStart
+	db.mu.tombstones = m.tombstones
+	db.seq.Store(m.lastSeq)
+
+	// Remove what no manifest lists: unfinished segments and temp files.
+	names, err := db.fs.ReadDir(db.dir)
+	if err != nil {
+		return fmt.Errorf("list database dir: %w", err)
+	}
+	for _, name := range names {
+		num, isSeg := parseSegName(name)
+		if strings.HasSuffix(name, tmpSuffix) || (isSeg && !live[num]) {
+			if err := db.fs.Remove(filepath.Join(db.dir, name)); err != nil {
+				return fmt.Errorf("remove orphan %s: %w", name, err)
+			}
+			db.logger.Info("removed orphaned file", "file", name)
+		}
+	}
+
+	// Replay the WAL past what the segments cover.
+	mem := &memRef{t: memtable.New()}
+	walDir := filepath.Join(db.dir, walDirName)
+	var batch wal.Batch
+	var del wal.Delete
+	known := make(map[uint64]bool, len(db.mu.tombstones))
+	for _, t := range db.mu.tombstones {
+		known[t.seq] = true
+	}
+	res, err := wal.Replay(db.fs, walDir, m.walStart, func(file uint64, typ byte, payload []byte) error {
+		switch typ {
+		case wal.RecordBatch:
+			if err := batch.Unmarshal(payload); err != nil {
+				return err
+			}
+			for _, d := range batch.Series {
+				if d.ID < uint64(len(db.cat.series)) {
+					if db.cat.series[d.ID].key != string(d.Key) {
+						return fmt.Errorf("%w: wal series %d is %q, catalog says %q", ErrCorrupt, d.ID, d.Key, db.cat.series[d.ID].key)
+					}
+					continue
+				}
+				if d.ID != uint64(len(db.cat.series)) {
+					return fmt.Errorf("%w: wal series id %d out of sequence", ErrCorrupt, d.ID)
+				}
+				if _, err := db.cat.addKey(&db.w.digest, d.Key, d.Kind); err != nil {
+					return fmt.Errorf("%w: %v", ErrCorrupt, err)
+				}
+			}
+			for _, e := range batch.Entries {
+				if e.ID >= uint64(len(db.cat.series)) || db.cat.series[e.ID].kind != e.Value.Kind() {
+					return fmt.Errorf("%w: wal entry for unknown series %d or wrong kind", ErrCorrupt, e.ID)
+				}
+			}
+			mem.t.Apply(batch.Entries)
+			if batch.Seq > db.seq.Load() {
+				db.seq.Store(batch.Seq)
+			}
+		case wal.RecordDelete:
+			if err := del.Unmarshal(payload); err != nil {
+				return err
+			}
+			if !known[del.Seq] {
+				known[del.Seq] = true
+				db.mu.tombstones = append(db.mu.tombstones, tombstone{seq: del.Seq, sel: del.Selector})
+			}
+			db.applyDeleteToMem(mem.t, &del.Selector)
+			if del.Seq > db.seq.Load() {
+				db.seq.Store(del.Seq)
+			}
+		default:
+			return fmt.Errorf("%w: unknown wal record type %d", ErrCorrupt, typ)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("replay wal: %w", err)
+	}
+	if res.Truncated {
+		db.logger.Warn("truncated torn wal tail", "file", res.TruncatedFile, "offset", res.TruncatedOffset, "bytes", res.TruncatedBytes)
+	}
+	if res.Records > 0 {
+		db.logger.Info("replayed wal", "files", res.Files, "records", res.Records, "samples", mem.t.Len())
+	}
+	db.mu.mem = mem
+
+	w, err := wal.Open(walDir, wal.Options{
+		FS:           db.fs,
+		SegmentBytes: db.opts.WALSegmentBytes,
+		Sync:         wal.SyncMode(db.opts.Sync),
+		SyncInterval: db.opts.SyncInterval,
+		Logger:       db.logger,
+	})
+	if err != nil {
+		return fmt.Errorf("open wal: %w", err)
+	}
+	db.wal = w
+	if err := w.RemoveBefore(m.walStart); err != nil {
+		return fmt.Errorf("remove covered wal files: %w", err)
+	}
+	return nil
+}
+
+func sortLevels(v *version) {
+	slices.SortFunc(v.levels[0], func(a, b *segHandle) int { return cmpU64(a.fileNum, b.fileNum) })
+	for l := 1; l < maxLevels; l++ {
+		slices.SortFunc(v.levels[l], func(a, b *segHandle) int { return strings.Compare(string(a.meta.FirstKey), string(b.meta.FirstKey)) })
+	}
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// applyDeleteToMem removes the samples sel selects from t.
+func (db *DB) applyDeleteToMem(t *memtable.Table, sel *Selector) {
+	db.cat.mu.RLock()
+	ids := db.cat.match(sel)
+	db.cat.mu.RUnlock()
+	for _, id := range ids {
+		t.Delete(id, sel.Start, sel.End-1)
+	}
+}
+
+// Close flushes the memtable, waits for background work to stop and
+// releases the directory. A second call returns ErrClosed.
+func (db *DB) Close() error {
+	if db.closed.Swap(true) {
+		return ErrClosed
+	}
+	// Wait out writes in flight; no new one starts (closed is set).
+	db.commitMu.Lock()
+	var err error
+	if db.mu.mem.t.Len() > 0 {
+		err = db.sealLocked()
+	}
+	db.commitMu.Unlock()
+
+	db.mu.Lock()
+	db.mu.closing = true
+	db.mu.cond.Broadcast()
+	for len(db.mu.imm) > 0 && db.mu.bgErr == nil {
+		db.mu.cond.Wait()
+	}
+	if err == nil {
+		err = db.mu.bgErr
+	}
+	db.mu.Unlock()
+	db.bgCancel()
+	db.wg.Wait()
+
+	if werr := db.wal.Close(); err == nil && !errors.Is(werr, ErrClosed) {
+		err = werr
+	}
+	if cerr := db.catf.close(); err == nil {
+		err = cerr
+	}
+	db.mu.Lock()
+	v := db.mu.v
+	db.mu.v = nil
+	db.mu.Unlock()
+	db.unrefVersion(v)
+	if lerr := db.lock.Close(); err == nil {
+		err = lerr
+	}
+	return err
+}
+
+func (db *DB) checkOpen() error {
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// retentionCutoff returns the oldest visible timestamp.
+func (db *DB) retentionCutoff() int64 {
+	if db.opts.Retention <= 0 {
+		return math.MinInt64
+	}
+	return db.opts.Now().Add(-db.opts.Retention).UnixNano()
+}
+
+func (v *version) ref() { v.refs.Add(1) }
+
+// unrefVersion drops a reference; the last one releases the version's
+// segments, closing (and, when obsolete, deleting) those no version lists.
+func (db *DB) unrefVersion(v *version) {
+	if v.refs.Add(-1) != 0 {
+		return
+	}
+	for _, level := range v.levels {
+		for _, h := range level {
+			db.unrefSegment(h)
+		}
+	}
+}
+
+func (db *DB) unrefSegment(h *segHandle) {
+	if h.refs.Add(-1) != 0 {
+		return
+	}
+	if err := h.r.Close(); err != nil {
+		db.logger.Warn("close segment", "file", h.meta.Path, "err", err)
+	}
+	if h.obsolete.Load() {
+		if err := db.fs.Remove(h.meta.Path); err != nil {
+			db.logger.Warn("remove obsolete segment", "file", h.meta.Path, "err", err)
+		}
+	}
+}
+
+// newVersion returns a version listing levels, each segment referenced.
+func newVersion(levels [maxLevels][]*segHandle) *version {
+	v := &version{levels: levels}
+	v.refs.Store(1)
+	for _, level := range v.levels {
+		for _, h := range level {
+			h.refs.Add(1)
+		}
+	}
+	sortLevels(v)
+	return v
+}
+
+// snapshot is what one query reads.
+type snapshot struct {
+	v          *version
+	imm        []*memRef
+	mem        *memRef
+	tombstones []tombstone
+}
+
+func (db *DB) acquireSnapshot() (*snapshot, error) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.mu.v == nil {
+		return nil, ErrClosed
+	}
+	db.mu.v.ref()
+	return &snapshot{v: db.mu.v, imm: slices.Clone(db.mu.imm), mem: db.mu.mem, tombstones: db.mu.tombstones}, nil
+}
+
+func (db *DB) releaseSnapshot(s *snapshot) { db.unrefVersion(s.v) }

@@ -1,13 +1,13 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/stratadb/strata/internal/base"
 	"github.com/stratadb/strata/internal/point"
+	"github.com/stratadb/strata/internal/vfs"
 )
 
 // The data model types are defined in internal/point and re-exported here.
@@ -160,6 +160,8 @@ type Options struct {
 	TargetSegmentBytes int64
 	// Now returns the current time, for retention; default time.Now.
 	Now func() time.Time
-}
 
-var _ = context.Background
+	// fs is the filesystem; nil means the operating system's. Tests in this
+	// package set it to inject faults.
+	fs vfs.FS
+}

@@ -1,0 +1,400 @@
+package engine
+
+// The series catalog file (SERIES) makes series ids and kinds durable beyond
+// the WAL files that first logged them. It is append-only; every flush
+// appends the series created since the previous one before the manifest
+// that drops those WAL files is written.
+//
+//	file   := header record*
+//	header := magic "SSER" (4) | version (1)
+//	record := length uint32 LE (4) | crc32c(payload) uint32 LE (4) | payload (length)
+//	payload:= count uvarint | entry{count}
+//	entry  := id uvarint | kind (1) | keylen uvarint | key (keylen)
+//
+// Ids are dense: the first entry of the file is id 0 and every entry is one
+// past the previous. A damaged record at the end of the file is the torn
+// tail of an interrupted append (the WAL still holds those series) and is
+// cut off; damage before a valid record is corruption.
+//
+// These constants are part of the durable format and must not be changed.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/stratadb/strata/internal/point"
+	"github.com/stratadb/strata/internal/vfs"
+)
+
+const (
+	catalogMagic      = "SSER"
+	catalogVersion    = 1
+	catalogHeaderSize = 5
+	catalogMaxRecord  = 1 << 30
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// seriesMeta describes one series. It never changes once created.
+type seriesMeta struct {
+	key   string // canonical series key
+	kind  Kind
+	set   *tagSet
+	field string
+}
+
+// tagSet is a measurement with a sorted tag set: the identity that the
+// fields of a point share. Points are resolved to a tagSet by hashing their
+// parts, so the hot write path builds no key strings for known series.
+type tagSet struct {
+	hash        uint64
+	measurement string
+	tags        []Tag // sorted by key
+	fields      []fieldID
+	next        *tagSet // hash collision chain
+}
+
+type fieldID struct {
+	name string
+	id   uint64
+}
+
+type tagRef struct{ measurement, key, value string }
+
+// catalog maps series to dense ids and indexes them by measurement and tag.
+// The single writer (holding DB.commitMu) reads without mu and takes mu to
+// add series; queries take mu.RLock.
+type catalog struct {
+	mu            sync.RWMutex
+	series        []seriesMeta // by id
+	byKey         map[string]uint64
+	sets          map[uint64]*tagSet
+	byMeasurement map[string][]uint64 // ascending ids
+	byTag         map[tagRef][]uint64 // ascending ids
+}
+
+func newCatalog() *catalog {
+	return &catalog{
+		byKey:         make(map[string]uint64),
+		sets:          make(map[uint64]*tagSet),
+		byMeasurement: make(map[string][]uint64),
+		byTag:         make(map[tagRef][]uint64),
+	}
+}
+
+func hashTagSet(d *xxhash.Digest, measurement string, tags []Tag) uint64 {
+	d.Reset()
+	d.WriteString(measurement)
+	for _, t := range tags {
+		d.WriteString("\x00")
+		d.WriteString(t.Key)
+		d.WriteString("\x01")
+		d.WriteString(t.Value)
+	}
+	return d.Sum64()
+}
+
+func tagsEqual(a, b []Tag) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// findSet returns the tagSet for (measurement, sorted tags) or nil.
+func (c *catalog) findSet(h uint64, measurement string, tags []Tag) *tagSet {
+	for s := c.sets[h]; s != nil; s = s.next {
+		if s.measurement == measurement && tagsEqual(s.tags, tags) {
+			return s
+		}
+	}
+	return nil
+}
+
+func (s *tagSet) field(name string) (uint64, bool) {
+	for _, f := range s.fields {
+		if f.name == name {
+			return f.id, true
+		}
+	}
+	return 0, false
+}
+
+// add registers a new series with the next id. The caller holds mu and has
+// checked that the key is new. tags must be sorted and owned by the catalog.
+func (c *catalog) add(d *xxhash.Digest, key string, kind Kind, measurement string, tags []Tag, field string) uint64 {
+	id := uint64(len(c.series))
+	h := hashTagSet(d, measurement, tags)
+	set := c.findSet(h, measurement, tags)
+	if set == nil {
+		set = &tagSet{hash: h, measurement: measurement, tags: tags, next: c.sets[h]}
+		c.sets[h] = set
+		for _, t := range tags {
+			r := tagRef{measurement, t.Key, t.Value}
+			c.byTag[r] = append(c.byTag[r], id)
+		}
+	} else {
+		for _, t := range tags {
+			r := tagRef{measurement, t.Key, t.Value}
+			c.byTag[r] = append(c.byTag[r], id)
+		}
+	}
+	set.fields = append(set.fields, fieldID{name: field, id: id})
+	c.series = append(c.series, seriesMeta{key: key, kind: kind, set: set, field: field})
+	c.byKey[key] = id
+	c.byMeasurement[measurement] = append(c.byMeasurement[measurement], id)
+	return id
+}
+
+// addKey registers a series known only by its key (catalog file, WAL replay).
+func (c *catalog) addKey(d *xxhash.Digest, key []byte, kind Kind) (uint64, error) {
+	m, tags, field, err := point.ParseSeriesKey(key)
+	if err != nil {
+		return 0, err
+	}
+	if !kind.Valid() {
+		return 0, fmt.Errorf("series %q has unknown kind %d", key, kind)
+	}
+	k := string(key)
+	if _, ok := c.byKey[k]; ok {
+		return 0, fmt.Errorf("series %q defined twice", key)
+	}
+	c.mu.Lock()
+	id := c.add(d, k, kind, m, tags, field)
+	c.mu.Unlock()
+	return id, nil
+}
+
+func (c *catalog) len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.series)
+}
+
+// match returns the ids of the series that sel selects, ascending. The
+// caller holds mu.RLock.
+func (c *catalog) match(sel *Selector) []uint64 {
+	cand := c.byMeasurement[sel.Measurement]
+	for _, t := range sel.Tags {
+		l := c.byTag[tagRef{sel.Measurement, t.Key, t.Value}]
+		if len(l) < len(cand) {
+			cand = l
+		}
+	}
+	var out []uint64
+	for _, id := range cand {
+		s := &c.series[id]
+		if s.set.measurement != sel.Measurement || (sel.Field != "" && s.field != sel.Field) {
+			continue
+		}
+		if !hasTags(s.set.tags, sel.Tags) {
+			continue
+		}
+		out = append(out, id)
+	}
+	return out
+}
+
+// matches reports whether series id is selected by sel's series part.
+func (c *catalog) matches(id uint64, sel *Selector) bool {
+	s := &c.series[id]
+	return s.set.measurement == sel.Measurement && (sel.Field == "" || s.field == sel.Field) && hasTags(s.set.tags, sel.Tags)
+}
+
+func hasTags(have []Tag, want []Tag) bool {
+	for _, w := range want {
+		i, ok := slices.BinarySearchFunc(have, w.Key, func(t Tag, k string) int { return strings.Compare(t.Key, k) })
+		if !ok || have[i].Value != w.Value {
+			return false
+		}
+	}
+	return true
+}
+
+// appendCatalogEntries encodes series [from, to) as one record payload.
+func (c *catalog) appendCatalogEntries(dst []byte, from, to int) []byte {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	dst = binary.AppendUvarint(dst, uint64(to-from))
+	for id := from; id < to; id++ {
+		s := &c.series[id]
+		dst = binary.AppendUvarint(dst, uint64(id))
+		dst = append(dst, byte(s.kind))
+		dst = binary.AppendUvarint(dst, uint64(len(s.key)))
+		dst = append(dst, s.key...)
+	}
+	return dst
+}
+
+// catalogFile is the open SERIES file.
+type catalogFile struct {
+	fs   vfs.FS
+	path string
+	f    vfs.File
+	n    int   // series persisted
+	size int64 // bytes in the file
+}
+
+// loadCatalog reads path into c, truncating a torn tail, and opens the file
+// for appending. A missing file is created.
+func loadCatalog(fs vfs.FS, path string, c *catalog, d *xxhash.Digest) (*catalogFile, int64, error) {
+	data, err := vfs.ReadFile(fs, path)
+	if errors.Is(err, errNotExist) || (err == nil && len(data) == 0) {
+		f, err := fs.Create(path)
+		if err != nil {
+			return nil, 0, err
+		}
+		hdr := append([]byte(catalogMagic), catalogVersion)
+		if _, err := f.Write(hdr); err != nil {
+			f.Close()
+			return nil, 0, err
+		}
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return nil, 0, err
+		}
+		if err := vfs.SyncDirOf(fs, path); err != nil {
+			f.Close()
+			return nil, 0, err
+		}
+		return &catalogFile{fs: fs, path: path, f: f, size: catalogHeaderSize}, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(data) < catalogHeaderSize || string(data[:4]) != catalogMagic {
+		return nil, 0, corruptf(path, 0, "bad magic")
+	}
+	if data[4] != catalogVersion {
+		return nil, 0, corruptf(path, 4, "unsupported version %d", data[4])
+	}
+	off := int64(catalogHeaderSize)
+	rest := data[catalogHeaderSize:]
+	var torn int64
+	for len(rest) > 0 {
+		payload, n, perr := nextCatalogRecord(rest)
+		if perr != nil {
+			// A bad record is a torn tail only if no valid record follows it.
+			if laterValidRecord(rest[1:]) {
+				return nil, 0, corruptf(path, off, "%v", perr)
+			}
+			torn = int64(len(rest))
+			break
+		}
+		if err := decodeCatalogPayload(payload, c, d); err != nil {
+			return nil, 0, corruptf(path, off, "%v", err)
+		}
+		off += int64(n)
+		rest = rest[n:]
+	}
+	f, err := fs.OpenReadWrite(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	if torn > 0 {
+		if err := f.Truncate(off); err != nil {
+			f.Close()
+			return nil, 0, err
+		}
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return nil, 0, err
+		}
+	}
+	return &catalogFile{fs: fs, path: path, f: f, n: len(c.series), size: off}, torn, nil
+}
+
+func nextCatalogRecord(b []byte) ([]byte, int, error) {
+	if len(b) < 8 {
+		return nil, 0, errors.New("short record header")
+	}
+	n := binary.LittleEndian.Uint32(b)
+	sum := binary.LittleEndian.Uint32(b[4:])
+	if n == 0 || n > catalogMaxRecord || int64(n) > int64(len(b)-8) {
+		return nil, 0, fmt.Errorf("bad record length %d", n)
+	}
+	p := b[8 : 8+n]
+	if crc32.Checksum(p, castagnoli) != sum {
+		return nil, 0, errors.New("record checksum mismatch")
+	}
+	return p, 8 + int(n), nil
+}
+
+func laterValidRecord(b []byte) bool {
+	for i := 0; i+8 <= len(b); i++ {
+		if _, _, err := nextCatalogRecord(b[i:]); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+func decodeCatalogPayload(p []byte, c *catalog, d *xxhash.Digest) error {
+	count, n := binary.Uvarint(p)
+	if n <= 0 || count > uint64(len(p)) {
+		return errors.New("bad entry count")
+	}
+	p = p[n:]
+	for range count {
+		id, n := binary.Uvarint(p)
+		if n <= 0 || len(p) < n+1 {
+			return io.ErrUnexpectedEOF
+		}
+		p = p[n:]
+		kind := Kind(p[0])
+		p = p[1:]
+		kl, n := binary.Uvarint(p)
+		if n <= 0 || kl > uint64(len(p)-n) {
+			return io.ErrUnexpectedEOF
+		}
+		key := p[n : n+int(kl)]
+		p = p[n+int(kl):]
+		if id != uint64(len(c.series)) {
+			return fmt.Errorf("series id %d out of sequence (want %d)", id, len(c.series))
+		}
+		if _, err := c.addKey(d, key, kind); err != nil {
+			return err
+		}
+	}
+	if len(p) != 0 {
+		return errors.New("trailing bytes in record")
+	}
+	return nil
+}
+
+// persist appends series [cf.n, to) and fsyncs.
+func (cf *catalogFile) persist(c *catalog, to int) error {
+	if to <= cf.n {
+		return nil
+	}
+	buf := make([]byte, 8, 8+64*(to-cf.n))
+	buf = c.appendCatalogEntries(buf, cf.n, to)
+	binary.LittleEndian.PutUint32(buf, uint32(len(buf)-8))
+	binary.LittleEndian.PutUint32(buf[4:], crc32.Checksum(buf[8:], castagnoli))
+	if _, err := cf.f.Write(buf); err != nil {
+		cf.f.Truncate(cf.size) // never leave a partial record before a later one
+		return fmt.Errorf("append series catalog: %w", err)
+	}
+	if err := cf.f.Sync(); err != nil {
+		cf.f.Truncate(cf.size)
+		return fmt.Errorf("sync series catalog: %w", err)
+	}
+	cf.n = to
+	cf.size += int64(len(buf))
+	return nil
+}
+
+func (cf *catalogFile) close() error { return cf.f.Close() }

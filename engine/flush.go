@@ -1,0 +1,297 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/stratadb/strata/internal/point"
+	"github.com/stratadb/strata/internal/vfs"
+	"github.com/stratadb/strata/segment"
+)
+
+// Flush writes the memtable to a segment and returns when that segment and
+// the manifest naming it are durable.
+func (db *DB) Flush() error {
+	if err := db.checkOpen(); err != nil {
+		return err
+	}
+	db.commitMu.Lock()
+	if err := db.checkOpen(); err != nil {
+		db.commitMu.Unlock()
+		return err
+	}
+	var err error
+	if db.mu.mem.t.Len() > 0 {
+		err = db.sealLocked()
+	}
+	db.mu.Lock()
+	var target *memRef
+	if n := len(db.mu.imm); n > 0 {
+		target = db.mu.imm[n-1]
+	}
+	db.mu.Unlock()
+	db.commitMu.Unlock()
+	if err != nil {
+		return err
+	}
+	return db.waitFlushed(target)
+}
+
+// waitFlushed blocks until m (and every memtable sealed before it) is
+// flushed, or a background error stops flushing.
+func (db *DB) waitFlushed(m *memRef) error {
+	if m == nil {
+		return nil
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	for slices.Contains(db.mu.imm, m) {
+		if db.mu.bgErr != nil {
+			return db.mu.bgErr
+		}
+		db.mu.cond.Wait()
+	}
+	return nil
+}
+
+// flushLoop flushes sealed memtables, oldest first, until the DB closes
+// and nothing is left to flush.
+func (db *DB) flushLoop() {
+	for {
+		db.mu.Lock()
+		for len(db.mu.imm) == 0 && !db.mu.closing {
+			db.mu.cond.Wait()
+		}
+		if len(db.mu.imm) == 0 || db.mu.bgErr != nil {
+			db.mu.Unlock()
+			return
+		}
+		m := db.mu.imm[0]
+		db.mu.Unlock()
+
+		if err := db.flushMemtable(m); err != nil {
+			db.logger.Error("flush failed; writes are stopped", "err", err)
+			db.mu.Lock()
+			if db.mu.bgErr == nil {
+				db.mu.bgErr = fmt.Errorf("flush: %w", err)
+			}
+			db.mu.cond.Broadcast()
+			db.mu.Unlock()
+			return
+		}
+		db.maybeScheduleCompaction()
+	}
+}
+
+func (db *DB) allocFileNum() uint64 {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	n := db.mu.nextFile
+	db.mu.nextFile++
+	return n
+}
+
+// flushMemtable writes m to a new L0 segment, publishes it with a manifest
+// edit and removes the WAL files m covered.
+func (db *DB) flushMemtable(m *memRef) error {
+	start := time.Now()
+	db.mu.Lock()
+	tombs := db.mu.tombstones
+	db.mu.Unlock()
+	tombApplied := m.tombApplied
+	for _, t := range tombs {
+		tombApplied = max(tombApplied, t.seq)
+	}
+
+	// Series in key order.
+	ids := m.t.IDs()
+	db.cat.mu.RLock()
+	slices.SortFunc(ids, func(a, b uint64) int { return strings.Compare(db.cat.series[a].key, db.cat.series[b].key) })
+	db.cat.mu.RUnlock()
+
+	var h *segHandle
+	if len(ids) > 0 {
+		num := db.allocFileNum()
+		path := filepath.Join(db.dir, segName(num))
+		w, err := segment.Create(path, segment.WriterOptions{FS: db.fs, BlockSamples: db.opts.BlockSamples})
+		if err != nil {
+			return fmt.Errorf("create segment: %w", err)
+		}
+		var buf []point.Sample
+		for _, id := range ids {
+			db.cat.mu.RLock()
+			meta := db.cat.series[id]
+			db.cat.mu.RUnlock()
+			buf = m.t.Samples(id, math.MinInt64, math.MaxInt64, buf[:0])
+			buf = db.applyTombstones(buf, id, tombs, m.tombApplied)
+			if len(buf) == 0 {
+				continue
+			}
+			if err := w.Add([]byte(meta.key), meta.kind, buf); err != nil {
+				w.Abort()
+				return fmt.Errorf("write segment: %w", err)
+			}
+		}
+		sm, err := w.Finish()
+		if err != nil {
+			w.Abort()
+			return fmt.Errorf("finish segment: %w", err)
+		}
+		if sm.Series > 0 {
+			r, err := segment.Open(db.fs, path)
+			if err != nil {
+				return fmt.Errorf("reopen flushed segment: %w", err)
+			}
+			h = &segHandle{fileNum: num, level: 0, tombApplied: tombApplied, r: r, meta: r.Meta()}
+		} else {
+			db.fs.Remove(path)
+		}
+	}
+	if err := db.catf.persist(db.cat, m.seriesEnd); err != nil {
+		if h != nil {
+			h.r.Close()
+			db.fs.Remove(h.meta.Path)
+		}
+		return err
+	}
+
+	err := db.logAndApply(func(levels *[maxLevels][]*segHandle) {
+		if h != nil {
+			levels[0] = append(levels[0], h)
+		}
+	}, m)
+	if err != nil {
+		if h != nil {
+			h.r.Close()
+			db.fs.Remove(h.meta.Path)
+		}
+		return err
+	}
+	if err := db.wal.RemoveBefore(m.walEnd); err != nil {
+		db.logger.Warn("remove flushed wal files", "err", err)
+	}
+	d := time.Since(start)
+	db.st.flushes.Add(1)
+	db.st.flushNanos.Add(int64(d))
+	if h != nil {
+		db.st.flushBytes.Add(h.meta.Size)
+		db.logger.Debug("flushed memtable", "segment", filepath.Base(h.meta.Path), "samples", h.meta.Samples, "bytes", h.meta.Size, "took", d)
+	}
+	return nil
+}
+
+// applyTombstones removes from samples (of series id, read from a source
+// whose data is older than every tombstone with seq > applied) what those
+// tombstones delete.
+func (db *DB) applyTombstones(samples []point.Sample, id uint64, tombs []tombstone, applied uint64) []point.Sample {
+	for i := range tombs {
+		t := &tombs[i]
+		if t.seq <= applied || len(samples) == 0 {
+			continue
+		}
+		db.cat.mu.RLock()
+		ok := db.cat.matches(id, &t.sel)
+		db.cat.mu.RUnlock()
+		if !ok {
+			continue
+		}
+		samples = slices.DeleteFunc(samples, func(s point.Sample) bool { return s.Time >= t.sel.Start && s.Time < t.sel.End })
+	}
+	return samples
+}
+
+// logAndApply computes the next version with edit, writes the manifest that
+// describes it and installs it. When flushed is non-nil, that memtable
+// leaves the immutable list in the same step and the WAL start moves past it.
+func (db *DB) logAndApply(edit func(levels *[maxLevels][]*segHandle), flushed *memRef) error {
+	db.versionMu.Lock()
+	defer db.versionMu.Unlock()
+
+	db.mu.Lock()
+	levels := db.mu.v.levels
+	for l := range levels {
+		levels[l] = slices.Clone(levels[l])
+	}
+	walStart := db.mu.walStart
+	if flushed != nil {
+		walStart = flushed.walEnd
+	}
+	tombs := db.mu.tombstones
+	nextFile := db.mu.nextFile
+	db.mu.Unlock()
+
+	edit(&levels)
+	nv := newVersion(levels)
+
+	// A tombstone is dropped once every source it could apply to has applied
+	// it. Segments record how far they have; sealed memtables too, but they
+	// are not durable (the WAL replays them with their tombstones), so the
+	// manifest keeps what the segments need and memory what both need.
+	segOldest := uint64(math.MaxUint64)
+	for _, level := range nv.levels {
+		for _, h := range level {
+			segOldest = min(segOldest, h.tombApplied)
+		}
+	}
+	kept := slices.DeleteFunc(slices.Clone(tombs), func(t tombstone) bool { return t.seq <= segOldest })
+
+	m := manifest{
+		nextFile:    nextFile,
+		walStart:    walStart,
+		lastSeq:     db.seq.Load(),
+		seriesCount: uint64(db.catf.n),
+	}
+	for l, level := range nv.levels {
+		for _, h := range level {
+			m.segments = append(m.segments, manifestSegment{fileNum: h.fileNum, level: l, tombApplied: h.tombApplied})
+		}
+	}
+	m.tombstones = kept
+	if err := vfs.WriteFileAtomic(db.fs, filepath.Join(db.dir, manifestName), m.marshal()); err != nil {
+		// Undo the references newVersion took; the caller disposes of new files.
+		for _, level := range nv.levels {
+			for _, h := range level {
+				h.refs.Add(-1)
+			}
+		}
+		return fmt.Errorf("write manifest: %w", err)
+	}
+
+	db.mu.Lock()
+	old := db.mu.v
+	db.mu.v = nv
+	db.mu.walStart = walStart
+	if flushed != nil {
+		db.mu.imm = slices.DeleteFunc(db.mu.imm, func(m *memRef) bool { return m == flushed })
+	}
+	// Deletes may have added tombstones and seals memtables since the
+	// snapshot: prune what is in memory now.
+	oldest := segOldest
+	for _, m := range db.mu.imm {
+		oldest = min(oldest, m.tombApplied)
+	}
+	db.mu.tombstones = slices.DeleteFunc(slices.Clone(db.mu.tombstones), func(t tombstone) bool { return t.seq <= oldest })
+	db.mu.cond.Broadcast()
+	db.mu.Unlock()
+
+	// Segments that left the version are deleted when no query reads them.
+	live := make(map[*segHandle]bool)
+	for _, level := range nv.levels {
+		for _, h := range level {
+			live[h] = true
+		}
+	}
+	for _, level := range old.levels {
+		for _, h := range level {
+			if !live[h] {
+				h.obsolete.Store(true)
+			}
+		}
+	}
+	db.unrefVersion(old)
+	return nil
+}

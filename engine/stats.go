@@ -1,0 +1,110 @@
+package engine
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// stats are the engine's counters; Stats reads them.
+type stats struct {
+	pointsWritten          atomic.Int64
+	samplesWritten         atomic.Int64
+	deletes                atomic.Int64
+	flushes                atomic.Int64
+	flushNanos             atomic.Int64
+	flushBytes             atomic.Int64
+	compactions            atomic.Int64
+	compactionNanos        atomic.Int64
+	compactionBytesRead    atomic.Int64
+	compactionBytesWritten atomic.Int64
+	writeStalls            atomic.Int64
+	writeSlowdowns         atomic.Int64
+	blocksPushedDown       atomic.Int64
+}
+
+// Stats is a point-in-time view of a DB's state and counters.
+type Stats struct {
+	Series             int     // series known to the catalog
+	MemTableBytes      int64   // active plus sealed memtables
+	ImmutableMemTables int     // sealed memtables waiting for flush
+	SegmentsPerLevel   []int   // index = level
+	BytesPerLevel      []int64 // index = level
+	DiskBytes          int64   // segments plus WAL
+	WALBytes           int64
+	Tombstones         int
+
+	PointsWritten  int64
+	SamplesWritten int64
+	Deletes        int64
+
+	Flushes       int64
+	FlushDuration time.Duration
+	FlushedBytes  int64
+
+	Compactions            int64
+	CompactionDuration     time.Duration
+	CompactionBytesRead    int64
+	CompactionBytesWritten int64
+	PendingCompactionBytes int64
+	// WriteAmplification is (flushed + compaction-written bytes) / flushed
+	// bytes: how many times each flushed byte was written to segments.
+	WriteAmplification float64
+
+	WriteStalls      int64 // writes that waited for a flush or compaction
+	WriteSlowdowns   int64 // writes delayed to let background work catch up
+	BlocksPushedDown int64 // segment blocks aggregated from their stats alone
+}
+
+// Stats returns the DB's current statistics.
+func (db *DB) Stats() Stats {
+	var s Stats
+	db.mu.Lock()
+	if db.mu.mem != nil {
+		s.MemTableBytes = db.mu.mem.t.Bytes()
+	}
+	for _, m := range db.mu.imm {
+		s.MemTableBytes += m.t.Bytes()
+	}
+	s.ImmutableMemTables = len(db.mu.imm)
+	s.Tombstones = len(db.mu.tombstones)
+	v := db.mu.v
+	if v != nil {
+		v.ref()
+	}
+	db.mu.Unlock()
+	s.SegmentsPerLevel = make([]int, maxLevels)
+	s.BytesPerLevel = make([]int64, maxLevels)
+	if v != nil {
+		for l, level := range v.levels {
+			s.SegmentsPerLevel[l] = len(level)
+			for _, h := range level {
+				s.BytesPerLevel[l] += h.meta.Size
+				s.DiskBytes += h.meta.Size
+			}
+		}
+		s.PendingCompactionBytes = db.policy.PendingBytes(infos(v))
+		db.unrefVersion(v)
+	}
+	if !db.closed.Load() {
+		s.WALBytes = db.wal.Size()
+	}
+	s.DiskBytes += s.WALBytes
+	s.Series = db.cat.len()
+	s.PointsWritten = db.st.pointsWritten.Load()
+	s.SamplesWritten = db.st.samplesWritten.Load()
+	s.Deletes = db.st.deletes.Load()
+	s.Flushes = db.st.flushes.Load()
+	s.FlushDuration = time.Duration(db.st.flushNanos.Load())
+	s.FlushedBytes = db.st.flushBytes.Load()
+	s.Compactions = db.st.compactions.Load()
+	s.CompactionDuration = time.Duration(db.st.compactionNanos.Load())
+	s.CompactionBytesRead = db.st.compactionBytesRead.Load()
+	s.CompactionBytesWritten = db.st.compactionBytesWritten.Load()
+	if s.FlushedBytes > 0 {
+		s.WriteAmplification = float64(s.FlushedBytes+s.CompactionBytesWritten) / float64(s.FlushedBytes)
+	}
+	s.WriteStalls = db.st.writeStalls.Load()
+	s.WriteSlowdowns = db.st.writeSlowdowns.Load()
+	s.BlocksPushedDown = db.st.blocksPushedDown.Load()
+	return s
+}

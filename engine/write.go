@@ -1,0 +1,251 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/stratadb/strata/internal/point"
+	"github.com/stratadb/strata/memtable"
+	"github.com/stratadb/strata/wal"
+)
+
+// Write stores points atomically: when it returns nil all of them are
+// stored (and, under SyncAlways, durable); on error none is. An invalid
+// point or a field kind conflict gives a *PointError naming the point's
+// index, wrapping ErrInvalid or ErrFieldTypeConflict.
+func (db *DB) Write(points []Point) error {
+	if err := db.checkOpen(); err != nil {
+		return err
+	}
+	for i := range points {
+		if err := point.Validate(&points[i]); err != nil {
+			return &PointError{Index: i, Err: err}
+		}
+	}
+	if len(points) == 0 {
+		return nil
+	}
+	if err := db.throttle(); err != nil {
+		return err
+	}
+
+	db.commitMu.Lock()
+	if err := db.checkOpen(); err != nil {
+		db.commitMu.Unlock()
+		return err
+	}
+	w := &db.w
+	if err := db.resolveLocked(points); err != nil {
+		db.commitMu.Unlock()
+		return err
+	}
+	seq := db.seq.Load() + 1
+	base := uint64(len(db.cat.series))
+	w.defs = w.defs[:0]
+	for i := range w.pend {
+		w.defs = append(w.defs, wal.SeriesDef{ID: base + uint64(i), Kind: w.pend[i].kind, Key: []byte(w.pend[i].key)})
+	}
+	b := wal.Batch{Seq: seq, Series: w.defs, Entries: w.entries}
+	w.buf = b.Marshal(w.buf[:0])
+	pos, err := db.wal.Write(wal.RecordBatch, w.buf)
+	if err != nil {
+		db.commitMu.Unlock()
+		return fmt.Errorf("write wal: %w", err)
+	}
+	db.seq.Store(seq)
+	if len(w.pend) > 0 {
+		db.cat.mu.Lock()
+		for i := range w.pend {
+			p := &w.pend[i]
+			db.cat.add(&w.digest, p.key, p.kind, p.measurement, p.tags, p.field)
+		}
+		db.cat.mu.Unlock()
+	}
+	mem := db.mu.mem // only commitMu holders replace it
+	mem.t.Apply(w.entries)
+	db.st.pointsWritten.Add(int64(len(points)))
+	db.st.samplesWritten.Add(int64(len(w.entries)))
+	if mem.t.Bytes() >= db.opts.MemTableBytes {
+		err = db.sealLocked()
+	}
+	db.commitMu.Unlock()
+	if err != nil {
+		return err
+	}
+	return db.wal.SyncTo(pos)
+}
+
+// resolveLocked maps every field of points to a series id, checking kinds,
+// and fills w.entries. Series the call creates are collected in w.pend with
+// ids following the catalog's; nothing is registered yet.
+func (db *DB) resolveLocked(points []Point) error {
+	w := &db.w
+	w.entries = w.entries[:0]
+	w.pend = w.pend[:0]
+	clear(w.pendByID)
+	base := uint64(len(db.cat.series))
+	for i := range points {
+		p := &points[i]
+		tags := p.Tags
+		if !slices.IsSortedFunc(tags, func(a, b Tag) int { return cmpString(a.Key, b.Key) }) {
+			w.tags = append(w.tags[:0], tags...)
+			point.SortTags(w.tags)
+			tags = w.tags
+		}
+		h := hashTagSet(&w.digest, p.Measurement, tags)
+		set := db.cat.findSet(h, p.Measurement, tags)
+		for _, f := range p.Fields {
+			kind := f.Value.Kind()
+			if set != nil {
+				if id, ok := set.field(f.Key); ok {
+					if have := db.cat.series[id].kind; have != kind {
+						return &PointError{Index: i, Err: fmt.Errorf("%w: field %q of %s is %s, not %s",
+							ErrFieldTypeConflict, f.Key, p.Measurement, have, kind)}
+					}
+					w.entries = append(w.entries, point.Entry{ID: id, Time: p.Time, Value: f.Value})
+					continue
+				}
+			}
+			w.key = point.AppendSeriesKey(w.key[:0], p.Measurement, tags, f.Key)
+			idx, ok := w.pendByID[string(w.key)]
+			if ok {
+				if have := w.pend[idx].kind; have != kind {
+					return &PointError{Index: i, Err: fmt.Errorf("%w: field %q of %s is %s, not %s",
+						ErrFieldTypeConflict, f.Key, p.Measurement, have, kind)}
+				}
+			} else {
+				idx = len(w.pend)
+				key := string(w.key)
+				w.pendByID[key] = idx
+				w.pend = append(w.pend, pendingSeries{key: key, kind: kind, measurement: p.Measurement,
+					tags: slices.Clone(tags), field: f.Key})
+			}
+			w.entries = append(w.entries, point.Entry{ID: base + uint64(idx), Time: p.Time, Value: f.Value})
+		}
+	}
+	return nil
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// throttle slows writers when flushes or L0 compactions fall behind and
+// blocks them when they are far behind, so memory stays bounded. Writers
+// are never failed for it.
+func (db *DB) throttle() error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	slowed := false
+	for {
+		if db.mu.bgErr != nil {
+			return fmt.Errorf("background error: %w", db.mu.bgErr)
+		}
+		if db.mu.closing || db.closed.Load() {
+			return ErrClosed
+		}
+		nimm, nl0 := len(db.mu.imm), len(db.mu.v.levels[0])
+		if nimm < db.opts.MaxImmutableMemTables && nl0 < db.opts.L0StopWritesTrigger {
+			if !slowed && (nimm > 0 && nimm >= db.opts.MaxImmutableMemTables-1 || nl0 >= (db.opts.L0CompactionTrigger+db.opts.L0StopWritesTrigger)/2) {
+				// Slow down: give the background a millisecond per write.
+				slowed = true
+				db.st.writeSlowdowns.Add(1)
+				db.mu.Unlock()
+				time.Sleep(time.Millisecond)
+				db.mu.Lock()
+				continue
+			}
+			return nil
+		}
+		db.st.writeStalls.Add(1)
+		db.mu.cond.Wait()
+	}
+}
+
+// sealLocked turns the active memtable into an immutable one queued for
+// flush and starts a fresh one. The caller holds commitMu.
+func (db *DB) sealLocked() error {
+	walEnd, err := db.wal.Rotate()
+	if err != nil {
+		return fmt.Errorf("rotate wal: %w", err)
+	}
+	db.mu.Lock()
+	old := db.mu.mem
+	old.walEnd = walEnd
+	old.tombApplied = db.seq.Load()
+	old.seriesEnd = len(db.cat.series)
+	old.sealed = true
+	db.mu.imm = append(db.mu.imm, old)
+	db.mu.mem = &memRef{t: memtable.New()}
+	db.mu.cond.Broadcast()
+	db.mu.Unlock()
+	return nil
+}
+
+// Delete removes the samples s selects that were written before it; later
+// writes into the range are kept. It is applied to reads at once and
+// physically by compaction.
+func (db *DB) Delete(ctx context.Context, s Selector) error {
+	if err := validateSelector(&s); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := db.checkOpen(); err != nil {
+		return err
+	}
+	sel := s
+	sel.Tags = slices.Clone(s.Tags)
+	point.SortTags(sel.Tags)
+
+	db.commitMu.Lock()
+	if err := db.checkOpen(); err != nil {
+		db.commitMu.Unlock()
+		return err
+	}
+	seq := db.seq.Load() + 1
+	rec := wal.Delete{Seq: seq, Selector: sel}
+	pos, err := db.wal.Write(wal.RecordDelete, rec.Marshal(nil))
+	if err != nil {
+		db.commitMu.Unlock()
+		return fmt.Errorf("write wal: %w", err)
+	}
+	db.seq.Store(seq)
+	db.mu.Lock()
+	db.mu.tombstones = append(slices.Clip(db.mu.tombstones), tombstone{seq: seq, sel: sel})
+	mem := db.mu.mem
+	db.mu.Unlock()
+	db.applyDeleteToMem(mem.t, &sel)
+	db.st.deletes.Add(1)
+	db.commitMu.Unlock()
+	return db.wal.SyncTo(pos)
+}
+
+func validateSelector(s *Selector) error {
+	if s.Measurement == "" {
+		return fmt.Errorf("%w: empty measurement", ErrInvalid)
+	}
+	if s.Start >= s.End {
+		return fmt.Errorf("%w: start %d is not before end %d", ErrInvalid, s.Start, s.End)
+	}
+	for i, t := range s.Tags {
+		if t.Key == "" || t.Value == "" {
+			return fmt.Errorf("%w: empty tag key or value in selector", ErrInvalid)
+		}
+		for _, u := range s.Tags[:i] {
+			if u.Key == t.Key {
+				return fmt.Errorf("%w: duplicate tag key %q in selector", ErrInvalid, t.Key)
+			}
+		}
+	}
+	return nil
+}
