@@ -1,0 +1,44 @@
+// Package wal is strata's write-ahead log: every write the engine
+// acknowledges is first a record here, so that it survives a crash.
+//
+// # Files
+//
+// A log is a directory of files named %08d.wal, numbered from 1. Only the
+// newest file is ever written. Open never appends to an existing file: it
+// starts a new one numbered past the highest present, after the engine has
+// replayed the old ones with Replay. A file rolls (is fsynced, closed and
+// followed by the next number) once it passes Options.SegmentBytes, and on
+// Rotate. Once a flush has made the records of files below N durable in a
+// segment, RemoveBefore(N) deletes them.
+//
+// # Framing
+//
+// Each file starts with a 20-byte header: magic "SWAL", a version, and the
+// file's own number, under a CRC-32C. Records follow back to back: a 13-byte
+// header (payload length, type, a CRC-32C of the length and type alone, and
+// a CRC-32C of the header and payload), then the payload. The exact layout is
+// drawn at the top of wal.go; the payloads the engine logs (Batch and Delete)
+// are drawn at the top of record.go.
+//
+// # Durability
+//
+// Write appends a record with one write call and returns its position; it
+// does not fsync. SyncTo(pos) makes the position durable as the sync mode
+// says. Under SyncAlways concurrent callers share fsyncs (group commit): the
+// first one to arrive fsyncs everything written so far, and callers whose
+// records that covered return without an fsync of their own. SyncInterval
+// fsyncs from a background goroutine; SyncNever leaves it to the OS, Rotate
+// and Close. A failed write or fsync is sticky: the Log refuses every later
+// write with the first error and never writes after a partial record.
+//
+// # Recovery
+//
+// Replay reads the files in order and hands each intact record to a
+// callback. A bad record at the tail of the last file (torn, zeroed, or
+// failing its checksum, with no valid record anywhere after it) is the
+// unacknowledged end of a crash: Replay truncates the file there, fsyncs it
+// and reports what it dropped. Any other damage is an error wrapping
+// base.ErrCorrupt that names the file and offset: an acknowledged record is
+// never skipped silently. The header checksum lets Replay decide between the
+// two by testing every later offset for a record start in O(1).
+package wal

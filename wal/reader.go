@@ -1,0 +1,327 @@
+package wal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	iofs "io/fs"
+	"path/filepath"
+
+	"github.com/stratadb/strata/internal/base"
+	"github.com/stratadb/strata/internal/vfs"
+)
+
+// ReplayResult describes what Replay read and repaired.
+type ReplayResult struct {
+	Files           int    // files read
+	Records         int    // intact records passed to fn
+	LastFile        uint64 // number of the last file read; 0 when there was none
+	Truncated       bool   // a torn tail was cut off the last file
+	TruncatedFile   string // path of the truncated file
+	TruncatedOffset int64  // offset it was truncated at: the start of the torn record
+	TruncatedBytes  int64  // bytes dropped
+}
+
+// Replay reads every WAL file numbered from or above in dir, in order, and
+// calls fn for each intact record. payload is only valid during the call. A
+// missing dir holds no files. Replay repairs the last file, so it must not
+// run while a Log is writing dir: the engine replays, then calls Open.
+//
+// A torn or corrupt record at the tail of the last file is the unacknowledged
+// end of a crash: Replay truncates the file at that record's offset, fsyncs
+// it, and reports it in the result. The same holds for a last file shorter
+// than its header or with an all-zero header (a crash right after the file
+// was created). Damage anywhere else (in an earlier file, or a bad record in
+// the last file that a valid record follows) is an error wrapping
+// base.ErrCorrupt: a *base.CorruptionError naming the file and the offset of
+// the bad record.
+//
+// An error from fn stops replay and is returned as it is, except that an
+// error wrapping base.ErrCorrupt that is not already a *base.CorruptionError
+// is wrapped in one naming the file and the record's offset, so a payload
+// decode failure is located.
+func Replay(fs vfs.FS, dir string, from uint64, fn func(file uint64, typ byte, payload []byte) error) (ReplayResult, error) {
+	if fs == nil {
+		fs = vfs.Default
+	}
+	var res ReplayResult
+	nums, err := Files(fs, dir)
+	if err != nil {
+		if errors.Is(err, iofs.ErrNotExist) {
+			return res, nil
+		}
+		return res, fmt.Errorf("wal: replay: %w", err)
+	}
+	i := 0
+	for i < len(nums) && nums[i] < from {
+		i++
+	}
+	nums = nums[i:]
+	var r fileReader
+	for i, num := range nums {
+		res.Files++
+		res.LastFile = num
+		if err := r.replayFile(fs, dir, num, i == len(nums)-1, fn, &res); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// fileReader reads one file through a window buffer that is reused across
+// files. The buffer never grows past the bytes left in the file.
+type fileReader struct {
+	f      vfs.File
+	path   string
+	size   int64
+	buf    []byte // file bytes [bufOff, bufOff+len(buf))
+	bufOff int64
+}
+
+const readChunk = 256 << 10
+
+// bytes returns the n bytes at off. The caller has checked off+n <= size.
+// The slice is valid until the next call.
+func (r *fileReader) bytes(off int64, n int) ([]byte, error) {
+	if off >= r.bufOff && off+int64(n) <= r.bufOff+int64(len(r.buf)) {
+		s := off - r.bufOff
+		return r.buf[s : s+int64(n)], nil
+	}
+	want := int64(max(n, readChunk))
+	want = min(want, r.size-off)
+	if int64(cap(r.buf)) < want {
+		r.buf = make([]byte, want)
+	}
+	r.buf = r.buf[:want]
+	m, err := r.f.ReadAt(r.buf, off)
+	if int64(m) < want {
+		r.buf = r.buf[:0]
+		if err == nil || err == io.EOF {
+			err = io.ErrUnexpectedEOF // the file shrank under us
+		}
+		return nil, fmt.Errorf("wal: read %s: %w", r.path, err)
+	}
+	r.bufOff = off
+	return r.buf[:n], nil
+}
+
+// badRecord says why the bytes at an offset are not a record.
+type badRecord uint8
+
+const (
+	recordOK badRecord = iota
+	badShortHeader
+	badHeaderCRC
+	badType
+	badLength
+	badCRC
+)
+
+func (b badRecord) String() string {
+	switch b {
+	case badShortHeader:
+		return "truncated record header"
+	case badHeaderCRC:
+		return "record header checksum mismatch"
+	case badType:
+		return "record type 0"
+	case badLength:
+		return "record length beyond the end of the file"
+	case badCRC:
+		return "record checksum mismatch"
+	}
+	return "ok"
+}
+
+// checkRecordHeader checks the 13-byte header h of a record with rem bytes
+// left in the file (the header included).
+func checkRecordHeader(h []byte, rem int64) badRecord {
+	if crc32.Checksum(h[:5], castagnoli) != binary.LittleEndian.Uint32(h[5:9]) {
+		return badHeaderCRC
+	}
+	if h[4] == 0 {
+		return badType
+	}
+	if n := binary.LittleEndian.Uint32(h[:4]); n > maxPayload || int64(n) > rem-recordHeaderSize {
+		return badLength
+	}
+	return recordOK
+}
+
+// record reads the record at off. On success it returns its type, payload
+// (valid until the next read) and the offset of the next record.
+func (r *fileReader) record(off int64) (typ byte, payload []byte, next int64, bad badRecord, err error) {
+	rem := r.size - off
+	if rem < recordHeaderSize {
+		return 0, nil, 0, badShortHeader, nil
+	}
+	h, err := r.bytes(off, recordHeaderSize)
+	if err != nil {
+		return 0, nil, 0, 0, err
+	}
+	if bad := checkRecordHeader(h, rem); bad != recordOK {
+		return 0, nil, 0, bad, nil
+	}
+	n := int(binary.LittleEndian.Uint32(h[:4])) // <= rem - header: checked
+	rec, err := r.bytes(off, recordHeaderSize+n)
+	if err != nil {
+		return 0, nil, 0, 0, err
+	}
+	crc := crc32.Update(crc32.Checksum(rec[:9], castagnoli), castagnoli, rec[recordHeaderSize:])
+	if crc != binary.LittleEndian.Uint32(rec[9:13]) {
+		return 0, nil, 0, badCRC, nil
+	}
+	return rec[4], rec[recordHeaderSize:], off + int64(recordHeaderSize+n), recordOK, nil
+}
+
+// validRecordAfter scans the offsets from start on for a valid record and
+// returns the first one found. Each offset costs O(1): only a header that
+// passes its own checksum gets its payload read and checked.
+func (r *fileReader) validRecordAfter(start int64) (int64, bool, error) {
+	for p := max(start, fileHeaderSize); p+recordHeaderSize <= r.size; p++ {
+		h, err := r.bytes(p, recordHeaderSize)
+		if err != nil {
+			return 0, false, err
+		}
+		rem := r.size - p
+		// Cheap filters before the header checksum: zeroed and random
+		// bytes rarely get past them.
+		if h[4] == 0 || int64(binary.LittleEndian.Uint32(h[:4])) > rem-recordHeaderSize {
+			continue
+		}
+		if checkRecordHeader(h, rem) != recordOK {
+			continue
+		}
+		_, _, _, bad, err := r.record(p)
+		if err != nil {
+			return 0, false, err
+		}
+		if bad == recordOK {
+			return p, true, nil
+		}
+	}
+	return 0, false, nil
+}
+
+// checkFileHeader validates the header h of file number num: magic, then
+// version, then checksum, then the fields the checksum covers.
+func checkFileHeader(h []byte, num uint64) error {
+	if string(h[:4]) != fileMagic {
+		return fmt.Errorf("bad magic %q", h[:4])
+	}
+	if h[4] != formatVersion {
+		return fmt.Errorf("unsupported version %d", h[4])
+	}
+	if crc32.Checksum(h[:16], castagnoli) != binary.LittleEndian.Uint32(h[16:20]) {
+		return errors.New("file header checksum mismatch")
+	}
+	if h[5] != 0 || h[6] != 0 || h[7] != 0 {
+		return errors.New("nonzero reserved header bytes")
+	}
+	if got := binary.LittleEndian.Uint64(h[8:16]); got != num {
+		return fmt.Errorf("header names file %d, want %d", got, num)
+	}
+	return nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *fileReader) replayFile(fs vfs.FS, dir string, num uint64, last bool,
+	fn func(file uint64, typ byte, payload []byte) error, res *ReplayResult) error {
+	path := filepath.Join(dir, FileName(num))
+	f, err := fs.Open(path)
+	if err != nil {
+		return fmt.Errorf("wal: replay: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("wal: replay: stat %s: %w", path, err)
+	}
+	r.f, r.path, r.size, r.buf, r.bufOff = f, path, fi.Size(), r.buf[:0], 0
+
+	// A torn tail at off: truncate it away when it is the end of the last
+	// file, and report cause as corruption anywhere else.
+	tail := func(off int64, cause error) error {
+		if !last {
+			return &base.CorruptionError{Path: path, Offset: off, Err: cause}
+		}
+		p, found, err := r.validRecordAfter(off + 1)
+		if err != nil {
+			return err
+		}
+		if found {
+			return &base.CorruptionError{Path: path, Offset: off,
+				Err: fmt.Errorf("%w; a valid record follows at offset %d", cause, p)}
+		}
+		return truncate(fs, path, off, r.size, res)
+	}
+
+	if r.size == 0 {
+		return nil // created, then a crash before its header: no records
+	}
+	if r.size < fileHeaderSize {
+		return tail(0, fmt.Errorf("file of %d bytes is shorter than its header", r.size))
+	}
+	h, err := r.bytes(0, fileHeaderSize)
+	if err != nil {
+		return err
+	}
+	if err := checkFileHeader(h, num); err != nil {
+		if allZero(h) {
+			return tail(0, errors.New("zeroed file header"))
+		}
+		return &base.CorruptionError{Path: path, Offset: 0, Err: err}
+	}
+	for off := int64(fileHeaderSize); off < r.size; {
+		typ, payload, next, bad, err := r.record(off)
+		if err != nil {
+			return err
+		}
+		if bad != recordOK {
+			return tail(off, errors.New(bad.String()))
+		}
+		if err := fn(num, typ, payload); err != nil {
+			var ce *base.CorruptionError
+			if errors.Is(err, base.ErrCorrupt) && !errors.As(err, &ce) {
+				err = &base.CorruptionError{Path: path, Offset: off, Err: err}
+			}
+			return err
+		}
+		res.Records++
+		off = next
+	}
+	return nil
+}
+
+// truncate cuts the torn tail of path at off and fsyncs the file.
+func truncate(fs vfs.FS, path string, off, size int64, res *ReplayResult) error {
+	f, err := fs.OpenReadWrite(path)
+	if err != nil {
+		return fmt.Errorf("wal: truncate torn tail: %w", err)
+	}
+	err = f.Truncate(off)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("wal: truncate torn tail of %s at %d: %w", path, off, err)
+	}
+	res.Truncated = true
+	res.TruncatedFile = path
+	res.TruncatedOffset = off
+	res.TruncatedBytes = size - off
+	return nil
+}
