@@ -1,0 +1,107 @@
+package memtable
+
+import (
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+
+	"github.com/stratadb/strata/internal/point"
+)
+
+// iotBatches builds the DESIGN.md baseline as entries: devices x steps
+// samples, all devices at t0, then all at t1, ..., split into batches of
+// batchSize entries. Series id i is device i's temperature.
+func iotBatches(devices, steps, batchSize int) [][]point.Entry {
+	const t0 = 1_700_000_000 * int64(1e9)
+	temps := make([]float64, devices)
+	rngs := make([]*rand.Rand, devices)
+	for i := range devices {
+		temps[i] = 20 + float64(i%7)
+		rngs[i] = rand.New(rand.NewPCG(904, uint64(i)))
+	}
+	all := make([]point.Entry, 0, devices*steps)
+	for step := range steps {
+		for i := range devices {
+			temps[i] = math.Round((temps[i]+rngs[i].Float64()*0.5-0.25)*100) / 100
+			all = append(all, point.Entry{ID: uint64(i), Time: t0 + int64(step)*1e9, Value: point.Float(temps[i])})
+		}
+	}
+	var batches [][]point.Entry
+	for len(all) > 0 {
+		n := min(batchSize, len(all))
+		batches = append(batches, all[:n:n])
+		all = all[n:]
+	}
+	return batches
+}
+
+// BenchmarkApply writes the 1M-point baseline (1,000 series x 1,000
+// timestamps in batches of 10,000) into a fresh table per iteration.
+func BenchmarkApply(b *testing.B) {
+	const devices, steps = 1000, 1000
+	batches := iotBatches(devices, steps, 10_000)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	b.ReportAllocs()
+	var bytes int64
+	for b.Loop() {
+		tab := New()
+		for _, batch := range batches {
+			tab.Apply(batch)
+		}
+		bytes = tab.Bytes()
+	}
+	runtime.ReadMemStats(&after)
+	entries := float64(b.N) * devices * steps
+	b.ReportMetric(entries/b.Elapsed().Seconds(), "entries/s")
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/entries, "B/entry")
+	b.ReportMetric(float64(bytes)/(devices*steps), "held-B/entry")
+}
+
+// BenchmarkApplyOutOfOrder writes the same data with every batch's
+// timestamps reversed within each series, then reads every series once,
+// which sorts them.
+func BenchmarkApplyOutOfOrder(b *testing.B) {
+	const devices, steps = 1000, 1000
+	batches := iotBatches(devices, steps, 10_000)
+	for _, batch := range batches {
+		for i, j := 0, len(batch)-devices; i < j; i, j = i+devices, j-devices {
+			for d := range devices {
+				batch[i+d].Time, batch[j+d].Time = batch[j+d].Time, batch[i+d].Time
+			}
+		}
+	}
+	b.ReportAllocs()
+	var dst []point.Sample
+	for b.Loop() {
+		tab := New()
+		for _, batch := range batches {
+			tab.Apply(batch)
+		}
+		for id := range uint64(devices) {
+			dst = tab.Samples(id, math.MinInt64, math.MaxInt64, dst[:0])
+		}
+	}
+	b.ReportMetric(float64(b.N)*devices*steps/b.Elapsed().Seconds(), "entries/s")
+}
+
+// BenchmarkSamples reads one 1,000-sample series into a reused buffer.
+func BenchmarkSamples(b *testing.B) {
+	const n = 1000
+	tab := New()
+	batch := make([]point.Entry, n)
+	for i := range batch {
+		batch[i] = point.Entry{ID: 3, Time: int64(i) * 1e9, Value: point.Float(float64(i) / 4)}
+	}
+	tab.Apply(batch)
+	dst := make([]point.Sample, 0, n)
+	b.ReportAllocs()
+	for b.Loop() {
+		dst = tab.Samples(3, math.MinInt64, math.MaxInt64, dst[:0])
+	}
+	if len(dst) != n {
+		b.Fatalf("read %d samples, want %d", len(dst), n)
+	}
+	b.ReportMetric(float64(b.N)*n/b.Elapsed().Seconds(), "samples/s")
+}
