@@ -118,7 +118,7 @@ func (db *DB) compactOnce() (bool, error) {
 
 	var outputs []*segHandle
 	var st compaction.MergeStats
-	if plan.Kind == compaction.Merge {
+	if plan.Kind == compaction.PlanMerge {
 		tombApplied := uint64(0)
 		for _, t := range tombs {
 			tombApplied = max(tombApplied, t.seq)
@@ -167,9 +167,9 @@ func (db *DB) compactOnce() (bool, error) {
 		}
 	}, nil)
 	if err != nil {
+		// Outputs stay on disk: the manifest may name them (see flush).
 		for _, h := range outputs {
 			h.r.Close()
-			db.fs.Remove(h.meta.Path)
 		}
 		return false, err
 	}

@@ -303,6 +303,12 @@ func (db *DB) recover() error {
 	walDir := filepath.Join(db.dir, walDirName)
 	var batch wal.Batch
 	var del wal.Delete
+	// A delete that every segment has applied is not a live tombstone, even
+	// if its WAL record is replayed.
+	segOldest := uint64(math.MaxUint64)
+	for _, ms := range m.segments {
+		segOldest = min(segOldest, ms.tombApplied)
+	}
 	known := make(map[uint64]bool, len(db.mu.tombstones))
 	for _, t := range db.mu.tombstones {
 		known[t.seq] = true
@@ -340,7 +346,7 @@ func (db *DB) recover() error {
 			if err := del.Unmarshal(payload); err != nil {
 				return err
 			}
-			if !known[del.Seq] {
+			if !known[del.Seq] && del.Seq > segOldest {
 				known[del.Seq] = true
 				db.mu.tombstones = append(db.mu.tombstones, tombstone{seq: del.Seq, sel: del.Selector})
 			}

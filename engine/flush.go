@@ -151,35 +151,32 @@ func (db *DB) flushMemtable(m *memRef) error {
 			db.fs.Remove(path)
 		}
 	}
-	if err := db.catf.persist(db.cat, m.seriesEnd); err != nil {
-		if h != nil {
-			h.r.Close()
-			db.fs.Remove(h.meta.Path)
-		}
-		return err
+	// Count the flush before it becomes visible, so a caller that Flush
+	// woke sees it in Stats.
+	db.st.flushes.Add(1)
+	db.st.flushNanos.Add(int64(time.Since(start)))
+	if h != nil {
+		db.st.flushBytes.Add(h.meta.Size)
 	}
-
 	err := db.logAndApply(func(levels *[maxLevels][]*segHandle) {
 		if h != nil {
 			levels[0] = append(levels[0], h)
 		}
 	}, m)
 	if err != nil {
+		// The manifest may name the segment even though writing it failed
+		// (a rename that landed before a failed directory sync), so the file
+		// stays; Open removes it if no manifest lists it.
 		if h != nil {
 			h.r.Close()
-			db.fs.Remove(h.meta.Path)
 		}
 		return err
 	}
 	if err := db.wal.RemoveBefore(m.walEnd); err != nil {
 		db.logger.Warn("remove flushed wal files", "err", err)
 	}
-	d := time.Since(start)
-	db.st.flushes.Add(1)
-	db.st.flushNanos.Add(int64(d))
 	if h != nil {
-		db.st.flushBytes.Add(h.meta.Size)
-		db.logger.Debug("flushed memtable", "segment", filepath.Base(h.meta.Path), "samples", h.meta.Samples, "bytes", h.meta.Size, "took", d)
+		db.logger.Debug("flushed memtable", "segment", filepath.Base(h.meta.Path), "samples", h.meta.Samples, "bytes", h.meta.Size, "took", time.Since(start))
 	}
 	return nil
 }
@@ -206,10 +203,17 @@ func (db *DB) applyTombstones(samples []point.Sample, id uint64, tombs []tombsto
 
 // logAndApply computes the next version with edit, writes the manifest that
 // describes it and installs it. When flushed is non-nil, that memtable
-// leaves the immutable list in the same step and the WAL start moves past it.
+// leaves the immutable list in the same step, the WAL start moves past it
+// and the series it may reference are made durable in the catalog first.
 func (db *DB) logAndApply(edit func(levels *[maxLevels][]*segHandle), flushed *memRef) error {
 	db.versionMu.Lock()
 	defer db.versionMu.Unlock()
+
+	if flushed != nil {
+		if err := db.catf.persist(db.cat, flushed.seriesEnd); err != nil {
+			return err
+		}
+	}
 
 	db.mu.Lock()
 	levels := db.mu.v.levels
@@ -252,13 +256,22 @@ func (db *DB) logAndApply(edit func(levels *[maxLevels][]*segHandle), flushed *m
 	}
 	m.tombstones = kept
 	if err := vfs.WriteFileAtomic(db.fs, filepath.Join(db.dir, manifestName), m.marshal()); err != nil {
-		// Undo the references newVersion took; the caller disposes of new files.
+		// Undo the references newVersion took. Which manifest is on disk is
+		// now unknown, so stop: later writes fail until the DB is reopened,
+		// and Open settles the state from whatever manifest survived.
 		for _, level := range nv.levels {
 			for _, h := range level {
 				h.refs.Add(-1)
 			}
 		}
-		return fmt.Errorf("write manifest: %w", err)
+		err = fmt.Errorf("write manifest: %w", err)
+		db.mu.Lock()
+		if db.mu.bgErr == nil {
+			db.mu.bgErr = err
+		}
+		db.mu.cond.Broadcast()
+		db.mu.Unlock()
+		return err
 	}
 
 	db.mu.Lock()

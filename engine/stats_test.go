@@ -1,0 +1,106 @@
+package engine
+
+import (
+	"fmt"
+	"log/slog"
+	"testing"
+
+	"github.com/stratadb/strata/compaction"
+)
+
+// TestStatsLevels checks, after many small flushes and Compact, that the
+// level structure bounds the segments a query reads (L0 below its trigger,
+// levels >= 1 non-overlapping and within their targets), that write
+// amplification is reported, and that the data is intact.
+func TestStatsLevels(t *testing.T) {
+	flushes := 30
+	if raceEnabled {
+		flushes = 16
+	}
+	opts := &Options{
+		Logger:              slog.New(slog.DiscardHandler),
+		Sync:                SyncNever,
+		BlockSamples:        32,
+		L0CompactionTrigger: 3,
+		LevelMultiplier:     2,
+		L1TargetBytes:       4 << 10,
+		TargetSegmentBytes:  2 << 10,
+	}
+	dir := t.TempDir()
+	db := openDB(t, dir, opts)
+	m := newModel()
+	for f := range flushes {
+		var pts []Point
+		for s := range 20 {
+			for i := range 20 {
+				// Series interleave across flushes; later flushes overwrite some samples.
+				tm := int64(f*10+i) * 1000
+				pts = append(pts, pt("m", []Tag{{Key: "s", Value: fmt.Sprintf("%02d", s)}}, "v", Float(float64(f*1000+s*20+i)), tm))
+			}
+		}
+		mustWrite(t, db, pts...)
+		m.write(pts)
+		mustFlush(t, db)
+	}
+	mustCompact(t, db)
+
+	st := db.Stats()
+	if st.Compactions == 0 {
+		t.Errorf("Compactions = 0 after %d flushes and Compact", flushes)
+	}
+	if st.SegmentsPerLevel[0] >= opts.L0CompactionTrigger {
+		t.Errorf("L0 has %d segments after Compact, trigger %d", st.SegmentsPerLevel[0], opts.L0CompactionTrigger)
+	}
+	if st.WriteAmplification < 1 {
+		t.Errorf("WriteAmplification = %v, want >= 1", st.WriteAmplification)
+	}
+	if st.CompactionBytesWritten <= 0 || st.FlushedBytes <= 0 {
+		t.Errorf("FlushedBytes %d, CompactionBytesWritten %d", st.FlushedBytes, st.CompactionBytesWritten)
+	}
+	if st.Series != 20 {
+		t.Errorf("Series = %d, want 20", st.Series)
+	}
+
+	db.mu.Lock()
+	v := db.mu.v
+	v.ref()
+	db.mu.Unlock()
+	levels := infos(v)
+	db.unrefVersion(v)
+	if err := compaction.CheckLevels(levels); err != nil {
+		t.Errorf("level invariants: %v", err)
+	}
+	last := 0
+	for l, segs := range levels {
+		if len(segs) > 0 {
+			last = l
+		}
+	}
+	if last < 2 {
+		t.Errorf("only levels up to L%d are used; the test wants a deeper tree (%v)", last, st.SegmentsPerLevel)
+	}
+	if st.PendingCompactionBytes != 0 {
+		t.Errorf("PendingCompactionBytes = %d after Compact", st.PendingCompactionBytes)
+	}
+	for l := 1; l < maxLevels-1; l++ {
+		if target := db.policy.LevelTarget(l); st.BytesPerLevel[l] > target {
+			t.Errorf("L%d holds %d bytes after Compact, target %d", l, st.BytesPerLevel[l], target)
+		}
+	}
+	if n, bound := compaction.MaxSegmentsPerQuery(levels), opts.L0CompactionTrigger-1+last; n > bound {
+		t.Errorf("a query may read %d segments, bound %d", n, bound)
+	}
+	t.Logf("levels %v bytes %v write amplification %.2f", st.SegmentsPerLevel, st.BytesPerLevel, st.WriteAmplification)
+	checkQuery(t, db, m, rawAll("m"), minTime, "after compact")
+	checkQuery(t, db, m, Query{Selector: Selector{Measurement: "m", Start: minTime, End: maxTime}, Agg: AggMean, Every: 7000}, minTime, "after compact")
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Counters are final once Close has stopped the background work. (The
+	// flush goroutine counts a flush after Flush has returned.)
+	if st := db.Stats(); st.Flushes != int64(flushes) {
+		t.Errorf("Flushes = %d after %d Flush calls", st.Flushes, flushes)
+	}
+	db = openDB(t, dir, opts)
+	checkQuery(t, db, m, rawAll("m"), minTime, "after reopen")
+}
