@@ -90,16 +90,17 @@ func newCatalog() *catalog {
 	}
 }
 
-func hashTagSet(d *xxhash.Digest, measurement string, tags []Tag) uint64 {
-	d.Reset()
-	d.WriteString(measurement)
+// hashTagSet hashes (measurement, sorted tags) through buf, which it
+// returns for reuse.
+func hashTagSet(buf []byte, measurement string, tags []Tag) (uint64, []byte) {
+	buf = append(buf[:0], measurement...)
 	for _, t := range tags {
-		d.WriteString("\x00")
-		d.WriteString(t.Key)
-		d.WriteString("\x01")
-		d.WriteString(t.Value)
+		buf = append(buf, 0)
+		buf = append(buf, t.Key...)
+		buf = append(buf, 1)
+		buf = append(buf, t.Value...)
 	}
-	return d.Sum64()
+	return xxhash.Sum64(buf), buf
 }
 
 func tagsEqual(a, b []Tag) bool {
@@ -135,9 +136,10 @@ func (s *tagSet) field(name string) (uint64, bool) {
 
 // add registers a new series with the next id. The caller holds mu and has
 // checked that the key is new. tags must be sorted and owned by the catalog.
-func (c *catalog) add(d *xxhash.Digest, key string, kind Kind, measurement string, tags []Tag, field string) uint64 {
+func (c *catalog) add(scratch *[]byte, key string, kind Kind, measurement string, tags []Tag, field string) uint64 {
 	id := uint64(len(c.series))
-	h := hashTagSet(d, measurement, tags)
+	var h uint64
+	h, *scratch = hashTagSet(*scratch, measurement, tags)
 	set := c.findSet(h, measurement, tags)
 	if set == nil {
 		set = &tagSet{hash: h, measurement: measurement, tags: tags, next: c.sets[h]}
@@ -160,7 +162,7 @@ func (c *catalog) add(d *xxhash.Digest, key string, kind Kind, measurement strin
 }
 
 // addKey registers a series known only by its key (catalog file, WAL replay).
-func (c *catalog) addKey(d *xxhash.Digest, key []byte, kind Kind) (uint64, error) {
+func (c *catalog) addKey(scratch *[]byte, key []byte, kind Kind) (uint64, error) {
 	m, tags, field, err := point.ParseSeriesKey(key)
 	if err != nil {
 		return 0, err
@@ -173,7 +175,7 @@ func (c *catalog) addKey(d *xxhash.Digest, key []byte, kind Kind) (uint64, error
 		return 0, fmt.Errorf("series %q defined twice", key)
 	}
 	c.mu.Lock()
-	id := c.add(d, k, kind, m, tags, field)
+	id := c.add(scratch, k, kind, m, tags, field)
 	c.mu.Unlock()
 	return id, nil
 }
@@ -250,7 +252,7 @@ type catalogFile struct {
 
 // loadCatalog reads path into c, truncating a torn tail, and opens the file
 // for appending. A missing file is created.
-func loadCatalog(fs vfs.FS, path string, c *catalog, d *xxhash.Digest) (*catalogFile, int64, error) {
+func loadCatalog(fs vfs.FS, path string, c *catalog, scratch *[]byte) (*catalogFile, int64, error) {
 	data, err := vfs.ReadFile(fs, path)
 	if errors.Is(err, errNotExist) || (err == nil && len(data) == 0) {
 		f, err := fs.Create(path)
@@ -294,7 +296,7 @@ func loadCatalog(fs vfs.FS, path string, c *catalog, d *xxhash.Digest) (*catalog
 			torn = int64(len(rest))
 			break
 		}
-		if err := decodeCatalogPayload(payload, c, d); err != nil {
+		if err := decodeCatalogPayload(payload, c, scratch); err != nil {
 			return nil, 0, corruptf(path, off, "%v", err)
 		}
 		off += int64(n)
@@ -342,7 +344,7 @@ func laterValidRecord(b []byte) bool {
 	return false
 }
 
-func decodeCatalogPayload(p []byte, c *catalog, d *xxhash.Digest) error {
+func decodeCatalogPayload(p []byte, c *catalog, scratch *[]byte) error {
 	count, n := binary.Uvarint(p)
 	if n <= 0 || count > uint64(len(p)) {
 		return errors.New("bad entry count")
@@ -365,7 +367,7 @@ func decodeCatalogPayload(p []byte, c *catalog, d *xxhash.Digest) error {
 		if id != uint64(len(c.series)) {
 			return fmt.Errorf("series id %d out of sequence (want %d)", id, len(c.series))
 		}
-		if _, err := c.addKey(d, key, kind); err != nil {
+		if _, err := c.addKey(scratch, key, kind); err != nil {
 			return err
 		}
 	}

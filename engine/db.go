@@ -35,8 +35,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/cespare/xxhash/v2"
-
 	"github.com/stratadb/strata/compaction"
 	"github.com/stratadb/strata/internal/base"
 	"github.com/stratadb/strata/internal/point"
@@ -153,7 +151,7 @@ type DB struct {
 
 // writeScratch holds the buffers the write path reuses.
 type writeScratch struct {
-	digest   xxhash.Digest
+	hashBuf  []byte
 	tags     []Tag
 	key      []byte
 	entries  []point.Entry
@@ -250,7 +248,7 @@ func (db *DB) recover() error {
 		return fmt.Errorf("read manifest: %w", err)
 	}
 
-	catf, torn, err := loadCatalog(db.fs, filepath.Join(db.dir, catalogName), db.cat, &db.w.digest)
+	catf, torn, err := loadCatalog(db.fs, filepath.Join(db.dir, catalogName), db.cat, &db.w.hashBuf)
 	if err != nil {
 		return fmt.Errorf("load series catalog: %w", err)
 	}
@@ -329,7 +327,7 @@ func (db *DB) recover() error {
 				if d.ID != uint64(len(db.cat.series)) {
 					return fmt.Errorf("%w: wal series id %d out of sequence", ErrCorrupt, d.ID)
 				}
-				if _, err := db.cat.addKey(&db.w.digest, d.Key, d.Kind); err != nil {
+				if _, err := db.cat.addKey(&db.w.hashBuf, d.Key, d.Kind); err != nil {
 					return fmt.Errorf("%w: %v", ErrCorrupt, err)
 				}
 			}

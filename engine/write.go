@@ -19,11 +19,6 @@ func (db *DB) Write(points []Point) error {
 	if err := db.checkOpen(); err != nil {
 		return err
 	}
-	for i := range points {
-		if err := point.Validate(&points[i]); err != nil {
-			return &PointError{Index: i, Err: err}
-		}
-	}
 	if len(points) == 0 {
 		return nil
 	}
@@ -59,7 +54,7 @@ func (db *DB) Write(points []Point) error {
 		db.cat.mu.Lock()
 		for i := range w.pend {
 			p := &w.pend[i]
-			db.cat.add(&w.digest, p.key, p.kind, p.measurement, p.tags, p.field)
+			db.cat.add(&w.hashBuf, p.key, p.kind, p.measurement, p.tags, p.field)
 		}
 		db.cat.mu.Unlock()
 	}
@@ -94,8 +89,19 @@ func (db *DB) resolveLocked(points []Point) error {
 			point.SortTags(w.tags)
 			tags = w.tags
 		}
-		h := hashTagSet(&w.digest, p.Measurement, tags)
+		// A point whose measurement and tags equal a known tag set's need
+		// not have them validated again; its fields always are.
+		var h uint64
+		h, w.hashBuf = hashTagSet(w.hashBuf, p.Measurement, tags)
 		set := db.cat.findSet(h, p.Measurement, tags)
+		if set == nil {
+			if err := point.ValidateSeries(p); err != nil {
+				return &PointError{Index: i, Err: err}
+			}
+		}
+		if err := point.ValidateFields(p); err != nil {
+			return &PointError{Index: i, Err: err}
+		}
 		for _, f := range p.Fields {
 			kind := f.Value.Kind()
 			if set != nil {

@@ -11,6 +11,15 @@ import (
 // Validate checks p against the data model and returns an error wrapping
 // base.ErrInvalid that names the bad part. It does not modify p.
 func Validate(p *Point) error {
+	if err := ValidateSeries(p); err != nil {
+		return err
+	}
+	return ValidateFields(p)
+}
+
+// ValidateSeries checks the measurement and tags of p. A caller that finds
+// p's measurement and tag set equal to one it validated before may skip it.
+func ValidateSeries(p *Point) error {
 	if p.Measurement == "" {
 		return fmt.Errorf("%w: empty measurement", base.ErrInvalid)
 	}
@@ -34,6 +43,11 @@ func Validate(p *Point) error {
 			}
 		}
 	}
+	return nil
+}
+
+// ValidateFields checks the fields of p.
+func ValidateFields(p *Point) error {
 	if len(p.Fields) == 0 {
 		return fmt.Errorf("%w: no fields", base.ErrInvalid)
 	}
@@ -62,4 +76,6 @@ func Validate(p *Point) error {
 	return nil
 }
 
-func hasNewline(s string) bool { return strings.ContainsAny(s, "\n\r") }
+func hasNewline(s string) bool {
+	return strings.IndexByte(s, '\n') >= 0 || strings.IndexByte(s, '\r') >= 0
+}

@@ -1,0 +1,84 @@
+package encoding
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func iotBlock() ([]int64, []uint64) {
+	rng := rand.New(rand.NewPCG(904, 42))
+	ts := make([]int64, 1000)
+	vals := make([]uint64, 1000)
+	v := 22.0
+	for i := range ts {
+		ts[i] = 1_700_000_000_000_000_000 + int64(i)*1e9
+		v += rng.Float64()*0.5 - 0.25
+		vals[i] = math.Float64bits(math.Round(v*100) / 100)
+	}
+	return ts, vals
+}
+
+func report(b *testing.B, n, size int) {
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "values/s")
+	b.ReportMetric(float64(size)/float64(n), "B/value")
+}
+
+func BenchmarkTimestamps(b *testing.B) {
+	ts, _ := iotBlock()
+	enc := AppendTimestamps(nil, ts)
+	b.Run("encode", func(b *testing.B) {
+		b.ReportAllocs()
+		var dst []byte
+		for b.Loop() {
+			dst = AppendTimestamps(dst[:0], ts)
+		}
+		report(b, len(ts), len(enc))
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.ReportAllocs()
+		dst := make([]int64, 0, len(ts))
+		for b.Loop() {
+			dst, _, _ = DecodeTimestamps(dst[:0], enc, len(ts))
+		}
+		report(b, len(ts), len(enc))
+	})
+}
+
+func BenchmarkFloats(b *testing.B) {
+	_, vals := iotBlock()
+	gor := AppendFloats(nil, vals)
+	dec, _ := AppendDecimal(nil, vals)
+	b.Run("gorilla/encode", func(b *testing.B) {
+		b.ReportAllocs()
+		var dst []byte
+		for b.Loop() {
+			dst = AppendFloats(dst[:0], vals)
+		}
+		report(b, len(vals), len(gor))
+	})
+	b.Run("gorilla/decode", func(b *testing.B) {
+		b.ReportAllocs()
+		dst := make([]uint64, 0, len(vals))
+		for b.Loop() {
+			dst, _, _ = DecodeFloats(dst[:0], gor, len(vals))
+		}
+		report(b, len(vals), len(gor))
+	})
+	b.Run("decimal/encode", func(b *testing.B) {
+		b.ReportAllocs()
+		var dst []byte
+		for b.Loop() {
+			dst, _ = AppendDecimal(dst[:0], vals)
+		}
+		report(b, len(vals), len(dec))
+	})
+	b.Run("decimal/decode", func(b *testing.B) {
+		b.ReportAllocs()
+		dst := make([]uint64, 0, len(vals))
+		for b.Loop() {
+			dst, _, _ = DecodeDecimal(dst[:0], dec, len(vals))
+		}
+		report(b, len(vals), len(dec))
+	})
+}

@@ -1,0 +1,68 @@
+package encoding
+
+import (
+	"encoding/binary"
+	"slices"
+	"testing"
+)
+
+// words reads data as little-endian 64-bit words (a short tail is dropped).
+func words(data []byte) []uint64 {
+	out := make([]uint64, len(data)/8)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint64(data[i*8:])
+	}
+	return out
+}
+
+// FuzzFloats round-trips arbitrary float bit patterns through the Gorilla
+// and decimal codecs, and feeds the raw input to both decoders.
+func FuzzFloats(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		vals := words(data)
+		enc := AppendFloats(nil, vals)
+		got, rest, err := DecodeFloats(nil, enc, len(vals))
+		if err != nil || len(rest) != 0 || !slices.Equal(got, vals) {
+			t.Fatalf("gorilla round trip: err %v, rest %d, equal %v", err, len(rest), slices.Equal(got, vals))
+		}
+		if dec, ok := AppendDecimal(nil, vals); ok {
+			got, rest, err := DecodeDecimal(nil, dec, len(vals))
+			if err != nil || len(rest) != 0 || !slices.Equal(got, vals) {
+				t.Fatalf("decimal round trip: err %v, rest %d", err, len(rest))
+			}
+		}
+		for _, n := range []int{1, 2, len(data), 8 * len(data)} {
+			DecodeFloats(nil, data, n)
+			DecodeDecimal(nil, data, n)
+		}
+	})
+}
+
+// FuzzTimestamps round-trips arbitrary int64s through the timestamp codec
+// and feeds the raw input to the timestamp and integer decoders.
+func FuzzTimestamps(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		vals := words(data)
+		ts := make([]int64, len(vals))
+		for i, v := range vals {
+			ts[i] = int64(v)
+		}
+		enc := AppendTimestamps(nil, ts)
+		got, rest, err := DecodeTimestamps(nil, enc, len(ts))
+		if err != nil || len(rest) != 0 || !slices.Equal(got, ts) {
+			t.Fatalf("timestamp round trip: err %v, rest %d", err, len(rest))
+		}
+		ienc := AppendInts(nil, vals)
+		igot, rest, err := DecodeInts(nil, ienc, len(vals))
+		if err != nil || len(rest) != 0 || !slices.Equal(igot, vals) {
+			t.Fatalf("integer round trip: err %v, rest %d", err, len(rest))
+		}
+		for _, n := range []int{1, 2, 3, len(data), 128 * len(data)} {
+			DecodeTimestamps(nil, data, n)
+			DecodeInts(nil, data, n)
+			DecodePacked(nil, data, n)
+			DecodeBools(nil, data, n)
+			DecodeStrings(nil, data, n)
+		}
+	})
+}

@@ -1,0 +1,130 @@
+package encoding
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+	"slices"
+)
+
+// Packed format: a sequence of unsigned integers cut into chunks of
+// PackedChunk values (the last chunk may be shorter). Each chunk is
+//
+//	+-----------+----------------------------------------------+
+//	| width (1) | ceil(c*width/8) bytes: c values, width bits  |
+//	+-----------+----------------------------------------------+
+//
+// where width (0..64) is the bit length of the largest value of the chunk
+// and c is the number of values in it. Values are written most significant
+// bit first; the last byte is padded with zero bits. A chunk of zeros costs
+// one byte. These constants are part of the durable format and must not be
+// changed.
+const PackedChunk = 128
+
+// AppendPacked appends vals in the packed format.
+func AppendPacked(dst []byte, vals []uint64) []byte {
+	for len(vals) > 0 {
+		c := min(len(vals), PackedChunk)
+		dst = appendChunk(dst, vals[:c])
+		vals = vals[c:]
+	}
+	return dst
+}
+
+func appendChunk(dst []byte, vals []uint64) []byte {
+	var or uint64
+	for _, v := range vals {
+		or |= v
+	}
+	w := uint(bits.Len64(or))
+	dst = append(dst, byte(w))
+	if w == 0 {
+		return dst
+	}
+	bw := NewBitWriter(dst)
+	for _, v := range vals {
+		bw.WriteBits(v, w)
+	}
+	return bw.Finish()
+}
+
+// packedMinBytes is the smallest encoding of n values: one byte per chunk.
+func packedMinBytes(n int) int { return (n + PackedChunk - 1) / PackedChunk }
+
+// DecodePacked appends n values decoded from src to dst and returns the rest
+// of src.
+func DecodePacked(dst []uint64, src []byte, n int) ([]uint64, []byte, error) {
+	if n < 0 || packedMinBytes(n) > len(src) {
+		return dst, nil, fmt.Errorf("%w: %d packed values in %d bytes", ErrMalformed, n, len(src))
+	}
+	start := len(dst)
+	dst = extend(dst, n)
+	rest, err := unpackAll(dst[start:], src)
+	if err != nil {
+		return dst[:start], nil, err
+	}
+	return dst, rest, nil
+}
+
+// extend returns dst grown by n elements whose values are unspecified.
+func extend[T any](dst []T, n int) []T {
+	return slices.Grow(dst, n)[:len(dst)+n]
+}
+
+// unpackAll fills out with values decoded from src, chunk by chunk.
+func unpackAll(out []uint64, src []byte) ([]byte, error) {
+	for len(out) > 0 {
+		c := min(len(out), PackedChunk)
+		if len(src) == 0 {
+			return nil, fmt.Errorf("%w: packed chunk missing", ErrMalformed)
+		}
+		w := uint(src[0])
+		if w > 64 {
+			return nil, fmt.Errorf("%w: packed width %d", ErrMalformed, w)
+		}
+		need := (c*int(w) + 7) / 8
+		if len(src)-1 < need {
+			return nil, fmt.Errorf("%w: packed chunk needs %d bytes, has %d", ErrMalformed, need, len(src)-1)
+		}
+		unpack(out[:c], src[1:], w)
+		src = src[1+need:]
+		out = out[c:]
+	}
+	return src, nil
+}
+
+// unpack fills out with values of w bits from src, which holds at least
+// ceil(len(out)*w/8) bytes.
+func unpack(out []uint64, src []byte, w uint) {
+	if w == 0 {
+		clear(out)
+		return
+	}
+	i := 0
+	if w <= 56 {
+		// Fast path: one unaligned 8-byte load per value while 8 bytes
+		// remain after the value's first byte.
+		shift := 64 - w
+		for ; i < len(out); i++ {
+			bit := uint(i) * w
+			b := int(bit >> 3)
+			if b+8 > len(src) {
+				break
+			}
+			x := binary.BigEndian.Uint64(src[b:])
+			out[i] = (x << (bit & 7)) >> shift
+		}
+		if i == len(out) {
+			return
+		}
+	}
+	r := NewBitReader(src)
+	for skip := uint(i) * w; skip > 0; {
+		k := min(skip, 56)
+		r.ReadBits(k)
+		skip -= k
+	}
+	for ; i < len(out); i++ {
+		out[i] = r.ReadBits(w)
+	}
+}

@@ -1,0 +1,91 @@
+package encoding
+
+import (
+	"fmt"
+)
+
+// Timestamp format (delta of delta): for n timestamps t0..t(n-1)
+//
+//	+-----------------------+-------------------------------+--------------------------------+
+//	| zigzag(t0) uvarint    | zigzag(t1-t0) uvarint (n>=2)  | packed zigzag(dod) (n>=3)      |
+//	+-----------------------+-------------------------------+--------------------------------+
+//
+// where dod(i) = (t(i)-t(i-1)) - (t(i-1)-t(i-2)) for i >= 2, in wrapping
+// 64-bit arithmetic (so any int64 timestamps round-trip), bit-packed in
+// chunks (see AppendPacked). A regular series costs one byte per 128
+// timestamps after the first two.
+
+// AppendTimestamps appends ts in the timestamp format. It does not require
+// any order; the segment writer passes strictly increasing times.
+func AppendTimestamps(dst []byte, ts []int64) []byte {
+	if len(ts) == 0 {
+		return dst
+	}
+	dst = AppendVarint(dst, ts[0])
+	if len(ts) == 1 {
+		return dst
+	}
+	delta := ts[1] - ts[0]
+	dst = AppendVarint(dst, delta)
+	var chunk [PackedChunk]uint64
+	prev := ts[1]
+	rest := ts[2:]
+	for len(rest) > 0 {
+		c := min(len(rest), PackedChunk)
+		for i, t := range rest[:c] {
+			d := t - prev
+			chunk[i] = Zigzag(d - delta)
+			delta, prev = d, t
+		}
+		dst = appendChunk(dst, chunk[:c])
+		rest = rest[c:]
+	}
+	return dst
+}
+
+// DecodeTimestamps appends n timestamps decoded from src to dst and returns
+// the rest of src.
+func DecodeTimestamps(dst []int64, src []byte, n int) ([]int64, []byte, error) {
+	if n <= 0 {
+		if n < 0 {
+			return dst, nil, fmt.Errorf("%w: negative timestamp count", ErrMalformed)
+		}
+		return dst, src, nil
+	}
+	if n > 2 && packedMinBytes(n-2)+2 > len(src) {
+		return dst, nil, fmt.Errorf("%w: %d timestamps in %d bytes", ErrMalformed, n, len(src))
+	}
+	t, src, err := Varint(src)
+	if err != nil {
+		return dst, nil, err
+	}
+	start := len(dst)
+	dst = extend(dst, n)
+	out := dst[start:]
+	out[0] = t
+	if n == 1 {
+		return dst, src, nil
+	}
+	delta, src, err := Varint(src)
+	if err != nil {
+		return dst[:start], nil, err
+	}
+	t += delta
+	out[1] = t
+	out = out[2:]
+	var chunk [PackedChunk]uint64
+	for len(out) > 0 {
+		c := min(len(out), PackedChunk)
+		src, err = unpackAll(chunk[:c], src)
+		if err != nil {
+			return dst[:start], nil, err
+		}
+		for i, u := range chunk[:c] {
+			delta += Unzigzag(u)
+			t += delta
+			out[i] = t
+		}
+		out = out[c:]
+	}
+	return dst, src, nil
+}
