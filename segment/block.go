@@ -1,0 +1,258 @@
+package segment
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"slices"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/stratadb/strata/internal/encoding"
+	"github.com/stratadb/strata/internal/point"
+)
+
+// blockScratch holds buffers reused from block to block.
+type blockScratch struct {
+	raw  []byte   // raw block being encoded, or decoded from zstd
+	alt  []byte   // second float encoding, compressed payload, file bytes
+	ts   []int64  // decoded timestamps
+	vals []uint64 // decoded values
+	strs []string // decoded strings
+}
+
+// appendBlock appends the stored form of one block to dst. vals holds the
+// bit patterns of non-string values, strs the string values.
+func appendBlock(dst []byte, enc *zstd.Encoder, kind point.Kind, times []int64, vals []uint64, strs []string, sc *blockScratch) []byte {
+	n := len(times)
+	raw := append(sc.raw[:0], byte(kind))
+	raw = encoding.AppendUvarint(raw, uint64(n))
+	ts := encoding.AppendTimestamps(sc.alt[:0], times)
+	raw = encoding.AppendUvarint(raw, uint64(len(ts)))
+	raw = append(raw, ts...)
+	sc.alt = ts
+	switch kind {
+	case point.KindFloat:
+		raw = appendFloatColumn(raw, vals, sc)
+	case point.KindInt, point.KindUint:
+		raw = encoding.AppendInts(raw, vals)
+	case point.KindBool:
+		raw = encoding.AppendBools(raw, vals)
+	case point.KindString:
+		raw = encoding.AppendStrings(raw, strs)
+	}
+	sc.raw = raw
+	return appendFramed(dst, enc, raw)
+}
+
+// appendFloatColumn appends the smaller of the decimal and Gorilla
+// encodings of vals, after the codec byte saying which. Gorilla is skipped
+// when a lower bound on its size already exceeds the decimal encoding.
+func appendFloatColumn(dst []byte, vals []uint64, sc *blockScratch) []byte {
+	start := len(dst)
+	dec, ok := encoding.AppendDecimal(append(dst, floatDecimal), vals)
+	decLen := len(dec) - start - 1
+	if ok && 8*decLen <= encoding.FloatsMinBits(vals, 8*decLen) {
+		return dec
+	}
+	gor := encoding.AppendFloats(sc.alt[:0], vals)
+	sc.alt = gor
+	if ok && decLen <= len(gor) {
+		return dec
+	}
+	dst = append(dst[:start], floatGorilla)
+	return append(dst, gor...)
+}
+
+// appendFramed appends raw in the stored framing: flags, rawLen, payload
+// (zstd when that is smaller and within maxRatio), crc32c.
+func appendFramed(dst []byte, enc *zstd.Encoder, raw []byte) []byte {
+	start := len(dst)
+	dst = append(dst, 0)
+	dst = encoding.AppendUvarint(dst, uint64(len(raw)))
+	body := len(dst)
+	dst = enc.EncodeAll(raw, dst)
+	if c := len(dst) - body; c < len(raw) && len(raw) <= maxRatio*c {
+		dst[start] = flagZstd
+	} else {
+		dst = append(dst[:body], raw...)
+	}
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+}
+
+var errShortFrame = errors.New("frame too short")
+
+// unframe checks the checksum and flags of a stored block or section and
+// returns its raw bytes, decompressing into sc.raw when needed. maxRaw
+// bounds the declared raw length.
+func unframe(stored []byte, maxRaw int, sc *blockScratch) ([]byte, error) {
+	if len(stored) < 6 {
+		return nil, errShortFrame
+	}
+	body := stored[:len(stored)-4]
+	if want, got := binary.LittleEndian.Uint32(stored[len(body):]), crc32.Checksum(body, castagnoli); want != got {
+		return nil, fmt.Errorf("%w: stored %08x, computed %08x", ErrChecksum, want, got)
+	}
+	flags := body[0]
+	if flags&^flagZstd != 0 {
+		return nil, fmt.Errorf("unknown flags %#x", flags)
+	}
+	rawLen, payload, err := encoding.Uvarint(body[1:])
+	if err != nil {
+		return nil, fmt.Errorf("raw length: %w", err)
+	}
+	if rawLen > uint64(maxRaw) {
+		return nil, fmt.Errorf("raw length %d exceeds %d", rawLen, maxRaw)
+	}
+	if flags&flagZstd == 0 {
+		if uint64(len(payload)) != rawLen {
+			return nil, fmt.Errorf("raw length %d, payload %d", rawLen, len(payload))
+		}
+		return payload, nil
+	}
+	if rawLen > maxRatio*uint64(len(payload)) {
+		return nil, fmt.Errorf("raw length %d from %d compressed bytes", rawLen, len(payload))
+	}
+	dec, err := decoder()
+	if err != nil {
+		return nil, err
+	}
+	if cap(sc.raw) < int(rawLen) {
+		sc.raw = make([]byte, 0, rawLen)
+	}
+	// The decoder is limited to the capacity it is given (see decoder), so
+	// it fills sc.raw's array and never allocates past rawLen.
+	raw, err := dec.DecodeAll(payload, sc.raw[:0:rawLen])
+	if err != nil {
+		return nil, fmt.Errorf("zstd: %w", err)
+	}
+	if uint64(len(raw)) != rawLen {
+		return nil, fmt.Errorf("decompressed %d bytes, want %d", len(raw), rawLen)
+	}
+	return raw, nil
+}
+
+// maxBlockRaw is the largest raw block of count samples of kind k.
+func maxBlockRaw(k point.Kind, count int) int {
+	if k == point.KindString {
+		return MaxBlockRaw
+	}
+	return 64 + 20*count
+}
+
+// decodeBlock appends the samples of raw block raw to dst after checking it
+// against its index entry.
+func decodeBlock(dst []point.Sample, raw []byte, kind point.Kind, bm *BlockMeta, sc *blockScratch) ([]point.Sample, error) {
+	if len(raw) < 3 {
+		return dst, errShortFrame
+	}
+	if point.Kind(raw[0]) != kind {
+		return dst, fmt.Errorf("block kind %d, series kind %d", raw[0], kind)
+	}
+	count, rest, err := encoding.Uvarint(raw[1:])
+	if err != nil {
+		return dst, fmt.Errorf("count: %w", err)
+	}
+	if count != uint64(bm.Count) {
+		return dst, fmt.Errorf("block holds %d samples, index says %d", count, bm.Count)
+	}
+	n := int(count)
+	tsLen, rest, err := encoding.Uvarint(rest)
+	if err != nil {
+		return dst, fmt.Errorf("timestamps length: %w", err)
+	}
+	if tsLen > uint64(len(rest)) {
+		return dst, fmt.Errorf("timestamps length %d exceeds %d", tsLen, len(rest))
+	}
+	ts, tail, err := encoding.DecodeTimestamps(sc.ts[:0], rest[:tsLen], n)
+	sc.ts = ts
+	if err != nil {
+		return dst, fmt.Errorf("timestamps: %w", err)
+	}
+	if len(tail) != 0 {
+		return dst, fmt.Errorf("%d bytes after timestamps", len(tail))
+	}
+	if ts[0] != bm.MinTime || ts[n-1] != bm.MaxTime {
+		return dst, fmt.Errorf("block spans %d..%d, index says %d..%d", ts[0], ts[n-1], bm.MinTime, bm.MaxTime)
+	}
+	if kind == point.KindString {
+		// Numeric kinds check the order while assembling the samples.
+		if err := checkIncreasing(ts); err != nil {
+			return dst, err
+		}
+	}
+	col := rest[tsLen:]
+	var vals []uint64
+	switch kind {
+	case point.KindFloat:
+		if len(col) == 0 {
+			return dst, errors.New("missing float codec")
+		}
+		switch col[0] {
+		case floatGorilla:
+			vals, tail, err = encoding.DecodeFloats(sc.vals[:0], col[1:], n)
+		case floatDecimal:
+			vals, tail, err = encoding.DecodeDecimal(sc.vals[:0], col[1:], n)
+		default:
+			return dst, fmt.Errorf("unknown float codec %d", col[0])
+		}
+	case point.KindInt, point.KindUint:
+		vals, tail, err = encoding.DecodeInts(sc.vals[:0], col, n)
+	case point.KindBool:
+		vals, tail, err = encoding.DecodeBools(sc.vals[:0], col, n)
+	case point.KindString:
+		var strs []string
+		strs, tail, err = encoding.DecodeStrings(sc.strs[:0], col, n)
+		if err == nil && len(tail) == 0 {
+			start := len(dst)
+			dst = slices.Grow(dst, n)[:start+n]
+			out := dst[start:]
+			for i, s := range strs[:len(out)] {
+				out[i] = point.Sample{Time: ts[i], Value: point.String(s)}
+			}
+		}
+		clear(strs)
+		sc.strs = strs[:0]
+	}
+	if vals != nil {
+		sc.vals = vals
+	}
+	if err != nil {
+		return dst, fmt.Errorf("%v values: %w", kind, err)
+	}
+	if len(tail) != 0 {
+		return dst, fmt.Errorf("%d bytes after values", len(tail))
+	}
+	if kind == point.KindString {
+		return dst, nil
+	}
+	// Writing into a pre-sized slice is several times faster than
+	// appending 40-byte samples one by one.
+	start := len(dst)
+	dst = slices.Grow(dst, n)[:start+n]
+	out := dst[start:]
+	ts, vals = ts[:len(out)], vals[:len(out)]
+	ordered := true
+	prev := ts[0]
+	for i := range out {
+		t := ts[i]
+		ordered = ordered && (i == 0 || t > prev)
+		prev = t
+		out[i] = point.Sample{Time: t, Value: point.FromBits(kind, vals[i])}
+	}
+	if !ordered {
+		return dst[:start], checkIncreasing(ts)
+	}
+	return dst, nil
+}
+
+// checkIncreasing reports the first timestamp not after its predecessor.
+func checkIncreasing(ts []int64) error {
+	for i := 1; i < len(ts); i++ {
+		if ts[i] <= ts[i-1] {
+			return fmt.Errorf("timestamp %d at %d not after %d", i, ts[i], ts[i-1])
+		}
+	}
+	return nil
+}

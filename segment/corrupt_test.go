@@ -1,0 +1,300 @@
+package segment
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stratadb/strata/internal/base"
+	"github.com/stratadb/strata/internal/point"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/v1.seg and the FuzzReader seed segments")
+
+// fixtureSeries is the content of testdata/v1.seg: every kind, several
+// blocks per series (block size 4), decimal and Gorilla floats, and a
+// string series that zstd compresses.
+func fixtureSeries() []testSeries {
+	ts := func(start, step int64, vals ...point.Value) []point.Sample {
+		out := make([]point.Sample, len(vals))
+		for i, v := range vals {
+			out[i] = point.Sample{Time: start + int64(i)*step, Value: v}
+		}
+		return out
+	}
+	var decimals, gorilla, ints, uints, bools, logs []point.Value
+	for i := range 10 {
+		decimals = append(decimals, point.Float(20+float64(i*37%11)/100))
+		gorilla = append(gorilla, point.Float(float64(i)*1.1e-7+1/3.0))
+		ints = append(ints, point.Int(int64(i*i)-40))
+		uints = append(uints, point.Uint(1<<63+uint64(i)))
+		bools = append(bools, point.Bool(i%3 == 0))
+	}
+	for i := range 4 {
+		logs = append(logs, point.String(strings.Repeat(fmt.Sprintf("disk %d is full; ", i%2), 12)))
+	}
+	return []testSeries{
+		{key: []byte("cpu,host=a usage"), kind: point.KindFloat, samples: ts(1_700_000_000_000_000_000, 1e9, decimals...)},
+		{key: []byte("cpu,host=a usage_raw"), kind: point.KindFloat, samples: ts(1_700_000_000_000_000_000, 1e9+7, gorilla...)},
+		{key: []byte("disk,host=a free"), kind: point.KindUint, samples: ts(-5_000, 1_000, uints...)},
+		{key: []byte("disk,host=a ops"), kind: point.KindInt, samples: ts(0, 1, ints...)},
+		{key: []byte("log,host=a msg"), kind: point.KindString, samples: ts(100, 3, logs...)},
+		{key: []byte("net,host=a up"), kind: point.KindBool, samples: ts(100, 3, bools...)},
+	}
+}
+
+const fixtureBlockSamples = 4
+
+// fixtureBytes writes the fixture series and returns the file.
+func fixtureBytes(t testing.TB) []byte {
+	fs := newMemFS()
+	writeSegment(t, fs, "/db/v1.seg", fixtureBlockSamples, fixtureSeries())
+	return fs.bytes(t, "/db/v1.seg")
+}
+
+// TestFormatV1Fixture reads the checked-in version 1 segment, so a future
+// format change that breaks old files fails here. Regenerate only with a
+// format version bump (go test -run TestFormatV1Fixture -update).
+func TestFormatV1Fixture(t *testing.T) {
+	if *update {
+		data := fixtureBytes(t)
+		if err := os.WriteFile("testdata/v1.seg", data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		writeSeed(t, "FuzzReader", "v1", data)
+		small := newMemFS()
+		writeSegment(t, small, "/db/s.seg", 2, []testSeries{
+			{key: []byte("m f"), kind: point.KindFloat, samples: []point.Sample{{Time: 1, Value: point.Float(1.5)}, {Time: 2, Value: point.Float(2.25)}, {Time: 9, Value: point.Float(-1)}}},
+			{key: []byte("m s"), kind: point.KindString, samples: []point.Sample{{Time: -1, Value: point.String("on")}}},
+		})
+		writeSeed(t, "FuzzReader", "small", small.bytes(t, "/db/s.seg"))
+		empty := newMemFS()
+		writeSegment(t, empty, "/db/e.seg", 0, nil)
+		writeSeed(t, "FuzzReader", "empty", empty.bytes(t, "/db/e.seg"))
+		writeRawSeeds(t, data)
+	}
+	data, err := os.ReadFile("testdata/v1.seg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := newMemFS()
+	fs.put("/db/v1.seg", data)
+	r, err := Open(fs, "/db/v1.seg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got, err := readAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := diffSeries(fixtureSeries(), got); d != "" {
+		t.Fatal(d)
+	}
+	checkStats(t, r)
+	// The fixture exercises both framings and both float codecs.
+	var zstdBlocks, rawBlocks int
+	codecs := map[byte]bool{}
+	for i := range r.NumSeries() {
+		s := r.Series(i)
+		for _, b := range s.Blocks {
+			if data[b.Offset]&flagZstd != 0 {
+				zstdBlocks++
+				continue
+			}
+			rawBlocks++
+			if s.Kind == point.KindFloat {
+				codecs[floatCodecOf(t, data[b.Offset:b.Offset+int64(b.Length)])] = true
+			}
+		}
+	}
+	if zstdBlocks == 0 || rawBlocks == 0 || !codecs[floatDecimal] || !codecs[floatGorilla] {
+		t.Fatalf("fixture has %d zstd and %d raw blocks, float codecs %v", zstdBlocks, rawBlocks, codecs)
+	}
+}
+
+// floatCodecOf returns the float codec byte of an uncompressed block.
+func floatCodecOf(t *testing.T, stored []byte) byte {
+	var sc blockScratch
+	raw, err := unframe(stored, MaxBlockRaw, &sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, n1 := binary.Uvarint(raw[1:])
+	tsLen, n2 := binary.Uvarint(raw[1+n1:])
+	return raw[1+n1+n2+int(tsLen)]
+}
+
+// writeRawSeeds stores the raw index and one raw block of each series of
+// the fixture as seeds of FuzzParseIndex and FuzzDecodeBlock.
+func writeRawSeeds(t *testing.T, data []byte) {
+	fs := newMemFS()
+	fs.put("/db/v1.seg", data)
+	r, err := Open(fs, "/db/v1.seg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	writeSeed(t, "FuzzParseIndex", "v1", r.index)
+	for i := range r.NumSeries() {
+		s := r.Series(i)
+		b := s.Blocks[len(s.Blocks)-1]
+		var sc blockScratch
+		raw, err := unframe(data[b.Offset:b.Offset+int64(b.Length)], MaxBlockRaw, &sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeSeed(t, "FuzzDecodeBlock", fmt.Sprintf("v1-%d-%s", i, s.Kind), raw)
+	}
+}
+
+// writeSeed stores data as a seed of fuzz target name in Go's corpus format.
+func writeSeed(t *testing.T, name, file string, data []byte) {
+	dir := filepath.Join("testdata", "fuzz", name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	body := "go test fuzz v1\n[]byte(" + strconv.Quote(string(data)) + ")\n"
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// openAndReadAll opens data as a segment and reads every sample.
+func openAndReadAll(data []byte) ([]testSeries, error) {
+	fs := newMemFS()
+	fs.put("/db/c.seg", data)
+	r, err := Open(fs, "/db/c.seg")
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return readAll(r)
+}
+
+// checkCorrupt fails unless err is a *base.CorruptionError for the test
+// file matching base.ErrCorrupt.
+func checkCorrupt(t *testing.T, what string, err error) {
+	t.Helper()
+	var ce *base.CorruptionError
+	if !errors.Is(err, base.ErrCorrupt) || !errors.As(err, &ce) || ce.Path != "/db/c.seg" {
+		t.Fatalf("%s: err = %v, want a CorruptionError for /db/c.seg", what, err)
+	}
+}
+
+func TestCorruptionEveryByte(t *testing.T) {
+	good := fixtureBytes(t)
+	want := fixtureSeries()
+	t.Logf("flipping each of %d bytes", len(good))
+	for i := range good {
+		for _, mask := range []byte{0x01, 0x80, 0xff} {
+			data := bytes.Clone(good)
+			data[i] ^= mask
+			got, err := openAndReadAll(data)
+			if err != nil {
+				checkCorrupt(t, fmt.Sprintf("byte %d ^ %#x", i, mask), err)
+				continue
+			}
+			if d := diffSeries(want, got); d != "" {
+				t.Fatalf("byte %d ^ %#x: read wrong data without an error: %s", i, mask, d)
+			}
+		}
+	}
+}
+
+func TestCorruptionTruncated(t *testing.T) {
+	good := fixtureBytes(t)
+	for n := range len(good) {
+		_, err := openAndReadAll(good[:n])
+		checkCorrupt(t, fmt.Sprintf("truncated to %d bytes", n), err)
+	}
+	// Trailing garbage moves the footer: also an error.
+	_, err := openAndReadAll(append(bytes.Clone(good), 0))
+	checkCorrupt(t, "one byte appended", err)
+}
+
+func TestCorruptionCauses(t *testing.T) {
+	good := fixtureBytes(t)
+	end := len(good)
+	reseal := func(data []byte) { // recompute the footer's checksum
+		f := data[end-footerLen:]
+		binary.LittleEndian.PutUint32(f[33:], crc32.Checksum(f[:33], castagnoli))
+	}
+	cases := []struct {
+		name   string
+		damage func([]byte)
+		cause  error
+		offset int64
+	}{
+		{"header magic", func(d []byte) { d[0] = 'X' }, ErrMagic, 0},
+		{"header version", func(d []byte) { d[4] = 2 }, ErrVersion, 4},
+		{"footer magic", func(d []byte) { d[end-1] ^= 1 }, ErrMagic, int64(end - footerLen)},
+		{"footer version", func(d []byte) { d[end-footerLen+32] = 9 }, ErrVersion, int64(end - footerLen)},
+		{"footer checksum", func(d []byte) { d[end-footerLen] ^= 1 }, ErrChecksum, int64(end - footerLen)},
+		{"index checksum", func(d []byte) {
+			off := binary.LittleEndian.Uint64(d[end-footerLen:])
+			d[off+3] ^= 1
+		}, ErrChecksum, -1},
+		{"bloom checksum", func(d []byte) {
+			off := binary.LittleEndian.Uint64(d[end-footerLen+16:])
+			d[off+8] ^= 1
+		}, ErrChecksum, -1},
+		{"block checksum", func(d []byte) { d[headerLen+2] ^= 1 }, ErrChecksum, headerLen},
+		{"section offsets", func(d []byte) { d[end-footerLen] ^= 1; reseal(d) }, nil, int64(end - footerLen)},
+	}
+	for _, c := range cases {
+		data := bytes.Clone(good)
+		c.damage(data)
+		_, err := openAndReadAll(data)
+		checkCorrupt(t, c.name, err)
+		if c.cause != nil && !errors.Is(err, c.cause) {
+			t.Errorf("%s: err = %v, want cause %v", c.name, err, c.cause)
+		}
+		var ce *base.CorruptionError
+		errors.As(err, &ce)
+		if c.offset >= 0 && ce.Offset != c.offset {
+			t.Errorf("%s: offset %d, want %d", c.name, ce.Offset, c.offset)
+		}
+	}
+}
+
+// FuzzReader opens arbitrary bytes as a segment and reads everything it
+// can. It must never panic, and a damaged file must give ErrCorrupt.
+func FuzzReader(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fs := newMemFS()
+		fs.put("/db/c.seg", data)
+		r, err := Open(fs, "/db/c.seg")
+		if err != nil {
+			checkCorrupt(t, "open", err)
+			return
+		}
+		defer r.Close()
+		for i := range r.NumSeries() {
+			s := r.Series(i)
+			if got, ok := r.Find(s.Key); !ok || got != s {
+				t.Fatalf("Find(%q) = %v, %v", s.Key, got, ok)
+			}
+			it := r.Iter(s, s.MinTime(), s.MaxTime())
+			for it.Next() {
+				it.At()
+			}
+			if err := it.Close(); err != nil {
+				checkCorrupt(t, "iterate", err)
+			}
+			for b := range s.Blocks {
+				if _, err := r.ReadBlock(s, b, nil); err != nil {
+					checkCorrupt(t, "read block", err)
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,420 @@
+package segment
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/internal/point"
+	"github.com/stratadb/strata/internal/vfs"
+)
+
+// memFS is an in-memory vfs.FS for tests: fast, and lets tests damage file
+// bytes directly.
+type memFS struct {
+	mu    sync.Mutex
+	files map[string]*memFile
+}
+
+type memFile struct {
+	mu   sync.RWMutex
+	data []byte
+}
+
+func newMemFS() *memFS { return &memFS{files: map[string]*memFile{}} }
+
+func (m *memFS) get(name string) (*memFile, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f, ok := m.files[path.Clean(name)]
+	if !ok {
+		return nil, &os.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	return f, nil
+}
+
+// bytes returns a copy of a file's contents.
+func (m *memFS) bytes(t testing.TB, name string) []byte {
+	t.Helper()
+	f, err := m.get(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return bytes.Clone(f.data)
+}
+
+// put stores data as a file.
+func (m *memFS) put(name string, data []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.files[path.Clean(name)] = &memFile{data: data}
+}
+
+func (m *memFS) Create(name string) (vfs.File, error) {
+	f := &memFile{}
+	m.mu.Lock()
+	m.files[path.Clean(name)] = f
+	m.mu.Unlock()
+	return &memHandle{f: f, name: name}, nil
+}
+
+func (m *memFS) Open(name string) (vfs.File, error) {
+	f, err := m.get(name)
+	if err != nil {
+		return nil, err
+	}
+	return &memHandle{f: f, name: name, readOnly: true}, nil
+}
+
+func (m *memFS) OpenReadWrite(name string) (vfs.File, error) {
+	f, err := m.get(name)
+	if err != nil {
+		return nil, err
+	}
+	return &memHandle{f: f, name: name}, nil
+}
+
+func (m *memFS) Rename(oldname, newname string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f, ok := m.files[path.Clean(oldname)]
+	if !ok {
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: fs.ErrNotExist}
+	}
+	delete(m.files, path.Clean(oldname))
+	m.files[path.Clean(newname)] = f
+	return nil
+}
+
+func (m *memFS) Remove(name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.files[path.Clean(name)]; !ok {
+		return &os.PathError{Op: "remove", Path: name, Err: fs.ErrNotExist}
+	}
+	delete(m.files, path.Clean(name))
+	return nil
+}
+
+func (m *memFS) MkdirAll(string, os.FileMode) error { return nil }
+
+func (m *memFS) ReadDir(dir string) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var names []string
+	for name := range m.files {
+		if path.Dir(name) == path.Clean(dir) {
+			names = append(names, path.Base(name))
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+func (m *memFS) Stat(name string) (os.FileInfo, error) {
+	f, err := m.get(name)
+	if err != nil {
+		return nil, err
+	}
+	return (&memHandle{f: f, name: name}).Stat()
+}
+
+func (m *memFS) SyncDir(string) error { return nil }
+
+func (m *memFS) Lock(string) (io.Closer, error) { return nil, errors.New("memfs: no locks") }
+
+type memHandle struct {
+	f        *memFile
+	name     string
+	pos      int64
+	readOnly bool
+	closed   bool
+}
+
+var errClosedHandle = errors.New("memfs: file closed")
+
+func (h *memHandle) Read(p []byte) (int, error) {
+	n, err := h.ReadAt(p, h.pos)
+	h.pos += int64(n)
+	return n, err
+}
+
+func (h *memHandle) ReadAt(p []byte, off int64) (int, error) {
+	if h.closed {
+		return 0, errClosedHandle
+	}
+	h.f.mu.RLock()
+	defer h.f.mu.RUnlock()
+	if off < 0 {
+		return 0, errors.New("memfs: negative offset")
+	}
+	if off >= int64(len(h.f.data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, h.f.data[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (h *memHandle) Write(p []byte) (int, error) {
+	if h.closed {
+		return 0, errClosedHandle
+	}
+	if h.readOnly {
+		return 0, errors.New("memfs: read-only")
+	}
+	h.f.mu.Lock()
+	defer h.f.mu.Unlock()
+	h.f.data = append(h.f.data, p...)
+	return len(p), nil
+}
+
+func (h *memHandle) Close() error {
+	if h.closed {
+		return errClosedHandle
+	}
+	h.closed = true
+	return nil
+}
+
+func (h *memHandle) Sync() error { return nil }
+
+func (h *memHandle) Stat() (os.FileInfo, error) {
+	h.f.mu.RLock()
+	defer h.f.mu.RUnlock()
+	return memInfo{name: path.Base(h.name), size: int64(len(h.f.data))}, nil
+}
+
+func (h *memHandle) Truncate(size int64) error {
+	h.f.mu.Lock()
+	defer h.f.mu.Unlock()
+	if size < int64(len(h.f.data)) {
+		h.f.data = h.f.data[:size]
+	}
+	return nil
+}
+
+type memInfo struct {
+	name string
+	size int64
+}
+
+func (i memInfo) Name() string       { return i.name }
+func (i memInfo) Size() int64        { return i.size }
+func (i memInfo) Mode() fs.FileMode  { return 0o644 }
+func (i memInfo) ModTime() time.Time { return time.Time{} }
+func (i memInfo) IsDir() bool        { return false }
+func (i memInfo) Sys() any           { return nil }
+
+// testSeries is one series given to or read back from a segment.
+type testSeries struct {
+	key     []byte
+	kind    point.Kind
+	samples []point.Sample
+}
+
+// writeSegment writes series (sorted by key) with the given block size and
+// returns the file's metadata.
+func writeSegment(t testing.TB, fs vfs.FS, name string, blockSamples int, series []testSeries) Meta {
+	t.Helper()
+	w, err := Create(name, WriterOptions{FS: fs, BlockSamples: blockSamples})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range series {
+		if err := w.Add(s.key, s.kind, s.samples); err != nil {
+			t.Fatalf("add %q: %v", s.key, err)
+		}
+	}
+	meta, err := w.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return meta
+}
+
+// readAll reads every series of r through Iter over the whole time range.
+func readAll(r *Reader) ([]testSeries, error) {
+	out := make([]testSeries, 0, r.NumSeries())
+	for i := range r.NumSeries() {
+		s := r.Series(i)
+		ts := testSeries{key: bytes.Clone(s.Key), kind: s.Kind}
+		it := r.Iter(s, math.MinInt64, math.MaxInt64)
+		for it.Next() {
+			ts.samples = append(ts.samples, it.At())
+		}
+		if err := it.Close(); err != nil {
+			return out, err
+		}
+		out = append(out, ts)
+	}
+	return out, nil
+}
+
+// diffSeries describes the first difference between want and got, or "".
+func diffSeries(want, got []testSeries) string {
+	if len(want) != len(got) {
+		return fmt.Sprintf("%d series, want %d", len(got), len(want))
+	}
+	for i := range want {
+		w, g := want[i], got[i]
+		if !bytes.Equal(w.key, g.key) || w.kind != g.kind {
+			return fmt.Sprintf("series %d is %q (%v), want %q (%v)", i, g.key, g.kind, w.key, w.kind)
+		}
+		if len(w.samples) != len(g.samples) {
+			return fmt.Sprintf("series %q: %d samples, want %d", w.key, len(g.samples), len(w.samples))
+		}
+		for j := range w.samples {
+			ws, gs := w.samples[j], g.samples[j]
+			if ws.Time != gs.Time || !sameValue(ws.Value, gs.Value) {
+				return fmt.Sprintf("series %q sample %d: %d=%v, want %d=%v", w.key, j, gs.Time, gs.Value, ws.Time, ws.Value)
+			}
+		}
+	}
+	return ""
+}
+
+// sameValue compares values exactly: floats by bit pattern.
+func sameValue(a, b point.Value) bool {
+	if a.Kind() != b.Kind() {
+		return false
+	}
+	if a.Kind() == point.KindString {
+		return a.Str() == b.Str()
+	}
+	return a.Bits() == b.Bits()
+}
+
+// checkStats recomputes every block's statistics from its samples.
+func checkStats(t testing.TB, r *Reader) {
+	t.Helper()
+	for i := range r.NumSeries() {
+		s := r.Series(i)
+		for b := range s.Blocks {
+			bm := s.Blocks[b]
+			samples, err := r.ReadBlock(s, b, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(samples) != bm.Count || samples[0].Time != bm.MinTime || samples[len(samples)-1].Time != bm.MaxTime {
+				t.Fatalf("%q block %d: meta %+v for %d samples %d..%d", s.Key, b, bm, len(samples), samples[0].Time, samples[len(samples)-1].Time)
+			}
+			var mn, mx, sum point.Value
+			switch s.Kind {
+			case point.KindFloat:
+				lo, hi, su := samples[0].Value.Float(), samples[0].Value.Float(), samples[0].Value.Float()
+				for _, x := range samples[1:] {
+					lo, hi, su = min(lo, x.Value.Float()), max(hi, x.Value.Float()), su+x.Value.Float()
+				}
+				mn, mx, sum = point.Float(lo), point.Float(hi), point.Float(su)
+			case point.KindInt:
+				lo, hi, su := samples[0].Value.Int(), samples[0].Value.Int(), samples[0].Value.Int()
+				for _, x := range samples[1:] {
+					lo, hi, su = min(lo, x.Value.Int()), max(hi, x.Value.Int()), su+x.Value.Int()
+				}
+				mn, mx, sum = point.Int(lo), point.Int(hi), point.Int(su)
+			case point.KindUint:
+				lo, hi, su := samples[0].Value.Uint(), samples[0].Value.Uint(), samples[0].Value.Uint()
+				for _, x := range samples[1:] {
+					lo, hi, su = min(lo, x.Value.Uint()), max(hi, x.Value.Uint()), su+x.Value.Uint()
+				}
+				mn, mx, sum = point.Uint(lo), point.Uint(hi), point.Uint(su)
+			}
+			if s.Kind == point.KindFloat {
+				// A NaN is stored as math.NaN() whatever the payloads.
+				if math.IsNaN(mn.Float()) {
+					mn, mx = point.Float(math.NaN()), point.Float(math.NaN())
+				}
+				if math.IsNaN(sum.Float()) {
+					sum = point.Float(math.NaN())
+				}
+			}
+			if !sameValue(bm.Min, mn) || !sameValue(bm.Max, mx) || !sameValue(bm.Sum, sum) {
+				t.Fatalf("%q block %d: stats %v/%v/%v, want %v/%v/%v", s.Key, b, bm.Min, bm.Max, bm.Sum, mn, mx, sum)
+			}
+		}
+	}
+}
+
+// randomSeries builds n series of random kinds, keys and samples.
+func randomSeries(rng *rand.Rand, n, maxSamples int) []testSeries {
+	keys := map[string]bool{}
+	for len(keys) < n {
+		keys[fmt.Sprintf("m%d,host=h%d f%d", rng.IntN(5), rng.IntN(1000), rng.IntN(3))] = true
+	}
+	sorted := make([]string, 0, n)
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	slices.Sort(sorted)
+	out := make([]testSeries, n)
+	for i, k := range sorted {
+		kind := point.Kind(1 + rng.IntN(5))
+		out[i] = testSeries{key: []byte(k), kind: kind, samples: randomSamples(rng, kind, 1+rng.IntN(maxSamples))}
+	}
+	return out
+}
+
+func randomSamples(rng *rand.Rand, kind point.Kind, n int) []point.Sample {
+	out := make([]point.Sample, n)
+	t := rng.Int64() - math.MaxInt64/2
+	style := rng.IntN(3)
+	base := rng.Float64() * 100
+	for i := range out {
+		switch style {
+		case 0: // regular
+			t += 1000
+		case 1: // jittered
+			t += 1 + rng.Int64N(1<<20)
+		default: // wild
+			t += 1 + rng.Int64N(1<<40)
+		}
+		out[i].Time = t
+		var v point.Value
+		switch kind {
+		case point.KindFloat:
+			switch style {
+			case 0:
+				base += float64(rng.IntN(21)-10) / 10
+				v = point.Float(math.Round(base*10) / 10)
+			case 1:
+				v = point.Float(base + rng.NormFloat64())
+			default:
+				v = point.Float(math.Float64frombits(rng.Uint64()))
+			}
+		case point.KindInt:
+			if style == 2 {
+				v = point.Int(int64(rng.Uint64()))
+			} else {
+				v = point.Int(int64(base) + rng.Int64N(100) - 50)
+			}
+		case point.KindUint:
+			if style == 2 {
+				v = point.Uint(rng.Uint64())
+			} else {
+				v = point.Uint(uint64(i) * 7)
+			}
+		case point.KindBool:
+			v = point.Bool(rng.IntN(2) == 0)
+		case point.KindString:
+			v = point.String(strings.Repeat(string(rune('a'+rng.IntN(26))), rng.IntN(12)))
+		}
+		out[i].Value = v
+	}
+	return out
+}

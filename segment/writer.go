@@ -1,0 +1,622 @@
+// Package segment implements strata's immutable segment files: the on-disk
+// home of samples once they are flushed from the memtable or produced by a
+// compaction. A Writer streams series in key order into a new file and
+// publishes it atomically; a Reader loads the index and bloom filter into
+// memory and reads blocks on demand with positional reads.
+//
+// # File format
+//
+// All fixed-width integers are little-endian. uvarint is the varint of
+// encoding/binary; varint is the zigzag varint (encoding.AppendVarint).
+// crc32c is CRC-32 with the Castagnoli polynomial.
+//
+//	+------------------------------+
+//	| header                       |  magic "STSG" (4) | version (1)
+//	+------------------------------+
+//	| block                        |  the blocks of series 0 in time order,
+//	| block                        |  then those of series 1, ... Blocks are
+//	| ...                          |  contiguous: each starts where the
+//	+------------------------------+  previous one ends (the first at byte 5)
+//	| index section                |
+//	+------------------------------+
+//	| bloom section                |
+//	+------------------------------+
+//	| footer (41 bytes)            |
+//	+------------------------------+
+//
+// Block, as stored (the index section uses the same framing):
+//
+//	+-----------+----------------+--------------------+------------+
+//	| flags (1) | rawLen uvarint | payload            | crc32c (4) |
+//	+-----------+----------------+--------------------+------------+
+//
+//	flags    bit 0 set: payload is one zstd frame that decodes to the rawLen
+//	         bytes of the raw block; clear: payload is the raw block itself
+//	         and len(payload) == rawLen. Other bits are zero.
+//	rawLen   at most 256*len(payload) when compressed; for a block at most
+//	         64+20*count bytes for numeric and bool kinds, MaxBlockRaw (64
+//	         MiB) for strings; for the index at most 1 GiB.
+//	crc32c   of flags, rawLen and payload.
+//
+// Raw block:
+//
+//	+----------+---------------+---------------+-------------------+--------+
+//	| kind (1) | count uvarint | tsLen uvarint | timestamps (tsLen)| values |
+//	+----------+---------------+---------------+-------------------+--------+
+//
+//	kind        point.Kind of the series (1 float .. 5 string)
+//	count       number of samples, 1..MaxBlockSamples
+//	timestamps  encoding.AppendTimestamps: delta of delta, bit-packed
+//	values      the rest of the block, by kind:
+//	              float   codec (1): 0 = Gorilla XOR (encoding.AppendFloats),
+//	                      1 = decimal (encoding.AppendDecimal); then its bytes
+//	              int     encoding.AppendInts (zigzag delta, bit-packed)
+//	              uint    encoding.AppendInts on the uint64 values
+//	              bool    encoding.AppendBools (one bit each)
+//	              string  encoding.AppendStrings (uvarint length + bytes)
+//
+// Column codecs (package internal/encoding, whose files draw each in full;
+// bits are written most significant first, zigzag maps 0,-1,1,-2 to 0,1,2,3,
+// differences wrap in 64 bits):
+//
+//	packed      chunks of up to 128 values: | width (1) | ceil(c*width/8) bytes |,
+//	            c values of width bits each, width = bit length of the largest
+//	timestamps  | zigzag(t0) uvarint | zigzag(t1-t0) uvarint | packed zigzag(dod) |
+//	            where dod(i) = (t(i)-t(i-1)) - (t(i-1)-t(i-2)), i >= 2
+//	ints        | zigzag(v0) uvarint | packed zigzag(v(i)-v(i-1)) |
+//	decimal     | scale (1) 0..6 | ints of k(i) | with v(i) = float64(k(i)) / 10^scale exactly
+//	Gorilla     v0 in 64 bits; then per value x = v(i) XOR v(i-1): '0' if x == 0;
+//	            '10' + bits of x in the previous window; or '11' + leading zeros
+//	            (5 bits, capped at 31) + (significant bits - 1) (6 bits) + those
+//	            bits; padded to a byte
+//	bools       one bit per value, padded with zero bits to a byte
+//	strings     per value: | len uvarint | bytes |
+//
+// Index section, raw form (framed and optionally zstd-compressed as a block):
+//
+//	+-----------------+-------------------------------------------------+
+//	| nSeries uvarint | series entry x nSeries, keys strictly increasing |
+//	+-----------------+-------------------------------------------------+
+//
+//	series entry:
+//	+----------------+-----+----------+-----------------+-----------------------+
+//	| keyLen uvarint | key | kind (1) | nBlocks uvarint | block entry x nBlocks |
+//	+----------------+-----+----------+-----------------+-----------------------+
+//
+//	block entry (its offset is implied: blocks are contiguous):
+//	+----------------+---------+---------------+----------------+-------+
+//	| length uvarint | minTime | span uvarint  | count uvarint  | stats |
+//	+----------------+---------+---------------+----------------+-------+
+//
+//	length   bytes of the stored block, crc32c included
+//	minTime  first block of a series: varint; later blocks: uvarint gap
+//	         from the previous block's MaxTime (at least 1)
+//	span     MaxTime - MinTime
+//	stats    float: Min, Max, Sum as IEEE-754 bits (8 bytes each);
+//	         int: varint Min, Max, Sum; uint: uvarint Min, Max, Sum;
+//	         bool, string: nothing. Min and Max follow Go's builtin min
+//	         and max (-0 is below +0, a NaN wins); sums are taken in time
+//	         order and integer sums wrap. A NaN Min, Max or Sum is stored
+//	         as math.NaN().
+//
+// Bloom section, over the series keys (about 1% false positives):
+//
+//	+---------+-------+-----------------------------+------------+
+//	| m (u32) | k (1) | ceil(m/64) words (u64 each) | crc32c (4) |
+//	+---------+-------+-----------------------------+------------+
+//
+//	m bits (at least 64), k probes (1..30). A key sets bits (h + i*g) mod m
+//	for i in 0..k-1 (64-bit wrapping arithmetic), where h = xxhash64(key)
+//	and g = bloomStep(h): x = h ^ h>>31; x *= 0x7fb5d329728ea185;
+//	x ^= x>>27; g = x | 1. Bit j is bit j%64 of word j/64 (the layout of
+//	bits-and-blooms/bitset).
+//
+// Footer:
+//
+//	+---------------+---------------+---------------+---------------+-------------+------------+-----------+
+//	| indexOff (8)  | indexLen (8)  | bloomOff (8)  | bloomLen (8)  | version (1) | crc32c (4) | magic (4) |
+//	+---------------+---------------+---------------+---------------+-------------+------------+-----------+
+//
+//	indexOff is where the blocks end, bloomOff = indexOff+indexLen and the
+//	footer starts at bloomOff+bloomLen. crc32c covers the 33 bytes before it.
+//
+// Readers check the header's magic and version, then the footer's magic,
+// version and checksum, in that order, each failure with its own error (ErrMagic, ErrVersion,
+// ErrChecksum), all wrapped in a *base.CorruptionError naming the file and
+// offset, which matches base.ErrCorrupt.
+package segment
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/stratadb/strata/internal/base"
+	"github.com/stratadb/strata/internal/encoding"
+	"github.com/stratadb/strata/internal/point"
+	"github.com/stratadb/strata/internal/vfs"
+)
+
+// These constants are part of the durable format and must not be changed.
+const (
+	magic         = "STSG"
+	formatVersion = 1
+	headerLen     = 5
+	footerLen     = 41
+
+	flagZstd = 1 << 0
+
+	floatGorilla = 0
+	floatDecimal = 1
+
+	// MaxBlockSamples is the most samples a block may hold.
+	MaxBlockSamples = 1 << 16
+	// MaxBlockRaw is the most bytes a raw block may hold.
+	MaxBlockRaw = 64 << 20
+	// maxRatio bounds rawLen against the stored payload of a compressed
+	// block or index, so a small file cannot make a reader allocate much.
+	maxRatio = 256
+	// maxSectionRaw bounds the raw index section.
+	maxSectionRaw = 1 << 30
+	maxBloomK     = 30
+)
+
+// Writer defaults and limits (not part of the format).
+const (
+	// DefaultBlockSamples is the default of WriterOptions.BlockSamples.
+	DefaultBlockSamples = 1000
+	// MaxStringLen is the longest string value a Writer accepts.
+	MaxStringLen = 32 << 20
+	// blockTargetBytes cuts a string block early once its values hold this
+	// many bytes.
+	blockTargetBytes = 1 << 20
+	// writeBufferSize is how much output the Writer buffers between writes.
+	writeBufferSize = 1 << 20
+	bloomFPRate     = 0.01
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Causes of corruption errors, wrapped in a *base.CorruptionError.
+var (
+	ErrMagic    = errors.New("bad magic")
+	ErrVersion  = errors.New("unsupported format version")
+	ErrChecksum = errors.New("checksum mismatch")
+)
+
+// errFinished is returned by a Writer used after Finish or Abort.
+var errFinished = fmt.Errorf("segment writer finished: %w", base.ErrClosed)
+
+// WriterOptions configures a Writer. The zero value is valid.
+type WriterOptions struct {
+	FS           vfs.FS // nil = vfs.Default
+	BlockSamples int    // most samples per block; default 1000, at most MaxBlockSamples
+}
+
+// Meta describes a finished segment.
+type Meta struct {
+	Path              string
+	Size              int64 // bytes of the file
+	MinTime, MaxTime  int64 // over all samples; 0 when there are none
+	Series            int
+	Samples           int64
+	FirstKey, LastKey []byte // nil when there are no series
+}
+
+// Writer streams series, in strictly increasing key order, into a new
+// segment file. It is not safe for concurrent use.
+type Writer struct {
+	fs      vfs.FS
+	path    string
+	tmp     string
+	f       vfs.File
+	opts    WriterOptions
+	enc     *zstd.Encoder
+	buf     []byte // output not yet written to f
+	flushed int64  // bytes already written to f
+	err     error  // sticky I/O error
+	done    bool
+
+	// The series being written.
+	key      []byte
+	kind     point.Kind
+	have     bool
+	lastTime int64
+	times    []int64
+	vals     []uint64
+	strs     []string
+	strBytes int
+	blocks   []BlockMeta
+
+	index   []byte   // raw index entries of finished series
+	hashes  []uint64 // xxhash of every key, for the bloom filter
+	meta    Meta
+	scratch blockScratch
+}
+
+// Create starts a segment that will be published at path. It writes to
+// path+".tmp"; Finish fsyncs it, renames it to path and fsyncs the directory.
+func Create(path string, opts WriterOptions) (*Writer, error) {
+	if opts.FS == nil {
+		opts.FS = vfs.Default
+	}
+	switch {
+	case opts.BlockSamples == 0:
+		opts.BlockSamples = DefaultBlockSamples
+	case opts.BlockSamples < 0 || opts.BlockSamples > MaxBlockSamples:
+		return nil, fmt.Errorf("segment: block size %d not in 1..%d: %w", opts.BlockSamples, MaxBlockSamples, base.ErrInvalid)
+	}
+	enc, err := getEncoder()
+	if err != nil {
+		return nil, err
+	}
+	tmp := path + ".tmp"
+	f, err := opts.FS.Create(tmp)
+	if err != nil {
+		putEncoder(enc)
+		return nil, fmt.Errorf("create segment: %w", err)
+	}
+	w := &Writer{fs: opts.FS, path: path, tmp: tmp, f: f, opts: opts, enc: enc}
+	w.meta.Path = path
+	w.buf = append(make([]byte, 0, 64<<10), magic...)
+	w.buf = append(w.buf, formatVersion)
+	return w, nil
+}
+
+// Size returns the number of bytes written so far, buffered ones included.
+// Compaction uses it to cut its outputs.
+func (w *Writer) Size() int64 { return w.flushed + int64(len(w.buf)) }
+
+// Add appends samples of the series key of the given kind. Keys must be
+// strictly increasing across series (bytes.Compare); consecutive calls with
+// the same key continue that series, and times must stay strictly
+// increasing across them. Every sample must be of kind kind. Add copies what
+// it needs. An error for bad arguments wraps base.ErrInvalid and leaves the
+// writer as it was; an I/O error is returned by every later call.
+func (w *Writer) Add(key []byte, kind point.Kind, samples []point.Sample) error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.done {
+		return errFinished
+	}
+	if err := w.check(key, kind, samples); err != nil {
+		return err
+	}
+	if len(samples) == 0 {
+		return nil
+	}
+	if !w.have || !bytes.Equal(key, w.key) {
+		if err := w.endSeries(); err != nil {
+			return err
+		}
+		w.key = append(w.key[:0], key...)
+		w.kind = kind
+		w.have = true
+	}
+	last := samples[len(samples)-1].Time
+	if kind == point.KindString {
+		// String blocks are also cut by size, so take samples one by one.
+		for i := range samples {
+			str := samples[i].Value.Str()
+			w.times = append(w.times, samples[i].Time)
+			w.strs = append(w.strs, str)
+			w.strBytes += len(str)
+			if len(w.times) >= w.opts.BlockSamples || w.strBytes >= blockTargetBytes {
+				if err := w.flushBlock(); err != nil {
+					return err
+				}
+			}
+		}
+	} else {
+		for len(samples) > 0 {
+			c := min(len(samples), w.opts.BlockSamples-len(w.times))
+			n := len(w.times)
+			w.times = slices.Grow(w.times, c)[:n+c]
+			w.vals = slices.Grow(w.vals, c)[:n+c]
+			times, vals := w.times[n:], w.vals[n:]
+			for i := range times {
+				times[i] = samples[i].Time
+				vals[i] = samples[i].Value.Bits()
+			}
+			samples = samples[c:]
+			if len(w.times) >= w.opts.BlockSamples {
+				if err := w.flushBlock(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	w.lastTime = last
+	return nil
+}
+
+// check validates the arguments of Add without changing the writer.
+func (w *Writer) check(key []byte, kind point.Kind, samples []point.Sample) error {
+	if !kind.Valid() {
+		return fmt.Errorf("segment add %q: kind %d: %w", key, kind, base.ErrInvalid)
+	}
+	if len(key) == 0 {
+		return fmt.Errorf("segment add: empty series key: %w", base.ErrInvalid)
+	}
+	same := false
+	if w.have {
+		switch c := bytes.Compare(key, w.key); {
+		case c < 0:
+			return fmt.Errorf("segment add: key %q after %q: %w", key, w.key, base.ErrInvalid)
+		case c == 0:
+			same = true
+			if kind != w.kind {
+				return fmt.Errorf("segment add %q: kind %v, series has %v: %w", key, kind, w.kind, base.ErrInvalid)
+			}
+		}
+	}
+	prev, havePrev := w.lastTime, same
+	for i := range samples {
+		s := &samples[i]
+		if s.Value.Kind() != kind {
+			return fmt.Errorf("segment add %q: sample %d is %v, series is %v: %w", key, i, s.Value.Kind(), kind, base.ErrInvalid)
+		}
+		if havePrev && s.Time <= prev {
+			return fmt.Errorf("segment add %q: sample %d at %d not after %d: %w", key, i, s.Time, prev, base.ErrInvalid)
+		}
+		prev, havePrev = s.Time, true
+	}
+	if kind == point.KindString {
+		for i := range samples {
+			if l := len(samples[i].Value.Str()); l > MaxStringLen {
+				return fmt.Errorf("segment add %q: sample %d: string of %d bytes exceeds %d: %w", key, i, l, MaxStringLen, base.ErrInvalid)
+			}
+		}
+	}
+	return nil
+}
+
+// flushBlock encodes the pending samples of the current series as a block.
+func (w *Writer) flushBlock() error {
+	n := len(w.times)
+	if n == 0 {
+		return nil
+	}
+	off := w.Size()
+	start := len(w.buf)
+	w.buf = appendBlock(w.buf, w.enc, w.kind, w.times, w.vals, w.strs, &w.scratch)
+	bm := BlockMeta{
+		Offset:  off,
+		Length:  uint32(len(w.buf) - start),
+		MinTime: w.times[0],
+		MaxTime: w.times[n-1],
+		Count:   n,
+	}
+	bm.Min, bm.Max, bm.Sum = blockStats(w.kind, w.vals)
+	w.blocks = append(w.blocks, bm)
+	w.meta.Samples += int64(n)
+	w.times = w.times[:0]
+	w.vals = w.vals[:0]
+	clear(w.strs)
+	w.strs = w.strs[:0]
+	w.strBytes = 0
+	if len(w.buf) >= writeBufferSize {
+		return w.writeOut()
+	}
+	return nil
+}
+
+// endSeries flushes the last block of the current series and records its
+// index entry.
+func (w *Writer) endSeries() error {
+	if !w.have {
+		return nil
+	}
+	if err := w.flushBlock(); err != nil {
+		return err
+	}
+	if len(w.blocks) == 0 {
+		return nil
+	}
+	w.index = appendSeriesEntry(w.index, w.key, w.kind, w.blocks)
+	w.hashes = append(w.hashes, xxhash.Sum64(w.key))
+	first, last := w.blocks[0].MinTime, w.blocks[len(w.blocks)-1].MaxTime
+	if w.meta.Series == 0 {
+		w.meta.MinTime, w.meta.MaxTime = first, last
+		w.meta.FirstKey = bytes.Clone(w.key)
+	} else {
+		w.meta.MinTime = min(w.meta.MinTime, first)
+		w.meta.MaxTime = max(w.meta.MaxTime, last)
+	}
+	w.meta.LastKey = append(w.meta.LastKey[:0], w.key...)
+	w.meta.Series++
+	w.blocks = w.blocks[:0]
+	w.have = false
+	return nil
+}
+
+func (w *Writer) writeOut() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	n, err := w.f.Write(w.buf)
+	w.flushed += int64(n)
+	if err != nil {
+		w.err = fmt.Errorf("write segment %s: %w", w.tmp, err)
+		return w.err
+	}
+	w.buf = w.buf[:0]
+	return nil
+}
+
+// Finish writes the index, bloom filter and footer, fsyncs the file,
+// renames it to its final path and fsyncs the directory. On error the
+// temporary file is removed.
+func (w *Writer) Finish() (Meta, error) {
+	if w.err != nil {
+		w.Abort()
+		return Meta{}, w.err
+	}
+	if w.done {
+		return Meta{}, errFinished
+	}
+	if err := w.finish(); err != nil {
+		w.err = err
+		w.Abort()
+		return Meta{}, err
+	}
+	return w.meta, nil
+}
+
+func (w *Writer) finish() error {
+	if err := w.endSeries(); err != nil {
+		return err
+	}
+	indexOff := w.Size()
+	raw := encoding.AppendUvarint(make([]byte, 0, len(w.index)+10), uint64(w.meta.Series))
+	raw = append(raw, w.index...)
+	if len(raw) > maxSectionRaw {
+		return fmt.Errorf("segment %s: index of %d bytes exceeds %d: %w", w.path, len(raw), maxSectionRaw, base.ErrInvalid)
+	}
+	start := len(w.buf)
+	w.buf = appendFramed(w.buf, w.enc, raw)
+	indexLen := int64(len(w.buf) - start)
+	bloomOff := indexOff + indexLen
+	start = len(w.buf)
+	w.buf = appendBloom(w.buf, w.hashes)
+	bloomLen := int64(len(w.buf) - start)
+	w.buf = appendFooter(w.buf, footer{uint64(indexOff), uint64(indexLen), uint64(bloomOff), uint64(bloomLen)})
+	w.meta.Size = w.Size()
+	if err := w.writeOut(); err != nil {
+		return err
+	}
+	putEncoder(w.enc)
+	w.enc = nil
+	if err := w.f.Sync(); err != nil {
+		return fmt.Errorf("sync segment %s: %w", w.tmp, err)
+	}
+	err := w.f.Close()
+	w.f = nil
+	if err != nil {
+		return fmt.Errorf("close segment %s: %w", w.tmp, err)
+	}
+	if err := w.fs.Rename(w.tmp, w.path); err != nil {
+		return fmt.Errorf("publish segment %s: %w", w.path, err)
+	}
+	w.done = true
+	if err := w.fs.SyncDir(filepath.Dir(w.path)); err != nil {
+		// Not durably published: take it back so no caller relies on it.
+		w.fs.Remove(w.path)
+		return fmt.Errorf("sync directory of %s: %w", w.path, err)
+	}
+	return nil
+}
+
+// Abort closes and removes the temporary file. It is a no-op after a
+// successful Finish.
+func (w *Writer) Abort() error {
+	if w.enc != nil {
+		putEncoder(w.enc)
+		w.enc = nil
+	}
+	if w.done {
+		return nil
+	}
+	w.done = true
+	if w.err == nil {
+		w.err = errFinished
+	}
+	var err error
+	if w.f != nil {
+		err = w.f.Close()
+		w.f = nil
+	}
+	if rerr := w.fs.Remove(w.tmp); rerr != nil && err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return fmt.Errorf("abort segment %s: %w", w.tmp, err)
+	}
+	return nil
+}
+
+// blockStats returns Min, Max and Sum of numeric values of kind k, or zero
+// Values for bool and string.
+func blockStats(k point.Kind, vals []uint64) (mn, mx, sum point.Value) {
+	switch k {
+	case point.KindFloat:
+		// Two min/max accumulators halve the dependency chains; builtin
+		// min and max give the same result in any order. The sum stays
+		// sequential.
+		lo0 := math.Float64frombits(vals[0])
+		lo1, hi0, hi1, s := lo0, lo0, lo0, lo0
+		rest := vals[1:]
+		for len(rest) >= 2 {
+			a, b := math.Float64frombits(rest[0]), math.Float64frombits(rest[1])
+			lo0, lo1 = min(lo0, a), min(lo1, b)
+			hi0, hi1 = max(hi0, a), max(hi1, b)
+			s += a
+			s += b
+			rest = rest[2:]
+		}
+		if len(rest) == 1 {
+			a := math.Float64frombits(rest[0])
+			lo0, hi0 = min(lo0, a), max(hi0, a)
+			s += a
+		}
+		lo, hi := min(lo0, lo1), max(hi0, hi1)
+		// Which NaN payload survives depends on the order of operands,
+		// which the compiler may swap: store the canonical NaN.
+		if lo != lo {
+			lo, hi = math.NaN(), math.NaN()
+		}
+		if s != s {
+			s = math.NaN()
+		}
+		return point.Float(lo), point.Float(hi), point.Float(s)
+	case point.KindInt:
+		lo := int64(vals[0])
+		hi, s := lo, lo
+		for _, b := range vals[1:] {
+			v := int64(b)
+			lo = min(lo, v)
+			hi = max(hi, v)
+			s += v
+		}
+		return point.Int(lo), point.Int(hi), point.Int(s)
+	case point.KindUint:
+		lo := vals[0]
+		hi, s := lo, lo
+		for _, v := range vals[1:] {
+			lo = min(lo, v)
+			hi = max(hi, v)
+			s += v
+		}
+		return point.Uint(lo), point.Uint(hi), point.Uint(s)
+	}
+	return point.Value{}, point.Value{}, point.Value{}
+}
+
+// zstd encoders are expensive to set up, so Writers share them.
+var encoderPool sync.Pool
+
+func getEncoder() (*zstd.Encoder, error) {
+	if e, ok := encoderPool.Get().(*zstd.Encoder); ok {
+		return e, nil
+	}
+	e, err := zstd.NewWriter(nil,
+		zstd.WithEncoderConcurrency(1),
+		zstd.WithEncoderCRC(false), // blocks carry their own CRC-32C
+		zstd.WithEncoderLevel(zstd.SpeedFastest),
+		zstd.WithLowerEncoderMem(true))
+	if err != nil {
+		return nil, fmt.Errorf("segment: zstd encoder: %w", err)
+	}
+	return e, nil
+}
+
+func putEncoder(e *zstd.Encoder) { encoderPool.Put(e) }
