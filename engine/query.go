@@ -94,9 +94,10 @@ func validateQuery(q *Query) error {
 
 // seriesReader reads one series at a time from a snapshot.
 type seriesReader struct {
-	db   *DB
-	snap *snapshot
-	bufs [][]point.Sample
+	db       *DB
+	snap     *snapshot
+	bufs     [][]point.Sample // per source, reused across series
+	blockBuf []point.Sample   // one decoded block, reused
 }
 
 // source is one place a series' samples may live, and how far tombstones
@@ -256,7 +257,8 @@ func pushdownable(a Aggregate) bool {
 func (r *seriesReader) aggregateSegment(s source, kind Kind, mint, maxt int64, q *Query) ([]point.Sample, error) {
 	var a aggregator
 	a.init(q, kind)
-	var buf []point.Sample
+	buf := r.blockBuf
+	defer func() { r.blockBuf = buf }()
 	for b := range s.idx.Blocks {
 		bm := &s.idx.Blocks[b]
 		if bm.MaxTime < mint || bm.MinTime > maxt {
