@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/lineproto"
+)
+
+func init() {
+	commands["ingest"] = command{
+		summary: "write InfluxDB line protocol from a file or stdin into a database",
+		run:     runIngest,
+	}
+}
+
+// *engine.DB is what lineproto writes to.
+var _ lineproto.DB = (*engine.DB)(nil)
+
+// ingestShowRejected is how many rejected lines the summary lists.
+const ingestShowRejected = 10
+
+func runIngest(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return ingestMain(ctx, args, os.Stdin, os.Stdout, os.Stderr)
+}
+
+// ingestMain is the ingest command. It prints the summary on stdout and
+// returns 0 when every line was written, 1 when some lines were rejected and
+// 2 on failure: bad usage, a file or database that cannot be opened, an I/O
+// error or an interrupt.
+func ingestMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "usage: strata ingest --db DIR [flags] [FILE|-]\n\n"+
+			"Write the InfluxDB line protocol in FILE (or stdin, for - or no FILE) into the database\n"+
+			"in DIR, creating it if missing. Valid lines are written, invalid ones reported with their\n"+
+			"line numbers. Exit status: 0 all lines written, 1 some lines rejected, 2 failure.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	dir := fs.String("db", "", "database directory (required)")
+	precision := fs.String("precision", "ns", "unit of the timestamps: ns, us, ms or s")
+	batch := fs.Int("batch", lineproto.DefaultBatchSize, "points per write")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "strata ingest: "+format+"\n", a...)
+		fs.Usage()
+		return 2
+	}
+	if *dir == "" {
+		return usageErr("--db is required")
+	}
+	prec, err := lineproto.ParsePrecision(*precision)
+	if err != nil {
+		return usageErr("--precision must be ns, us, ms or s, not %q", *precision)
+	}
+	if *batch <= 0 {
+		return usageErr("--batch must be positive")
+	}
+	if fs.NArg() > 1 {
+		return usageErr("unexpected argument %q", fs.Arg(1))
+	}
+	fail := func(err error) int {
+		fmt.Fprintln(stderr, "strata ingest:", err)
+		return 2
+	}
+
+	name, in, size := "stdin", stdin, int64(-1)
+	if fs.NArg() == 1 && fs.Arg(0) != "-" {
+		f, err := os.Open(fs.Arg(0))
+		if err != nil {
+			return fail(err)
+		}
+		defer f.Close()
+		name, in = fs.Arg(0), f
+		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+			size = st.Size()
+		}
+	}
+	db, err := engine.Open(*dir, nil)
+	if err != nil {
+		return fail(fmt.Errorf("open %s: %w", *dir, err))
+	}
+
+	start := time.Now()
+	prog := newIngestProgress(stderr, in, size)
+	res, err := lineproto.Write(ctx, db, prog, lineproto.Options{Precision: prec, BatchSize: *batch})
+	prog.finish()
+	elapsed := time.Since(start)
+	if cerr := db.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("close %s: %w", *dir, cerr)
+	}
+
+	rate := 0.0
+	if s := elapsed.Seconds(); s > 0 {
+		rate = float64(res.Lines) / s
+	}
+	fmt.Fprintf(stdout, "%s: %d lines, %d points written, %d rejected in %v (%.0f lines/s)\n",
+		name, res.Lines, res.Points, len(res.Rejected), elapsed.Round(time.Millisecond), rate)
+	if n := len(res.Rejected); n > 0 {
+		if n > ingestShowRejected {
+			fmt.Fprintf(stdout, "first %d of %d rejected lines:\n", ingestShowRejected, n)
+		} else {
+			fmt.Fprintln(stdout, "rejected lines:")
+		}
+		for _, le := range res.Rejected[:min(n, ingestShowRejected)] {
+			fmt.Fprintf(stdout, "  %v\n", le)
+		}
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if len(res.Rejected) > 0 {
+		return 1
+	}
+	return 0
+}
+
+// ingestProgress reads the input and, when stderr is a terminal, shows a
+// progress bar of the bytes read with the lines per second.
+type ingestProgress struct {
+	r     io.Reader
+	bar   *progressbar.ProgressBar
+	start time.Time
+	last  time.Time // last description update
+	lines int64     // newlines read
+}
+
+func newIngestProgress(stderr io.Writer, r io.Reader, size int64) *ingestProgress {
+	p := &ingestProgress{r: r, start: time.Now()}
+	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.bar = progressbar.NewOptions64(size,
+			progressbar.OptionSetWriter(stderr),
+			progressbar.OptionSetDescription("ingest"),
+			progressbar.OptionShowBytes(true),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionSpinnerType(14),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	return p
+}
+
+func (p *ingestProgress) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if p.bar != nil && n > 0 {
+		p.lines += int64(bytes.Count(b[:n], []byte{'\n'}))
+		if now := time.Now(); now.Sub(p.last) >= 200*time.Millisecond {
+			p.last = now
+			p.bar.Describe(fmt.Sprintf("%d lines, %.0f lines/s", p.lines, float64(p.lines)/now.Sub(p.start).Seconds()))
+		}
+		p.bar.Add(n)
+	}
+	return n, err
+}
+
+func (p *ingestProgress) finish() {
+	if p.bar != nil {
+		p.bar.Finish()
+		p.bar = nil
+	}
+}

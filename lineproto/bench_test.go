@@ -1,0 +1,144 @@
+package lineproto_test
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/influxdata/line-protocol/v2/lineprotocol"
+
+	"github.com/stratadb/strata/lineproto"
+)
+
+// The DESIGN.md insert baseline: 1,000 devices x 1,000 timestamps.
+const (
+	iotDevices = 1000
+	iotSteps   = 1000
+	iotLines   = iotDevices * iotSteps
+	iotStart   = 1_700_000_000 // seconds
+)
+
+// iotDataset renders the DESIGN.md dataset as line protocol with nanosecond
+// timestamps: measurement sensor, tags device_id=dev-%04d and
+// site=site-%02d (device i is at site i%10), one float field temperature
+// that starts at 20+(i%7) and takes a random walk in steps drawn uniformly
+// from [-0.25, 0.25) by a PCG seeded (904, i), rounded to 0.01. All devices
+// at t0, then all at t1, and so on.
+var iotDataset = sync.OnceValue(func() []byte {
+	rngs := make([]*rand.Rand, iotDevices)
+	temps := make([]float64, iotDevices)
+	for i := range iotDevices {
+		rngs[i] = rand.New(rand.NewPCG(904, uint64(i)))
+		temps[i] = 20 + float64(i%7)
+	}
+	buf := make([]byte, 0, iotLines*80)
+	for s := range iotSteps {
+		ts := (int64(iotStart) + int64(s)) * 1e9
+		for i := range iotDevices {
+			if s > 0 {
+				temps[i] = math.Round((temps[i]+rngs[i].Float64()*0.5-0.25)*100) / 100
+			}
+			buf = append(buf, "sensor,device_id=dev-"...)
+			buf = appendPadded(buf, i, 4)
+			buf = append(buf, ",site=site-"...)
+			buf = appendPadded(buf, i%10, 2)
+			buf = append(buf, " temperature="...)
+			buf = strconv.AppendFloat(buf, temps[i], 'f', -1, 64)
+			buf = append(buf, ' ')
+			buf = strconv.AppendInt(buf, ts, 10)
+			buf = append(buf, '\n')
+		}
+	}
+	return buf
+})
+
+func appendPadded(dst []byte, n, width int) []byte {
+	s := strconv.Itoa(n)
+	for range width - len(s) {
+		dst = append(dst, '0')
+	}
+	return append(dst, s...)
+}
+
+// benchIngest writes the dataset into the DB made by newDB for each
+// iteration and reports lines/s and allocations per line.
+func benchIngest(b *testing.B, newDB func() lineproto.DB) {
+	data := iotDataset()
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	cpu0 := cpuTime()
+	lines := 0
+	for b.Loop() {
+		res, err := lineproto.Write(context.Background(), newDB(), bytes.NewReader(data), lineproto.Options{})
+		if err != nil || res.Points != iotLines || len(res.Rejected) != 0 {
+			b.Fatalf("Write: %d points, %d rejected, %v", res.Points, len(res.Rejected), err)
+		}
+		lines += res.Lines
+	}
+	cpu := cpuTime() - cpu0
+	runtime.ReadMemStats(&m1)
+	b.ReportMetric(float64(lines)/b.Elapsed().Seconds(), "lines/s")
+	if cpu > 0 {
+		// On a shared machine wall time says little; CPU time (all threads
+		// of the process, GC included) says what a line costs.
+		b.ReportMetric(float64(lines)/cpu.Seconds(), "lines/cpu-s")
+	}
+	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/float64(lines), "allocs/line")
+	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/float64(lines), "B/line")
+}
+
+// BenchmarkWrite measures the parser path: the 1M-line dataset into a DB
+// that drops the points.
+func BenchmarkWrite(b *testing.B) {
+	benchIngest(b, func() lineproto.DB { return &discardDB{} })
+}
+
+// BenchmarkDecoder is the floor under BenchmarkWrite: the lineprotocol
+// decoder alone over the same bytes, building nothing.
+func BenchmarkDecoder(b *testing.B) {
+	data := iotDataset()
+	b.SetBytes(int64(len(data)))
+	cpu0 := cpuTime()
+	lines := 0
+	for b.Loop() {
+		d := lineprotocol.NewDecoderWithBytes(data)
+		for d.Next() {
+			if _, err := d.Measurement(); err != nil {
+				b.Fatal(err)
+			}
+			for {
+				k, _, err := d.NextTag()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if k == nil {
+					break
+				}
+			}
+			for {
+				k, _, _, err := d.NextFieldBytes()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if k == nil {
+					break
+				}
+			}
+			if _, err := d.TimeBytes(); err != nil {
+				b.Fatal(err)
+			}
+			lines++
+		}
+	}
+	b.ReportMetric(float64(lines)/b.Elapsed().Seconds(), "lines/s")
+	if cpu := cpuTime() - cpu0; cpu > 0 {
+		b.ReportMetric(float64(lines)/cpu.Seconds(), "lines/cpu-s")
+	}
+}

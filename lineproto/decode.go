@@ -1,0 +1,385 @@
+package lineproto
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/influxdata/line-protocol/v2/lineprotocol"
+	"github.com/stratadb/strata/internal/point"
+)
+
+var errInternal = errors.New("lineproto: internal error: entry lost by the decoder")
+
+// decodeChunk turns the entries of chunk into points, flushing every full
+// batch, and empties chunk.
+func (w *writer) decodeChunk() error {
+	if len(w.entries) == 0 {
+		return nil
+	}
+	var d *lineprotocol.Decoder
+	if len(w.chunk) > 0 {
+		d = lineprotocol.NewDecoderWithBytes(w.chunk)
+	}
+	for i, e := range w.entries {
+		if i%checkContextEvery == checkContextEvery-1 {
+			if err := w.ctx.Err(); err != nil {
+				return err
+			}
+		}
+		if e.err != nil {
+			w.reject(e.line, e.err)
+			continue
+		}
+		// Every entry is one non-blank line that is not a comment, so the
+		// decoder's entries are ours one to one.
+		if d == nil || !d.Next() {
+			w.reject(e.line, errInternal)
+			continue
+		}
+		if err := w.decodeEntry(d, e); err != nil {
+			w.reject(e.line, err)
+			continue
+		}
+		if len(w.points) >= w.opts.BatchSize {
+			if err := w.flush(); err != nil {
+				return err
+			}
+		}
+	}
+	w.chunk, w.entries = w.chunk[:0], w.entries[:0]
+	// Small chunks first, so that the series of the first lines are known
+	// soon; then large ones, which cost less per line.
+	w.chunkEntries = min(2*w.chunkEntries, maxChunkEntries)
+	return nil
+}
+
+// decodeEntry appends the point of the entry the decoder is at to the batch.
+// On error the batch is left as it was.
+func (w *writer) decodeEntry(d *lineprotocol.Decoder, e entry) error {
+	tags, fields := len(w.tags), len(w.fields)
+	p, err := w.parse(d, e)
+	if err == nil {
+		err = validate(&p)
+	}
+	if err != nil {
+		w.tags, w.fields = w.tags[:tags], w.fields[:fields]
+		return err
+	}
+	w.points = append(w.points, p)
+	w.lines = append(w.lines, e.line)
+	if e.prefix > 0 {
+		// Remember the series section for the lines to come.
+		if len(w.series) >= maxSeries {
+			clear(w.series)
+		}
+		w.series[string(w.chunk[e.off:e.off+e.prefix])] = &series{
+			measurement: p.Measurement,
+			tags:        slices.Clone(p.Tags),
+		}
+	}
+	return nil
+}
+
+func (w *writer) parse(d *lineprotocol.Decoder, e entry) (point.Point, error) {
+	var p point.Point
+	slot := 1
+	t0 := len(w.tags)
+	if s := e.series; s != nil {
+		// The decoder skips the placeholder measurement.
+		p.Measurement = s.measurement
+		w.tags = append(w.tags, s.tags...)
+		slot += 2 * len(s.tags)
+	} else {
+		m, err := d.Measurement()
+		if err != nil {
+			return p, decodeError(err, e)
+		}
+		p.Measurement = w.name(0, m)
+	}
+	for e.series == nil { // the tags, unless cached
+		k, v, err := d.NextTag()
+		if err != nil {
+			return p, decodeError(err, e)
+		}
+		if k == nil {
+			break
+		}
+		w.tags = append(w.tags, point.Tag{Key: w.name(slot, k), Value: w.name(slot+1, v)})
+		slot += 2
+	}
+	if n := len(w.tags); n > t0 {
+		p.Tags = w.tags[t0:n:n]
+	}
+	f0 := len(w.fields)
+	for {
+		k, kind, b, err := d.NextFieldBytes()
+		if err != nil {
+			return p, decodeError(err, e)
+		}
+		if k == nil {
+			break
+		}
+		v, err := parseValue(kind, b)
+		if err != nil {
+			return p, invalidf("field %q: %v", k, err)
+		}
+		key := w.name(slot, k)
+		slot++
+		dup := false
+		for i := f0; i < len(w.fields); i++ {
+			if w.fields[i].Key == key {
+				w.fields[i].Value = v // the last value wins, as in InfluxDB
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			w.fields = append(w.fields, point.Field{Key: key, Value: v})
+		}
+	}
+	if n := len(w.fields); n > f0 {
+		p.Fields = w.fields[f0:n:n]
+	}
+	tb, err := d.TimeBytes()
+	if err != nil {
+		return p, decodeError(err, e)
+	}
+	if tb == nil {
+		p.Time = w.now()
+		return p, nil
+	}
+	p.Time, err = w.parseTime(tb)
+	return p, err
+}
+
+// decodeError turns a decoder error into a reason with the column in the
+// input line; the decoder's line number counts chunk lines and is dropped.
+func decodeError(err error, e entry) error {
+	var de *lineprotocol.DecodeError
+	if !errors.As(err, &de) {
+		return &invalidError{err: err}
+	}
+	ie := &invalidError{err: de.Err}
+	if !e.multi {
+		ie.col = de.Column + e.shift
+	}
+	return ie
+}
+
+// now returns Options.Now for the current batch, read on first use.
+func (w *writer) now() int64 {
+	if !w.nowSet {
+		ns := w.opts.Now().UnixNano()
+		if r := ns % w.unit; r < 0 {
+			ns -= r + w.unit
+		} else {
+			ns -= r
+		}
+		w.nowNS, w.nowSet = ns, true
+	}
+	return w.nowNS
+}
+
+func (w *writer) parseTime(b []byte) (int64, error) {
+	t, err := atoi(b)
+	if err != nil {
+		if errors.Is(err, strconv.ErrRange) {
+			return 0, invalidf("timestamp %s out of range", b)
+		}
+		return 0, invalidf("invalid timestamp %q", b)
+	}
+	if u := w.unit; u != 1 {
+		if t > math.MaxInt64/u || t < math.MinInt64/u {
+			return 0, invalidf("timestamp %s%s out of range", b, w.opts.Precision)
+		}
+		t *= u
+	}
+	return t, nil
+}
+
+// validate checks p like point.Validate, which the engine applies, but only
+// for what the decoder leaves open. The decoder already guarantees non-empty
+// names without control bytes (so without newlines) and at least one field;
+// parseValue rejects NaN and infinities, and parse drops duplicate fields. So
+// what remains is duplicate tag keys. (point.Validate scans every name for
+// newlines, which costs a fifth of the parse; the tests check that every
+// point handed to the DB passes it.)
+func validate(p *point.Point) error {
+	for i := 1; i < len(p.Tags); i++ {
+		for _, t := range p.Tags[:i] {
+			if t.Key == p.Tags[i].Key {
+				return invalidf("duplicate tag key %q", t.Key)
+			}
+		}
+	}
+	return nil
+}
+
+// atoi parses a decimal int64 like strconv.ParseInt(string(b), 10, 64),
+// several times faster on the 19-digit timestamps of nanosecond input.
+func atoi(b []byte) (int64, error) {
+	digits := b
+	if len(b) > 0 && b[0] == '-' {
+		digits = b[1:]
+	}
+	if len(digits) == 0 || len(digits) > 19 {
+		return strconv.ParseInt(string(b), 10, 64) // let strconv explain
+	}
+	var n uint64 // 19 digits cannot overflow it
+	for _, c := range digits {
+		c -= '0'
+		if c > 9 {
+			return strconv.ParseInt(string(b), 10, 64)
+		}
+		n = n*10 + uint64(c)
+	}
+	if len(digits) < len(b) {
+		if n > 1<<63 {
+			return strconv.ParseInt(string(b), 10, 64)
+		}
+		return int64(-n), nil
+	}
+	if n > math.MaxInt64 {
+		return strconv.ParseInt(string(b), 10, 64)
+	}
+	return int64(n), nil
+}
+
+// name returns b as a string. slot is the position of the name in its line
+// (measurement, tag keys and values, field keys): names usually repeat at the
+// same position from one line to the next, which saves the map lookup.
+func (w *writer) name(slot int, b []byte) string {
+	if slot < len(w.recent) {
+		if s := w.recent[slot]; s == string(b) {
+			return s
+		}
+		s := w.intern(b)
+		w.recent[slot] = s
+		return s
+	}
+	return w.intern(b)
+}
+
+// intern returns b as a string, from the table of names when it is there.
+func (w *writer) intern(b []byte) string {
+	if s, ok := w.names[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if len(b) <= maxInternLen {
+		if len(w.names) >= maxInterned {
+			clear(w.names)
+		}
+		w.names[s] = s
+	}
+	return s
+}
+
+// floatByte marks the bytes of a decimal float.
+var floatByte = func() (t [256]bool) {
+	for _, c := range []byte("0123456789.eE+-") {
+		t[c] = true
+	}
+	return t
+}()
+
+// pow10 holds the powers of ten that a float64 represents exactly.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15}
+
+// parseSimpleFloat parses the common decimal form -ddd.ddd with at most 15
+// digits and no exponent. Then the digits as an integer and the power of ten
+// are exact float64s and their quotient, rounded once, is what
+// strconv.ParseFloat returns. It reports false for anything else.
+func parseSimpleFloat(b []byte) (float64, bool) {
+	i := 0
+	if len(b) > 0 && b[0] == '-' {
+		i = 1
+	}
+	var mant uint64
+	digits, frac := 0, -1 // frac counts digits after the point, -1 before it
+	for _, c := range b[i:] {
+		if c == '.' {
+			if frac >= 0 {
+				return 0, false
+			}
+			frac = 0
+			continue
+		}
+		if c -= '0'; c > 9 || digits == 15 {
+			return 0, false
+		}
+		mant = mant*10 + uint64(c)
+		digits++
+		if frac >= 0 {
+			frac++
+		}
+	}
+	if digits == 0 {
+		return 0, false
+	}
+	f := float64(mant)
+	if frac > 0 {
+		f /= pow10[frac]
+	}
+	if i == 1 {
+		f = -f
+	}
+	return f, true
+}
+
+// parseValue parses the bytes of a field value of the given kind, as
+// returned by Decoder.NextFieldBytes (strings are already unescaped and
+// checked to be UTF-8).
+func parseValue(kind lineprotocol.ValueKind, b []byte) (point.Value, error) {
+	switch kind {
+	case lineprotocol.Float:
+		if f, ok := parseSimpleFloat(b); ok {
+			return point.Float(f), nil
+		}
+		for _, c := range b {
+			if !floatByte[c] {
+				return point.Value{}, fmt.Errorf("invalid float %q", b)
+			}
+		}
+		f, err := strconv.ParseFloat(string(b), 64)
+		if err != nil {
+			if errors.Is(err, strconv.ErrRange) {
+				return point.Value{}, fmt.Errorf("float %s out of range", b)
+			}
+			return point.Value{}, fmt.Errorf("invalid float %q", b)
+		}
+		return point.Float(f), nil
+	case lineprotocol.Int:
+		n, err := strconv.ParseInt(string(b), 10, 64)
+		if err != nil {
+			if errors.Is(err, strconv.ErrRange) {
+				return point.Value{}, fmt.Errorf("integer %si out of range", b)
+			}
+			return point.Value{}, fmt.Errorf("invalid integer %q", string(b)+"i")
+		}
+		return point.Int(n), nil
+	case lineprotocol.Uint:
+		n, err := strconv.ParseUint(string(b), 10, 64)
+		if err != nil {
+			if errors.Is(err, strconv.ErrRange) {
+				return point.Value{}, fmt.Errorf("unsigned integer %su out of range", b)
+			}
+			return point.Value{}, fmt.Errorf("invalid unsigned integer %q", string(b)+"u")
+		}
+		return point.Uint(n), nil
+	case lineprotocol.Bool:
+		switch string(b) {
+		case "t", "T", "true", "True", "TRUE":
+			return point.Bool(true), nil
+		case "f", "F", "false", "False", "FALSE":
+			return point.Bool(false), nil
+		}
+		return point.Value{}, fmt.Errorf("invalid boolean %q", b)
+	case lineprotocol.String:
+		return point.String(string(b)), nil
+	}
+	return point.Value{}, fmt.Errorf("unknown value kind %v", kind)
+}

@@ -1,0 +1,58 @@
+package lineproto
+
+import (
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+)
+
+// TestParseSimpleFloat checks the fast path against strconv.ParseFloat.
+func TestParseSimpleFloat(t *testing.T) {
+	f := func(s string, simple bool) {
+		t.Helper()
+		got, ok := parseSimpleFloat([]byte(s))
+		if ok != simple {
+			t.Fatalf("parseSimpleFloat(%q) ok = %v, want %v", s, ok, simple)
+		}
+		if !ok {
+			return
+		}
+		want, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("parseSimpleFloat(%q) = %v (%x), strconv gives %v (%x), %v", s, got, math.Float64bits(got), want, math.Float64bits(want), err)
+		}
+	}
+	for _, s := range []string{"0", "-0", "1", "1.", ".5", "-.5", "20.13", "-0.001", "123456789012345",
+		"0.00000000000001", "999999999999999", "1.23456789012345", "-98765.4321", "0.1", "0.3", "00012.5000"} {
+		f(s, true)
+	}
+	for _, s := range []string{"", "-", ".", "-.", "1.2.3", "1e5", "1E5", "1234567890123456", "0.1234567890123456", "0.000000000000001",
+		"+1", "1-", "0x1p3", "NaN", "1_0", "--1"} {
+		f(s, false)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 100_000 {
+		digits := 1 + r.IntN(15)
+		s := strconv.FormatUint(r.Uint64N(uint64(math.Pow10(digits))), 10)
+		if p := r.IntN(len(s) + 1); p < len(s) {
+			s = s[:p] + "." + s[p:]
+		}
+		if r.IntN(2) == 0 {
+			s = "-" + s
+		}
+		f(s, true)
+	}
+}
+
+func TestAtoi(t *testing.T) {
+	for _, s := range []string{"0", "-0", "7", "007", "-1", "1700000000000000000", "9223372036854775807",
+		"-9223372036854775808", "9223372036854775808", "-9223372036854775809", "99999999999999999999",
+		"", "-", "--1", "1-", "12a", "+5", "18446744073709551616"} {
+		got, err := atoi([]byte(s))
+		want, werr := strconv.ParseInt(s, 10, 64)
+		if got != want || (err == nil) != (werr == nil) {
+			t.Errorf("atoi(%q) = %d, %v; strconv: %d, %v", s, got, err, want, werr)
+		}
+	}
+}

@@ -1,0 +1,415 @@
+package lineproto
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/stratadb/strata/internal/base"
+	"github.com/stratadb/strata/internal/point"
+)
+
+// DB receives the points. *engine.DB satisfies it.
+//
+// Write must be atomic (all points or none). To refuse a point it returns an
+// error for which errors.As finds a *base.PointError whose Index is the
+// point's position in points and whose Err wraps base.ErrInvalid or
+// base.ErrFieldTypeConflict; any other error is a failure that ends the
+// ingest. Write must not keep points or their Tags and Fields slices after it
+// returns (they are reused for the next batch); it may keep the strings.
+type DB interface {
+	Write(points []point.Point) error
+}
+
+// Precision is the unit of the timestamps in the input.
+type Precision uint8
+
+const (
+	Nanosecond Precision = iota // the default
+	Microsecond
+	Millisecond
+	Second
+)
+
+// ParsePrecision returns the precision named s: "ns", "us" (or "µs"), "ms"
+// or "s".
+func ParsePrecision(s string) (Precision, error) {
+	switch s {
+	case "ns", "n":
+		return Nanosecond, nil
+	case "us", "u", "µs":
+		return Microsecond, nil
+	case "ms":
+		return Millisecond, nil
+	case "s":
+		return Second, nil
+	}
+	return 0, fmt.Errorf("%w: unknown precision %q (want ns, us, ms or s)", base.ErrInvalid, s)
+}
+
+// Duration returns one unit of p.
+func (p Precision) Duration() time.Duration {
+	switch p {
+	case Microsecond:
+		return time.Microsecond
+	case Millisecond:
+		return time.Millisecond
+	case Second:
+		return time.Second
+	}
+	return time.Nanosecond
+}
+
+func (p Precision) String() string {
+	switch p {
+	case Nanosecond:
+		return "ns"
+	case Microsecond:
+		return "us"
+	case Millisecond:
+		return "ms"
+	case Second:
+		return "s"
+	}
+	return fmt.Sprintf("Precision(%d)", uint8(p))
+}
+
+// Defaults for the zero fields of Options.
+const (
+	DefaultBatchSize    = 5000
+	DefaultMaxLineBytes = 64 << 10
+)
+
+// Options configure Write. The zero value is valid: every zero field means
+// its default.
+type Options struct {
+	// Precision is the unit of the timestamps; default Nanosecond.
+	Precision Precision
+	// Now gives the timestamp of lines without one, truncated to Precision.
+	// It is read once per batch; default time.Now.
+	Now func() time.Time
+	// BatchSize is the number of points per db.Write; default 5000.
+	BatchSize int
+	// MaxLineBytes is the longest entry accepted, not counting its final
+	// newline. A longer one is rejected alone and reading resumes at the next
+	// newline. Default 64 KiB.
+	MaxLineBytes int
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Precision > Second {
+		return o, fmt.Errorf("lineproto: %w: unknown precision %d", base.ErrInvalid, o.Precision)
+	}
+	if o.BatchSize < 0 {
+		return o, fmt.Errorf("lineproto: %w: negative batch size %d", base.ErrInvalid, o.BatchSize)
+	}
+	if o.MaxLineBytes < 0 {
+		return o, fmt.Errorf("lineproto: %w: negative max line bytes %d", base.ErrInvalid, o.MaxLineBytes)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	if o.MaxLineBytes == 0 {
+		o.MaxLineBytes = DefaultMaxLineBytes
+	}
+	return o, nil
+}
+
+// Result reports what Write did.
+type Result struct {
+	Lines    int          // entries read: non-blank, non-comment lines
+	Points   int          // points written
+	Rejected []*LineError // the entries not written, in line order
+}
+
+// LineError is an entry that was not written and why.
+type LineError struct {
+	Line int   // 1-based physical line where the entry starts
+	Err  error // the reason
+}
+
+func (e *LineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
+
+func (e *LineError) Unwrap() error { return e.Err }
+
+// ErrLineTooLong is the reason of an entry longer than Options.MaxLineBytes.
+var ErrLineTooLong = errors.New("lineproto: line too long")
+
+// invalidError is the reason the parser rejected an entry. It matches
+// base.ErrInvalid with errors.Is and unwraps to the cause.
+type invalidError struct {
+	col int // 1-based column in the entry's line, or 0 when unknown
+	err error
+}
+
+func (e *invalidError) Error() string {
+	if e.col > 0 {
+		return fmt.Sprintf("column %d: %v", e.col, e.err)
+	}
+	return e.err.Error()
+}
+
+func (e *invalidError) Unwrap() error { return e.err }
+
+func (e *invalidError) Is(target error) bool { return target == base.ErrInvalid }
+
+func invalidf(format string, args ...any) error {
+	return &invalidError{err: fmt.Errorf(format, args...)}
+}
+
+// Write reads line protocol from r and writes it to db in batches of
+// opts.BatchSize points. It returns a nil error when r was read to the end,
+// whatever the number of rejected lines; ctx.Err() when ctx is cancelled; the
+// error of r or of db otherwise. Points acknowledged by db before an error
+// stay written. Memory use is bounded by the batch, not by the input.
+func Write(ctx context.Context, db DB, r io.Reader, opts Options) (Result, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return Result{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	w := &writer{
+		ctx:    ctx,
+		db:     db,
+		opts:   o,
+		unit:   int64(o.Precision.Duration()),
+		names:  make(map[string]string),
+		series: make(map[string]*series),
+
+		chunkEntries: 1,
+		points:       make([]point.Point, 0, min(o.BatchSize, 1024)),
+	}
+	err = w.run(r)
+	return w.res, err
+}
+
+const (
+	// readBufSize is the size of the bufio.Reader; longer lines arrive in
+	// several pieces.
+	readBufSize = 64 << 10
+	// The entries split so far are decoded when they fill chunkBytes or
+	// reach writer.chunkEntries, which doubles from 1 to maxChunkEntries.
+	chunkBytes      = 64 << 10
+	maxChunkEntries = 4096
+	// checkContextEvery is how many input pieces or entries pass between two
+	// looks at ctx.
+	checkContextEvery = 128
+	// wholeRetries is how many points of a batch the DB may refuse before
+	// the points ahead of a refused one are written on their own, which
+	// bounds the work for a batch full of conflicts.
+	wholeRetries = 8
+	// maxInterned and maxInternLen bound the table of names, maxSeries and
+	// maxSeriesLen the table of series sections.
+	maxInterned  = 1 << 16
+	maxInternLen = 256
+	maxSeries    = 1 << 16
+	maxSeriesLen = 1024
+)
+
+// entry is one split entry, on a line of writer.chunk.
+type entry struct {
+	line  int   // physical line where it starts
+	shift int   // added to a decoder column to give the input column
+	multi bool  // it spans several physical lines
+	err   error // set for an entry rejected while splitting (too long)
+
+	// A line whose series section (measurement and tags: the bytes before
+	// the first unescaped space) was seen before is copied into chunk with
+	// that section replaced by a one-byte measurement, and series holds
+	// what the decoder made of it. Otherwise off and prefix locate the
+	// section in chunk, to remember it once the line is decoded.
+	series *series
+	off    int
+	prefix int
+}
+
+// series is the decoded series section of a line.
+type series struct {
+	measurement string
+	tags        []point.Tag
+}
+
+// writer is the state of one Write call. The splitter (split.go) turns the
+// input into entries, one line each, in chunk; decode (decode.go) turns them
+// into points, and flush hands full batches to the DB.
+type writer struct {
+	ctx  context.Context
+	db   DB
+	opts Options
+	unit int64 // nanoseconds per timestamp unit
+	res  Result
+
+	// Splitter state.
+	phys     int  // physical lines read completely
+	open     bool // an entry is being split (slow path)
+	skipping bool // dropping the rest of a too-long line
+	cur      splitEntry
+	pieces   int // input pieces read, for the context check
+
+	// chunk holds split entries, each on one line ending in '\n', with the
+	// newlines of multi-line string values written as "\n" escapes.
+	chunk        []byte
+	entries      []entry
+	chunkEntries int // entries that make a chunk: 1 at first, doubling to maxChunkEntries
+
+	// The batch being built. Tags and Fields of points are carved from
+	// tags and fields.
+	points []point.Point
+	lines  []int // line of each point
+	tags   []point.Tag
+	fields []point.Field
+	names  map[string]string  // interned names, so repeated series do not allocate
+	recent [16]string         // the name last seen at each position of a line
+	series map[string]*series // series sections decoded before, by their bytes
+
+	nowSet   bool
+	nowNS    int64 // Options.Now for this batch
+	retries  int   // points refused by the DB in this batch
+	batchRej int   // len(res.Rejected) when this batch started
+}
+
+func (w *writer) reject(line int, err error) {
+	w.res.Rejected = append(w.res.Rejected, &LineError{Line: line, Err: err})
+}
+
+func (w *writer) run(r io.Reader) error {
+	br := bufio.NewReaderSize(r, readBufSize)
+	for {
+		seg, rerr := br.ReadSlice('\n')
+		nl := len(seg) > 0 && seg[len(seg)-1] == '\n'
+		body := seg
+		if nl {
+			body = seg[:len(seg)-1]
+		}
+		final := rerr != nil && rerr != bufio.ErrBufferFull
+		var err error
+		switch {
+		case w.skipping:
+			if nl {
+				w.phys++
+				w.skipping = false
+			}
+		case rerr != nil && rerr != io.EOF && rerr != bufio.ErrBufferFull:
+			// A read error: the unfinished line is dropped.
+		case !w.open && (nl || final) && bytes.IndexByte(body, '"') < 0:
+			if nl || len(body) > 0 {
+				err = w.addLine(body)
+			}
+		case w.open || nl || len(body) > 0:
+			err = w.addPiece(body, nl, final)
+		}
+		if err != nil {
+			return err
+		}
+		if rerr == nil || rerr == bufio.ErrBufferFull {
+			if w.pieces++; w.pieces%checkContextEvery == 0 {
+				if err := w.ctx.Err(); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		// End of input or a read error: write what was read completely.
+		if err := w.decodeChunk(); err != nil {
+			return err
+		}
+		if err := w.flush(); err != nil {
+			return err
+		}
+		if rerr != io.EOF {
+			return fmt.Errorf("lineproto: read input: %w", rerr)
+		}
+		return nil
+	}
+}
+
+// endEntry appends the entry that ends at the end of chunk to entries and
+// decodes the chunk when it is full.
+func (w *writer) endEntry(e entry) error {
+	w.chunk = append(w.chunk, '\n')
+	w.entries = append(w.entries, e)
+	w.res.Lines++
+	if len(w.chunk) >= chunkBytes || len(w.entries) >= w.chunkEntries {
+		return w.decodeChunk()
+	}
+	return nil
+}
+
+// tooLong records an entry rejected for its length; it keeps its place among
+// the entries so that Rejected stays in line order.
+func (w *writer) tooLong(line int) error {
+	w.entries = append(w.entries, entry{line: line, err: &invalidError{
+		err: fmt.Errorf("%w: more than %d bytes", ErrLineTooLong, w.opts.MaxLineBytes),
+	}})
+	w.res.Lines++
+	if len(w.entries) >= w.chunkEntries {
+		return w.decodeChunk()
+	}
+	return nil
+}
+
+// flush writes the batch and starts a new one.
+func (w *writer) flush() error {
+	if len(w.points) > 0 {
+		if err := w.ctx.Err(); err != nil {
+			return err
+		}
+		if err := w.write(w.points, w.lines); err != nil {
+			return err
+		}
+	}
+	// Engine rejections come after the parser's; keep Rejected in line order.
+	if tail := w.res.Rejected[w.batchRej:]; !slices.IsSortedFunc(tail, cmpLine) {
+		slices.SortStableFunc(tail, cmpLine)
+	}
+	clear(w.points) // drop references to strings for the GC
+	w.points, w.lines = w.points[:0], w.lines[:0]
+	w.tags, w.fields = w.tags[:0], w.fields[:0]
+	w.nowSet = false
+	w.retries = 0
+	w.batchRej = len(w.res.Rejected)
+	return nil
+}
+
+func cmpLine(a, b *LineError) int { return a.Line - b.Line }
+
+// write hands pts to the DB. When the DB refuses a point, its line is
+// rejected and the others are written again without it.
+func (w *writer) write(pts []point.Point, lines []int) error {
+	for len(pts) > 0 {
+		err := w.db.Write(pts)
+		if err == nil {
+			w.res.Points += len(pts)
+			return nil
+		}
+		var pe *base.PointError
+		if !errors.As(err, &pe) || pe.Index < 0 || pe.Index >= len(pts) ||
+			!(errors.Is(pe.Err, base.ErrInvalid) || errors.Is(pe.Err, base.ErrFieldTypeConflict)) {
+			return err
+		}
+		i := pe.Index
+		w.reject(lines[i], pe.Err)
+		if w.retries++; w.retries > wholeRetries && i > 0 {
+			// Many refusals in this batch: write the points ahead of the
+			// refused one by themselves, so that each point is offered a
+			// bounded number of times.
+			if err := w.write(pts[:i], lines[:i]); err != nil {
+				return err
+			}
+			pts, lines = pts[i+1:], lines[i+1:]
+			continue
+		}
+		pts, lines = slices.Delete(pts, i, i+1), slices.Delete(lines, i, i+1)
+	}
+	return nil
+}
