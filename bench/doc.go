@@ -1,0 +1,75 @@
+// Package bench is strata's insert baseline: the same deterministic IoT
+// dataset written into strata, SQLite, LevelDB and Pebble, with the same
+// batches, and the figures put side by side (`strata bench`).
+//
+// # Dataset
+//
+// IoT builds the baseline (1,000 devices x 1,000 timestamps, a random-walk
+// temperature per device, rounded to 0.01, at 1 s from 2023-11-14T22:13:20Z,
+// all devices at t0, then all at t1, ...) and SonnetDB one series of random
+// values. Both are generated from seeded PCGs, so every run and every engine
+// sees the same points; Dataset.Batches yields them as []engine.Point.
+//
+// # What is measured
+//
+// Each engine, configuration, durability and run gets a fresh directory and,
+// from the command, a fresh child process. The dataset is generated before
+// the clock starts. The insert time runs from before the engine's Open to
+// after its Close, so the work each engine does before Close returns
+// (flushes, compactions it waits for, final fsyncs) counts for every engine
+// alike. Work an engine defers past Close does not: LevelDB and Pebble leave
+// their last memtable in their WAL and replay it on the next Open, where
+// strata flushes it on Close. Alongside the time:
+//
+//   - Go heap bytes allocated (runtime.MemStats.TotalAlloc over the same
+//     window); memory allocated in C is absent: SQLite's page cache and
+//     Pebble's memtables (built with cgo, Pebble allocates them with calloc);
+//   - peak RSS over the same window (VmHWM, reset before Open where Linux
+//     allows), including the Go runtime and the dataset's values (8 bytes
+//     per field per point), which every engine carries alike; in-process runs
+//     share one process, so only child runs isolate this figure;
+//   - bytes on disk: the sum of the file sizes in the engine's directory
+//     after Close, logs included (SQLite checkpoints and removes its WAL on
+//     Close; LevelDB and Pebble keep theirs);
+//   - after reopening, three queries timed once each (a point query of one
+//     device and one minute, a range scan of every device over ten minutes,
+//     a 1-minute mean per device over the whole range), each answered by the
+//     engine's natural means: strata's Query with AggMean, SQL with GROUP BY
+//     for SQLite, iterators and means computed in Go for LevelDB and Pebble.
+//     Every row is checked against the dataset itself (bit-exact for raw
+//     samples, within 1e-9 relative for means), and a digest of each answer
+//     (row count, series, times, values) against the one of the answer the
+//     dataset gives; a difference is reported as a *CheckError naming the
+//     engine, and Run returns an error matching ErrMismatch.
+//
+// Times are the medians of the runs; so are the memory, disk and query
+// figures. The ratio to SQLite compares insert times in the same
+// configuration and durability.
+//
+// # Durability
+//
+// Fast fsyncs no batch: SQLite synchronous=NORMAL in WAL mode (it syncs at
+// checkpoints only), LevelDB and Pebble with Sync false, strata SyncNever.
+// Durable fsyncs every batch before the write returns: SQLite
+// synchronous=FULL, LevelDB and Pebble with Sync true, strata SyncAlways.
+// A batch is one SQLite transaction (one prepared statement), one
+// leveldb.Batch, one pebble.Batch, or one engine.DB.Write call.
+//
+// # Configurations
+//
+// Default gives each library its own defaults (strata: 64 MiB memtable;
+// SQLite: 2 MiB page cache; LevelDB and Pebble: 4 MiB write buffer or
+// memtable, 8 MiB block cache). Equal-memory gives every engine the same
+// 64 MiB for the write path: SQLite cache_size=-65536 (64 MiB of pages),
+// LevelDB WriteBuffer and Pebble MemTableSize of 64 MiB (their block caches
+// stay at 8 MiB), strata MemTableBytes of 64 MiB (its default). None of the
+// engines is otherwise tuned.
+//
+// # Storage layouts
+//
+// SQLite stores series in their own table (id, canonical key, measurement,
+// field) and samples in a WITHOUT ROWID table keyed by (series, ts). LevelDB
+// and Pebble store a sample under series id (8 bytes) + time (8 bytes,
+// big-endian, sign bit flipped) with the float's 8 bytes as value, and the
+// series dictionary under id 0. Strata stores what the engine stores.
+package bench

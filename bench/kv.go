@@ -1,0 +1,178 @@
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/stratadb/strata/engine"
+)
+
+// Key layout shared by the LevelDB and Pebble adapters. Every key is 16
+// bytes:
+//
+//	data:       | series id (8, big-endian, >= 1) | time (8, big-endian, sign bit flipped) |
+//	dictionary: | 0 (8)                           | series id (8, big-endian)              |
+//
+// Flipping the time's sign bit makes negative times sort before positive
+// ones. A data value is the float's IEEE 754 bits (8, big-endian); a
+// dictionary value is the series' canonical key, written once, in the same
+// batch as the series' first sample. Series ids are assigned densely from 1
+// in the order series are first written.
+
+func dataKey(dst []byte, id uint64, t int64) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, id)
+	return binary.BigEndian.AppendUint64(dst, uint64(t)^(1<<63))
+}
+
+func dictKey(dst []byte, id uint64) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, 0)
+	return binary.BigEndian.AppendUint64(dst, id)
+}
+
+// dictLower and dictUpper bound the dictionary keys.
+var (
+	dictLower = dictKey(nil, 0)
+	dictUpper = dataKey(nil, 1, math.MinInt64)
+)
+
+func decodeDataKey(k []byte) (id uint64, t int64, ok bool) {
+	if len(k) != 16 {
+		return 0, 0, false
+	}
+	return binary.BigEndian.Uint64(k), int64(binary.BigEndian.Uint64(k[8:]) ^ (1 << 63)), true
+}
+
+// kvDict is the series dictionary of a key-value store: canonical key to id
+// in memory, persisted under the dictionary prefix.
+type kvDict struct {
+	ids     map[string]uint64
+	series  []seriesInfo // in id order; series[i].id == i+1
+	kb      keyBuilder
+	pending int // series added by the batch being built
+	key     []byte
+	val     [8]byte
+}
+
+func newKVDict() *kvDict { return &kvDict{ids: map[string]uint64{}} }
+
+// load adds a persisted dictionary entry.
+func (d *kvDict) load(k, v []byte) error {
+	if len(k) != 16 {
+		return fmt.Errorf("bad dictionary key %x", k)
+	}
+	id := binary.BigEndian.Uint64(k[8:])
+	if id != uint64(len(d.series))+1 {
+		return fmt.Errorf("dictionary: series id %d out of order", id)
+	}
+	s, err := parseSeries(id, string(v))
+	if err != nil {
+		return err
+	}
+	d.ids[s.key] = id
+	d.series = append(d.series, s)
+	return nil
+}
+
+// kvBatch receives the puts of one write.
+type kvBatch interface{ put(k, v []byte) }
+
+// encode adds the puts for points to b: a dictionary entry for each new
+// series and one data entry per field. New series stay pending until
+// commit or rollback.
+func (d *kvDict) encode(points []engine.Point, b kvBatch) error {
+	for i := range points {
+		p := &points[i]
+		for f := range p.Fields {
+			v, err := floatValue(p, f)
+			if err != nil {
+				return err
+			}
+			key := d.kb.key(p, f)
+			id, ok := d.ids[string(key)]
+			if !ok {
+				k := string(key)
+				id = uint64(len(d.series)) + 1
+				d.ids[k] = id
+				d.series = append(d.series, seriesInfo{id: id, key: k, measurement: p.Measurement,
+					tags: slices.Clone(p.Tags), field: p.Fields[f].Key})
+				d.pending++
+				d.key = dictKey(d.key[:0], id)
+				b.put(d.key, []byte(k))
+			}
+			d.key = dataKey(d.key[:0], id, p.Time)
+			binary.BigEndian.PutUint64(d.val[:], math.Float64bits(v))
+			b.put(d.key, d.val[:])
+		}
+	}
+	return nil
+}
+
+// done settles the pending series after a batch was written (err == nil)
+// or failed (they are forgotten).
+func (d *kvDict) done(err error) {
+	if err != nil {
+		for _, s := range d.series[len(d.series)-d.pending:] {
+			delete(d.ids, s.key)
+		}
+		d.series = d.series[:len(d.series)-d.pending]
+	}
+	d.pending = 0
+}
+
+// kvIter is the part of the stores' iterators the queries use.
+type kvIter interface {
+	seek(k []byte) bool
+	next() bool
+	key() []byte
+	value() []byte
+}
+
+// query answers q by seeking to each selected series' start and iterating
+// to its end; means are computed in Go.
+func (d *kvDict) query(ctx context.Context, it kvIter, q engine.Query, rs *resultSet) error {
+	if q.Agg != engine.AggNone && q.Agg != engine.AggMean {
+		return errUnsupported
+	}
+	var sel []*seriesInfo
+	for i := range d.series {
+		if d.series[i].matches(&q.Selector) {
+			sel = append(sel, &d.series[i])
+		}
+	}
+	slices.SortFunc(sel, func(a, b *seriesInfo) int { return strings.Compare(a.key, b.key) })
+	for n, s := range sel {
+		if n%128 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		id := rs.series(s.key)
+		var m meanAcc
+		d.key = dataKey(d.key[:0], s.id, q.Start)
+		for ok := it.seek(d.key); ok; ok = it.next() {
+			sid, t, valid := decodeDataKey(it.key())
+			if !valid || sid != s.id || t >= q.End {
+				break
+			}
+			val := it.value()
+			if len(val) != 8 {
+				return fmt.Errorf("series %d at %d: value of %d bytes", sid, t, len(val))
+			}
+			v := math.Float64frombits(binary.BigEndian.Uint64(val))
+			if q.Agg == engine.AggNone {
+				rs.add(id, t, v)
+				continue
+			}
+			if b := bucket(t, q.Every, q.Start); b != m.bucket || m.n == 0 {
+				m.flush(rs, id)
+				m.bucket = b
+			}
+			m.sum += v
+			m.n++
+		}
+		m.flush(rs, id)
+	}
+	return nil
+}

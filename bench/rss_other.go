@@ -1,0 +1,8 @@
+//go:build !linux
+
+package bench
+
+func resetPeakRSS() {}
+
+// peakRSS is only measured on Linux; elsewhere it reports 0.
+func peakRSS() int64 { return 0 }

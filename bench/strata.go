@@ -1,0 +1,46 @@
+package bench
+
+import (
+	"context"
+
+	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/internal/point"
+)
+
+// strataStore writes through the public engine API, the path users call.
+type strataStore struct{ db *engine.DB }
+
+func openStrata(dir string, cfg Config, dur Durability) (store, error) {
+	opts := &engine.Options{Sync: engine.SyncNever}
+	if dur == Durable {
+		opts.Sync = engine.SyncAlways
+	}
+	if cfg == ConfigEqualMemory {
+		opts.MemTableBytes = equalMemory
+	}
+	db, err := engine.Open(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &strataStore{db}, nil
+}
+
+func (s *strataStore) write(points []engine.Point) error { return s.db.Write(points) }
+
+func (s *strataStore) query(ctx context.Context, q engine.Query, rs *resultSet) error {
+	res, err := s.db.Query(ctx, q)
+	if err != nil {
+		return err
+	}
+	for i := range res {
+		sr := &res[i]
+		id := rs.series(point.SeriesKey(sr.Measurement, sr.Tags, sr.Field))
+		for _, smp := range sr.Samples {
+			// A value of another kind reads as 0 and fails the check.
+			rs.add(id, smp.Time, smp.Value.Float())
+		}
+	}
+	return nil
+}
+
+func (s *strataStore) close() error { return s.db.Close() }
