@@ -23,12 +23,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"hash/maphash"
 	"io"
 	"slices"
 	"strings"
 	"sync"
-
-	"github.com/cespare/xxhash/v2"
 
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/internal/vfs"
@@ -90,17 +89,19 @@ func newCatalog() *catalog {
 	}
 }
 
-// hashTagSet hashes (measurement, sorted tags) through buf, which it
-// returns for reuse.
-func hashTagSet(buf []byte, measurement string, tags []Tag) (uint64, []byte) {
-	buf = append(buf[:0], measurement...)
+// tagSetSeed seeds the in-memory tag-set hash. Hashes are never stored, so
+// a per-process seed is fine; every hit is confirmed by comparing the parts.
+var tagSetSeed = maphash.MakeSeed()
+
+// hashTagSet hashes (measurement, sorted tags). Each part is hashed on its
+// own and folded in order, so part boundaries are part of the hash.
+func hashTagSet(measurement string, tags []Tag) uint64 {
+	h := maphash.String(tagSetSeed, measurement)
 	for _, t := range tags {
-		buf = append(buf, 0)
-		buf = append(buf, t.Key...)
-		buf = append(buf, 1)
-		buf = append(buf, t.Value...)
+		h = (h^maphash.String(tagSetSeed, t.Key))*0x9E3779B97F4A7C15 + 1
+		h = (h^maphash.String(tagSetSeed, t.Value))*0x9E3779B97F4A7C15 + 2
 	}
-	return xxhash.Sum64(buf), buf
+	return h
 }
 
 func tagsEqual(a, b []Tag) bool {
@@ -136,10 +137,9 @@ func (s *tagSet) field(name string) (uint64, bool) {
 
 // add registers a new series with the next id. The caller holds mu and has
 // checked that the key is new. tags must be sorted and owned by the catalog.
-func (c *catalog) add(scratch *[]byte, key string, kind Kind, measurement string, tags []Tag, field string) uint64 {
+func (c *catalog) add(key string, kind Kind, measurement string, tags []Tag, field string) uint64 {
 	id := uint64(len(c.series))
-	var h uint64
-	h, *scratch = hashTagSet(*scratch, measurement, tags)
+	h := hashTagSet(measurement, tags)
 	set := c.findSet(h, measurement, tags)
 	if set == nil {
 		set = &tagSet{hash: h, measurement: measurement, tags: tags, next: c.sets[h]}
@@ -162,7 +162,7 @@ func (c *catalog) add(scratch *[]byte, key string, kind Kind, measurement string
 }
 
 // addKey registers a series known only by its key (catalog file, WAL replay).
-func (c *catalog) addKey(scratch *[]byte, key []byte, kind Kind) (uint64, error) {
+func (c *catalog) addKey(key []byte, kind Kind) (uint64, error) {
 	m, tags, field, err := point.ParseSeriesKey(key)
 	if err != nil {
 		return 0, err
@@ -175,7 +175,7 @@ func (c *catalog) addKey(scratch *[]byte, key []byte, kind Kind) (uint64, error)
 		return 0, fmt.Errorf("series %q defined twice", key)
 	}
 	c.mu.Lock()
-	id := c.add(scratch, k, kind, m, tags, field)
+	id := c.add(k, kind, m, tags, field)
 	c.mu.Unlock()
 	return id, nil
 }
@@ -252,7 +252,7 @@ type catalogFile struct {
 
 // loadCatalog reads path into c, truncating a torn tail, and opens the file
 // for appending. A missing file is created.
-func loadCatalog(fs vfs.FS, path string, c *catalog, scratch *[]byte) (*catalogFile, int64, error) {
+func loadCatalog(fs vfs.FS, path string, c *catalog) (*catalogFile, int64, error) {
 	data, err := vfs.ReadFile(fs, path)
 	if errors.Is(err, errNotExist) || (err == nil && len(data) == 0) {
 		f, err := fs.Create(path)
@@ -296,7 +296,7 @@ func loadCatalog(fs vfs.FS, path string, c *catalog, scratch *[]byte) (*catalogF
 			torn = int64(len(rest))
 			break
 		}
-		if err := decodeCatalogPayload(payload, c, scratch); err != nil {
+		if err := decodeCatalogPayload(payload, c); err != nil {
 			return nil, 0, corruptf(path, off, "%v", err)
 		}
 		off += int64(n)
@@ -344,7 +344,7 @@ func laterValidRecord(b []byte) bool {
 	return false
 }
 
-func decodeCatalogPayload(p []byte, c *catalog, scratch *[]byte) error {
+func decodeCatalogPayload(p []byte, c *catalog) error {
 	count, n := binary.Uvarint(p)
 	if n <= 0 || count > uint64(len(p)) {
 		return errors.New("bad entry count")
@@ -367,7 +367,7 @@ func decodeCatalogPayload(p []byte, c *catalog, scratch *[]byte) error {
 		if id != uint64(len(c.series)) {
 			return fmt.Errorf("series id %d out of sequence (want %d)", id, len(c.series))
 		}
-		if _, err := c.addKey(scratch, key, kind); err != nil {
+		if _, err := c.addKey(key, kind); err != nil {
 			return err
 		}
 	}

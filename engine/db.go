@@ -151,7 +151,6 @@ type DB struct {
 
 // writeScratch holds the buffers the write path reuses.
 type writeScratch struct {
-	hashBuf  []byte
 	tags     []Tag
 	key      []byte
 	entries  []point.Entry
@@ -248,7 +247,7 @@ func (db *DB) recover() error {
 		return fmt.Errorf("read manifest: %w", err)
 	}
 
-	catf, torn, err := loadCatalog(db.fs, filepath.Join(db.dir, catalogName), db.cat, &db.w.hashBuf)
+	catf, torn, err := loadCatalog(db.fs, filepath.Join(db.dir, catalogName), db.cat)
 	if err != nil {
 		return fmt.Errorf("load series catalog: %w", err)
 	}
@@ -327,7 +326,7 @@ func (db *DB) recover() error {
 				if d.ID != uint64(len(db.cat.series)) {
 					return fmt.Errorf("%w: wal series id %d out of sequence", ErrCorrupt, d.ID)
 				}
-				if _, err := db.cat.addKey(&db.w.hashBuf, d.Key, d.Kind); err != nil {
+				if _, err := db.cat.addKey(d.Key, d.Kind); err != nil {
 					return fmt.Errorf("%w: %v", ErrCorrupt, err)
 				}
 			}

@@ -54,7 +54,7 @@ func (db *DB) Write(points []Point) error {
 		db.cat.mu.Lock()
 		for i := range w.pend {
 			p := &w.pend[i]
-			db.cat.add(&w.hashBuf, p.key, p.kind, p.measurement, p.tags, p.field)
+			db.cat.add(p.key, p.kind, p.measurement, p.tags, p.field)
 		}
 		db.cat.mu.Unlock()
 	}
@@ -89,18 +89,26 @@ func (db *DB) resolveLocked(points []Point) error {
 			point.SortTags(w.tags)
 			tags = w.tags
 		}
-		// A point whose measurement and tags equal a known tag set's need
-		// not have them validated again; its fields always are.
-		var h uint64
-		h, w.hashBuf = hashTagSet(w.hashBuf, p.Measurement, tags)
-		set := db.cat.findSet(h, p.Measurement, tags)
+		// Names equal to a known tag set's or field's were validated when
+		// it was created; values are always checked.
+		set := db.cat.findSet(hashTagSet(p.Measurement, tags), p.Measurement, tags)
 		if set == nil {
 			if err := point.ValidateSeries(p); err != nil {
 				return &PointError{Index: i, Err: err}
 			}
 		}
-		if err := point.ValidateFields(p); err != nil {
-			return &PointError{Index: i, Err: err}
+		if len(p.Fields) == 0 {
+			return &PointError{Index: i, Err: fmt.Errorf("%w: no fields", ErrInvalid)}
+		}
+		for j, f := range p.Fields {
+			if err := point.ValidateValue(&f); err != nil {
+				return &PointError{Index: i, Err: err}
+			}
+			for _, g := range p.Fields[:j] {
+				if g.Key == f.Key {
+					return &PointError{Index: i, Err: fmt.Errorf("%w: duplicate field key %q", ErrInvalid, f.Key)}
+				}
+			}
 		}
 		for _, f := range p.Fields {
 			kind := f.Value.Kind()
@@ -113,6 +121,9 @@ func (db *DB) resolveLocked(points []Point) error {
 					w.entries = append(w.entries, point.Entry{ID: id, Time: p.Time, Value: f.Value})
 					continue
 				}
+			}
+			if err := point.ValidateFieldKey(f.Key); err != nil {
+				return &PointError{Index: i, Err: err}
 			}
 			w.key = point.AppendSeriesKey(w.key[:0], p.Measurement, tags, f.Key)
 			idx, ok := w.pendByID[string(w.key)]

@@ -243,6 +243,9 @@ func (p Pos) String() string { return fmt.Sprintf("%d:%d", p.File, p.Offset) }
 //   - syncMu is held by whoever fsyncs the current file: the group-commit
 //     leader, the interval syncer, and a roll (so a file is never closed
 //     under a running fsync). f may be read with either writeMu or syncMu.
+//     A roll hands the old file to a background fsync (rolled); whoever
+//     holds syncMu waits for it before fsyncing a later file, so a later
+//     file is never durable while an earlier one is not.
 //   - mu guards the small shared state below; no I/O is done under it.
 type Log struct {
 	fs     vfs.FS
@@ -258,6 +261,10 @@ type Log struct {
 	path string   // current file path
 	off  int64    // bytes in the current file
 	buf  []byte   // frame buffer, reused
+
+	// rolled is closed when the background fsync and close of the last
+	// rolled file end; nil when none is running. Guarded by syncMu.
+	rolled chan struct{}
 
 	mu struct {
 		sync.Mutex
@@ -441,27 +448,52 @@ func (l *Log) Write(typ byte, payload []byte) (Pos, error) {
 func (l *Log) roll() error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
+	l.waitRolled()
+	l.mu.Lock()
+	err := l.failureLocked()
+	l.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	old, oldPath, end := l.f, l.path, Pos{File: l.num, Offset: l.off}
 	l.f = nil
-	err := old.Sync()
-	l.syncCount.Add(1)
-	if err != nil {
-		old.Close()
-		return l.fail(fmt.Errorf("wal: sync %s: %w", oldPath, err))
-	}
-	l.mu.Lock()
-	if l.mu.synced.Less(end) {
-		l.mu.synced = end
-	}
-	l.mu.Unlock()
-	if err := old.Close(); err != nil {
-		return l.fail(fmt.Errorf("wal: close %s: %w", oldPath, err))
-	}
+	// The old file is fsynced and closed in the background while writes go
+	// on into the new one: a flush that follows a roll (the engine seals a
+	// memtable with Rotate) overlaps that fsync instead of waiting for it.
+	done := make(chan struct{})
+	l.rolled = done
+	go func() {
+		defer close(done)
+		err := old.Sync()
+		l.syncCount.Add(1)
+		if err != nil {
+			old.Close()
+			l.fail(fmt.Errorf("wal: sync %s: %w", oldPath, err))
+			return
+		}
+		l.mu.Lock()
+		if l.mu.synced.Less(end) {
+			l.mu.synced = end
+		}
+		l.mu.Unlock()
+		if err := old.Close(); err != nil {
+			l.fail(fmt.Errorf("wal: close %s: %w", oldPath, err))
+		}
+	}()
 	if err := l.createFile(l.num + 1); err != nil {
 		return l.fail(err)
 	}
 	l.logger.Debug("wal rolled", "dir", l.dir, "file", l.num)
 	return nil
+}
+
+// waitRolled waits for the background fsync of the last rolled file. The
+// caller holds syncMu.
+func (l *Log) waitRolled() {
+	if l.rolled != nil {
+		<-l.rolled
+		l.rolled = nil
+	}
 }
 
 // SyncTo blocks until every record up to pos (a position returned by Write)
@@ -495,6 +527,7 @@ func (l *Log) SyncTo(pos Pos) error {
 func (l *Log) syncIfBehind(pos Pos) (bool, error) {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
+	l.waitRolled()
 	l.mu.Lock()
 	if !l.mu.synced.Less(pos) {
 		l.mu.Unlock()
@@ -659,6 +692,7 @@ func (l *Log) Close() error {
 
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
+	l.waitRolled()
 	var err error
 	if l.f != nil {
 		serr := l.f.Sync()

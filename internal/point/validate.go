@@ -51,27 +51,45 @@ func ValidateFields(p *Point) error {
 	if len(p.Fields) == 0 {
 		return fmt.Errorf("%w: no fields", base.ErrInvalid)
 	}
-	for i, f := range p.Fields {
-		if f.Key == "" {
-			return fmt.Errorf("%w: empty field key", base.ErrInvalid)
+	for i := range p.Fields {
+		f := &p.Fields[i]
+		if err := ValidateFieldKey(f.Key); err != nil {
+			return err
 		}
-		if hasNewline(f.Key) {
-			return fmt.Errorf("%w: newline in field key %q", base.ErrInvalid, f.Key)
-		}
-		switch f.Value.kind {
-		case KindFloat:
-			if v := f.Value.Float(); math.IsNaN(v) || math.IsInf(v, 0) {
-				return fmt.Errorf("%w: field %q is %v", base.ErrInvalid, f.Key, v)
-			}
-		case KindInt, KindUint, KindBool, KindString:
-		default:
-			return fmt.Errorf("%w: field %q has no value", base.ErrInvalid, f.Key)
+		if err := ValidateValue(f); err != nil {
+			return err
 		}
 		for _, g := range p.Fields[:i] {
 			if g.Key == f.Key {
 				return fmt.Errorf("%w: duplicate field key %q", base.ErrInvalid, f.Key)
 			}
 		}
+	}
+	return nil
+}
+
+// ValidateFieldKey checks a field key.
+func ValidateFieldKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty field key", base.ErrInvalid)
+	}
+	if hasNewline(key) {
+		return fmt.Errorf("%w: newline in field key %q", base.ErrInvalid, key)
+	}
+	return nil
+}
+
+// ValidateValue checks a field's value: one of the five kinds, and a
+// finite number when it is a float.
+func ValidateValue(f *Field) error {
+	switch f.Value.kind {
+	case KindFloat:
+		if v := f.Value.Float(); math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("%w: field %q is %v", base.ErrInvalid, f.Key, v)
+		}
+	case KindInt, KindUint, KindBool, KindString:
+	default:
+		return fmt.Errorf("%w: field %q has no value", base.ErrInvalid, f.Key)
 	}
 	return nil
 }
