@@ -21,6 +21,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -370,7 +371,7 @@ func (db *DB) recover() error {
 	w, err := wal.Open(walDir, wal.Options{
 		FS:           db.fs,
 		SegmentBytes: db.opts.WALSegmentBytes,
-		Sync:         wal.SyncMode(db.opts.Sync),
+		Sync:         db.opts.Sync,
 		SyncInterval: db.opts.SyncInterval,
 		Logger:       db.logger,
 	})
@@ -385,20 +386,10 @@ func (db *DB) recover() error {
 }
 
 func sortLevels(v *version) {
-	slices.SortFunc(v.levels[0], func(a, b *segHandle) int { return cmpU64(a.fileNum, b.fileNum) })
+	slices.SortFunc(v.levels[0], func(a, b *segHandle) int { return cmp.Compare(a.fileNum, b.fileNum) })
 	for l := 1; l < maxLevels; l++ {
 		slices.SortFunc(v.levels[l], func(a, b *segHandle) int { return strings.Compare(string(a.meta.FirstKey), string(b.meta.FirstKey)) })
 	}
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // applyDeleteToMem removes the samples sel selects from t.

@@ -347,48 +347,36 @@ func (a *aggregator) add(s point.Sample) {
 		a.first = s.Value
 	}
 	a.last = s.Value
-	a.count++
-	if !a.kind.Numeric() {
-		return
-	}
-	switch a.kind {
-	case KindFloat:
-		a.sumF += s.Value.Float()
-	case KindInt:
-		a.sumI += uint64(s.Value.Int())
-		a.sumF += float64(s.Value.Int())
-	case KindUint:
-		a.sumI += s.Value.Uint()
-		a.sumF += float64(s.Value.Uint())
-	}
-	if !a.minSet || less(a.kind, s.Value, a.min) {
-		a.min = s.Value
-	}
-	if !a.minSet || less(a.kind, a.max, s.Value) {
-		a.max = s.Value
-	}
-	a.minSet = true
+	a.fold(1, s.Value, s.Value, s.Value)
 }
 
 // addBlock folds a whole block's stats; the block lies in one bucket.
 func (a *aggregator) addBlock(b *segment.BlockMeta) {
 	a.roll(a.bucket(b.MinTime))
-	a.count += int64(b.Count)
+	a.fold(int64(b.Count), b.Sum, b.Min, b.Max)
+}
+
+// fold adds n samples whose sum, min and max are given to the bucket.
+func (a *aggregator) fold(n int64, sum, mn, mx point.Value) {
+	a.count += n
+	if !a.kind.Numeric() {
+		return
+	}
 	switch a.kind {
 	case KindFloat:
-		a.sumF += b.Sum.Float()
+		a.sumF += sum.Float()
 	case KindInt:
-		a.sumI += uint64(b.Sum.Int())
-		a.sumF += float64(b.Sum.Int())
+		a.sumI += uint64(sum.Int())
+		a.sumF += float64(sum.Int())
 	case KindUint:
-		a.sumI += b.Sum.Uint()
-		a.sumF += float64(b.Sum.Uint())
+		a.sumI += sum.Uint()
+		a.sumF += float64(sum.Uint())
 	}
-	if !a.minSet || less(a.kind, b.Min, a.min) {
-		a.min = b.Min
+	if !a.minSet || less(a.kind, mn, a.min) {
+		a.min = mn
 	}
-	if !a.minSet || less(a.kind, a.max, b.Max) {
-		a.max = b.Max
+	if !a.minSet || less(a.kind, a.max, mx) {
+		a.max = mx
 	}
 	a.minSet = true
 }

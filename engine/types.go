@@ -8,6 +8,7 @@ import (
 	"github.com/stratadb/strata/internal/base"
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/internal/vfs"
+	"github.com/stratadb/strata/wal"
 )
 
 // The data model types are defined in internal/point and re-exported here.
@@ -55,28 +56,16 @@ type CorruptionError = base.CorruptionError
 type PointError = base.PointError
 
 // SyncMode says when the WAL is fsynced.
-type SyncMode int
+type SyncMode = wal.SyncMode
 
 const (
 	// SyncAlways fsyncs before Write returns; concurrent writers share fsyncs.
-	SyncAlways SyncMode = iota
+	SyncAlways = wal.SyncAlways
 	// SyncInterval fsyncs in the background at most every SyncInterval.
-	SyncInterval
+	SyncInterval = wal.SyncInterval
 	// SyncNever leaves flushing to the operating system.
-	SyncNever
+	SyncNever = wal.SyncNever
 )
-
-func (m SyncMode) String() string {
-	switch m {
-	case SyncAlways:
-		return "always"
-	case SyncInterval:
-		return "interval"
-	case SyncNever:
-		return "never"
-	}
-	return fmt.Sprintf("SyncMode(%d)", int(m))
-}
 
 // Aggregate selects the function a Query applies per bucket.
 type Aggregate int

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -84,7 +85,7 @@ func (db *DB) resolveLocked(points []Point) error {
 	for i := range points {
 		p := &points[i]
 		tags := p.Tags
-		if !slices.IsSortedFunc(tags, func(a, b Tag) int { return cmpString(a.Key, b.Key) }) {
+		if !slices.IsSortedFunc(tags, func(a, b Tag) int { return cmp.Compare(a.Key, b.Key) }) {
 			w.tags = append(w.tags[:0], tags...)
 			point.SortTags(w.tags)
 			tags = w.tags
@@ -143,16 +144,6 @@ func (db *DB) resolveLocked(points []Point) error {
 		}
 	}
 	return nil
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // throttle slows writers when flushes or L0 compactions fall behind and
