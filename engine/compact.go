@@ -82,21 +82,12 @@ func (db *DB) compactOnce() (bool, error) {
 	defer db.unrefVersion(v)
 
 	cutoff := db.retentionCutoff()
-	levels := make([][]compaction.SegmentInfo, maxLevels)
+	levels := infos(v)
 	byNum := make(map[uint64]*segHandle)
 	for l, level := range v.levels {
-		for _, h := range level {
+		for i, h := range level {
 			byNum[h.fileNum] = h
-			levels[l] = append(levels[l], compaction.SegmentInfo{
-				FileNum:    h.fileNum,
-				Level:      l,
-				Size:       h.meta.Size,
-				FirstKey:   h.meta.FirstKey,
-				LastKey:    h.meta.LastKey,
-				MinTime:    h.meta.MinTime,
-				MaxTime:    h.meta.MaxTime,
-				Tombstoned: tombstoned(h, tombs),
-			})
+			levels[l][i].Tombstoned = tombstoned(h, tombs)
 		}
 	}
 	plan := db.policy.Pick(levels, cutoff)
