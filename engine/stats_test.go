@@ -90,6 +90,31 @@ func TestStatsLevels(t *testing.T) {
 	if n, bound := compaction.MaxSegmentsPerQuery(levels), opts.L0CompactionTrigger-1+last; n > bound {
 		t.Errorf("a query may read %d segments, bound %d", n, bound)
 	}
+	// The query path itself: the segments a read of each series opens.
+	snap, err := db.acquireSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonEmpty := 0
+	for l := 1; l < maxLevels; l++ {
+		if len(snap.v.levels[l]) > 0 {
+			nonEmpty++
+		}
+	}
+	r := seriesReader{db: db, snap: snap}
+	for id := range uint64(st.Series) {
+		key := []byte(db.cat.series[id].key)
+		segs := 0
+		for _, src := range r.sources(id, key, minTime, maxTime) {
+			if src.seg != nil {
+				segs++
+			}
+		}
+		if bound := len(snap.v.levels[0]) + nonEmpty; segs > bound || segs == 0 {
+			t.Errorf("series %s reads %d segments, want 1..%d (L0 %d + %d deeper levels)", key, segs, bound, len(snap.v.levels[0]), nonEmpty)
+		}
+	}
+	db.releaseSnapshot(snap)
 	t.Logf("levels %v bytes %v write amplification %.2f", st.SegmentsPerLevel, st.BytesPerLevel, st.WriteAmplification)
 	checkQuery(t, db, m, rawAll("m"), minTime, "after compact")
 	checkQuery(t, db, m, Query{Selector: Selector{Measurement: "m", Start: minTime, End: maxTime}, Agg: AggMean, Every: 7000}, minTime, "after compact")
