@@ -69,6 +69,9 @@ func (db *DB) compactLoop() {
 func (db *DB) compactOnce() (bool, error) {
 	db.compactMu.Lock()
 	defer db.compactMu.Unlock()
+	if db.closed.Load() {
+		return false, ErrClosed
+	}
 
 	db.mu.Lock()
 	v := db.mu.v

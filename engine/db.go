@@ -428,6 +428,10 @@ func (db *DB) Close() error {
 	db.mu.Unlock()
 	db.bgCancel()
 	db.wg.Wait()
+	// A Compact called by the user may still be running: it sees the
+	// cancelled context and stops; wait for it before tearing down.
+	db.compactMu.Lock()
+	db.compactMu.Unlock()
 
 	if werr := db.wal.Close(); err == nil && !errors.Is(werr, ErrClosed) {
 		err = werr

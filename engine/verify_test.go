@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -59,4 +60,45 @@ func TestVerify(t *testing.T) {
 	if _, err := db.Verify(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Verify after Close = %v, want ErrClosed", err)
 	}
+}
+
+// Compact and Close called at once must not race: Close cancels and waits
+// for a running compaction, and Compact after Close is ErrClosed.
+func TestCompactDuringClose(t *testing.T) {
+	for range 2 {
+		opts := benchOptions()
+		opts.DisableBackgroundCompaction = true
+		db := openDB(t, t.TempDir(), opts)
+		// Few long series: the merge takes a while and Close overtakes it.
+		for f := range 6 {
+			var pts []Point
+			for i := range 40000 {
+				pts = append(pts, pt("m", []Tag{{Key: "k", Value: string(rune('a' + i%8))}}, "v", Int(int64(i)), int64(f*40000+i)))
+			}
+			mustWrite(t, db, pts...)
+			mustFlush(t, db)
+		}
+		done := make(chan error, 1)
+		go func() { done <- db.Compact() }()
+		for db.Stats().Compactions == 0 && len(done) == 0 && !db.compactRunning() {
+			runtime.Gosched()
+		}
+		cerr := db.Close()
+		err := <-done
+		if cerr != nil {
+			t.Fatalf("Close: %v", cerr)
+		}
+		if err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, context.Canceled) {
+			t.Fatalf("Compact racing Close = %v, want nil, ErrClosed or context.Canceled", err)
+		}
+	}
+}
+
+// compactRunning reports whether a compaction holds compactMu.
+func (db *DB) compactRunning() bool {
+	if db.compactMu.TryLock() {
+		db.compactMu.Unlock()
+		return false
+	}
+	return true
 }
