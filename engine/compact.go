@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"time"
@@ -42,8 +43,14 @@ func (db *DB) maybeScheduleCompaction() {
 	}
 }
 
+// compactionRetries is how many times in a row background compaction may
+// fail (waiting longer each time) before its error stops writes: a writer
+// stalled on L0 must not wait for a compaction that never succeeds.
+const compactionRetries = 3
+
 // compactLoop runs compactions in the background until the DB closes.
 func (db *DB) compactLoop() {
+	failures := 0
 	for {
 		select {
 		case <-db.bgCtx.Done():
@@ -52,14 +59,33 @@ func (db *DB) compactLoop() {
 		}
 		for db.bgCtx.Err() == nil {
 			did, err := db.compactOnce()
-			if err != nil {
-				if db.bgCtx.Err() == nil {
-					db.logger.Error("background compaction failed", "err", err)
+			if err == nil {
+				failures = 0
+				if !did {
+					break
 				}
-				break
+				continue
 			}
-			if !did {
-				break
+			if db.bgCtx.Err() != nil {
+				return
+			}
+			failures++
+			db.logger.Error("background compaction failed", "err", err, "attempt", failures)
+			if failures >= compactionRetries {
+				db.mu.Lock()
+				if db.mu.bgErr == nil {
+					db.mu.bgErr = fmt.Errorf("compaction: %w", err)
+				}
+				db.mu.cond.Broadcast()
+				db.mu.Unlock()
+				return
+			}
+			backoff := time.NewTimer(time.Duration(failures*failures) * 100 * time.Millisecond)
+			select {
+			case <-db.bgCtx.Done():
+				backoff.Stop()
+				return
+			case <-backoff.C:
 			}
 		}
 	}
@@ -90,7 +116,7 @@ func (db *DB) compactOnce() (bool, error) {
 	for l, level := range v.levels {
 		for i, h := range level {
 			byNum[h.fileNum] = h
-			levels[l][i].Tombstoned = tombstoned(h, tombs)
+			levels[l][i].Tombstoned = db.pendingTombstone(h, tombs) != math.MaxUint64
 		}
 	}
 	plan := db.policy.Pick(levels, cutoff)
@@ -119,8 +145,9 @@ func (db *DB) compactOnce() (bool, error) {
 		}
 		cin := make([]compaction.Input, len(inputs))
 		for i, h := range inputs {
-			tombApplied = max(tombApplied, h.tombApplied)
-			cin[i] = compaction.Input{Reader: h.r, Drop: db.dropFunc(h.tombApplied, tombs)}
+			applied := h.tombApplied.Load()
+			tombApplied = max(tombApplied, applied)
+			cin[i] = compaction.Input{Reader: h.r, Drop: db.dropFunc(applied, tombs)}
 		}
 		metas, mst, err := compaction.Merge(db.bgCtx, cin, compaction.MergeOptions{
 			MinTime:            cutoff,
@@ -139,7 +166,7 @@ func (db *DB) compactOnce() (bool, error) {
 			r, err := segment.Open(db.fs, m.Path)
 			if err == nil {
 				num, _ := parseSegName(filepath.Base(m.Path))
-				outputs = append(outputs, &segHandle{fileNum: num, level: plan.OutputLevel, tombApplied: tombApplied, r: r, meta: r.Meta()})
+				outputs = append(outputs, newSegHandle(num, plan.OutputLevel, tombApplied, r))
 				continue
 			}
 			for _, h := range outputs {
@@ -177,10 +204,50 @@ func (db *DB) compactOnce() (bool, error) {
 	return true, nil
 }
 
-// tombstoned reports whether a live tombstone may delete data in h.
-func tombstoned(h *segHandle, tombs []tombstone) bool {
-	for _, t := range tombs {
-		if t.seq > h.tombApplied && t.sel.Start <= h.meta.MaxTime && t.sel.End > h.meta.MinTime {
+// pendingTombstone returns the lowest seq among tombs, above what h has
+// applied, of a tombstone that may delete data in h; math.MaxUint64 when
+// none can.
+func (db *DB) pendingTombstone(h *segHandle, tombs []tombstone) uint64 {
+	applied := h.tombApplied.Load()
+	lowest := uint64(math.MaxUint64)
+	for i := range tombs {
+		t := &tombs[i]
+		if t.seq > applied && t.seq < lowest && db.tombstoneAffects(h, t) {
+			lowest = t.seq
+		}
+	}
+	return lowest
+}
+
+// maxAffectCheck bounds how many selected series tombstoneAffects looks up
+// in a segment; past it a tombstone is taken to affect every segment whose
+// time range it overlaps.
+const maxAffectCheck = 4096
+
+// tombstoneAffects reports whether t may delete samples of h: it overlaps
+// h's time range and selects a series that h holds in that range. Series
+// created after the delete match too, which only makes the answer
+// conservative.
+func (db *DB) tombstoneAffects(h *segHandle, t *tombstone) bool {
+	if t.sel.End <= h.meta.MinTime || t.sel.Start > h.meta.MaxTime {
+		return false
+	}
+	db.cat.mu.RLock()
+	ids := db.cat.match(&t.sel)
+	if len(ids) > maxAffectCheck {
+		db.cat.mu.RUnlock()
+		return true
+	}
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = db.cat.series[id].key
+	}
+	db.cat.mu.RUnlock()
+	for _, key := range keys {
+		if key < string(h.meta.FirstKey) || key > string(h.meta.LastKey) {
+			continue
+		}
+		if idx, ok := h.r.Find([]byte(key)); ok && idx.MinTime() < t.sel.End && idx.MaxTime() >= t.sel.Start {
 			return true
 		}
 	}

@@ -60,6 +60,12 @@ const (
 	maxLevels   = 7
 )
 
+func newSegHandle(fileNum uint64, level int, tombApplied uint64, r *segment.Reader) *segHandle {
+	h := &segHandle{fileNum: fileNum, level: level, r: r, meta: r.Meta()}
+	h.tombApplied.Store(tombApplied)
+	return h
+}
+
 // segName is the one function that names segment files.
 func segName(num uint64) string { return fmt.Sprintf("%06d%s", num, segSuffix) }
 
@@ -80,13 +86,19 @@ type memRef struct {
 	tombApplied uint64 // tombstones with seq <= tombApplied are applied to it
 	seriesEnd   int    // catalog size at seal: series it may reference
 	sealed      bool
+	// deletes is set when a Delete ran while this memtable was active, so
+	// that Flush and Close persist the tombstone even with no samples.
+	deletes bool
 }
 
 // segHandle is an open segment shared by the versions that list it.
 type segHandle struct {
-	fileNum     uint64
-	level       int
-	tombApplied uint64
+	fileNum uint64
+	level   int
+	// tombApplied: tombstones with seq <= it are applied to (or cannot
+	// touch) the segment's data. It only grows, when a manifest edit finds
+	// that no live tombstone above it affects the segment.
+	tombApplied atomic.Uint64
 	r           *segment.Reader
 	meta        segment.Meta
 	refs        atomic.Int32 // versions that list it
@@ -184,6 +196,9 @@ func Open(dir string, opts *Options) (*DB, error) {
 	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create database dir: %w", err)
 	}
+	if err := fsys.SyncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
+		return nil, fmt.Errorf("sync parent of database dir: %w", err)
+	}
 	lock, err := fsys.Lock(filepath.Join(dir, lockName))
 	if err != nil {
 		if errors.Is(err, vfs.ErrLocked) {
@@ -270,7 +285,7 @@ func (db *DB) recover() error {
 		if err != nil {
 			return fmt.Errorf("open segment: %w", err)
 		}
-		h := &segHandle{fileNum: ms.fileNum, level: ms.level, tombApplied: ms.tombApplied, r: r, meta: r.Meta()}
+		h := newSegHandle(ms.fileNum, ms.level, ms.tombApplied, r)
 		h.refs.Store(1)
 		v.levels[ms.level] = append(v.levels[ms.level], h)
 		live[ms.fileNum] = true
@@ -307,6 +322,8 @@ func (db *DB) recover() error {
 	for _, ms := range m.segments {
 		segOldest = min(segOldest, ms.tombApplied)
 	}
+	// A replayed delete marks the replayed memtable so Close persists it.
+	replayedDeletes := false
 	known := make(map[uint64]bool, len(db.mu.tombstones))
 	for _, t := range db.mu.tombstones {
 		known[t.seq] = true
@@ -349,6 +366,7 @@ func (db *DB) recover() error {
 				db.mu.tombstones = append(db.mu.tombstones, tombstone{seq: del.Seq, sel: del.Selector})
 			}
 			db.applyDeleteToMem(mem.t, &del.Selector)
+			replayedDeletes = true
 			if del.Seq > db.seq.Load() {
 				db.seq.Store(del.Seq)
 			}
@@ -366,6 +384,7 @@ func (db *DB) recover() error {
 	if res.Records > 0 {
 		db.logger.Info("replayed wal", "files", res.Files, "records", res.Records, "samples", mem.t.Len())
 	}
+	mem.deletes = replayedDeletes
 	db.mu.mem = mem
 
 	w, err := wal.Open(walDir, wal.Options{
@@ -374,6 +393,7 @@ func (db *DB) recover() error {
 		Sync:         db.opts.Sync,
 		SyncInterval: db.opts.SyncInterval,
 		Logger:       db.logger,
+		MinFile:      m.walStart,
 	})
 	if err != nil {
 		return fmt.Errorf("open wal: %w", err)
@@ -409,10 +429,13 @@ func (db *DB) Close() error {
 		return ErrClosed
 	}
 	// Wait out writes in flight; no new one starts (closed is set).
+	// The last memtable is sealed without rolling the WAL: no write follows
+	// it, so its WAL file stays the last one and needs no fsync of its own
+	// (a torn tail of the last file is a crash's unacknowledged end).
 	db.commitMu.Lock()
 	var err error
-	if db.mu.mem.t.Len() > 0 {
-		err = db.sealLocked()
+	if mem := db.mu.mem; mem.t.Len() > 0 || mem.deletes {
+		err = db.sealLocked(false)
 	}
 	db.commitMu.Unlock()
 
@@ -433,8 +456,14 @@ func (db *DB) Close() error {
 	db.compactMu.Lock()
 	db.compactMu.Unlock()
 
-	if werr := db.wal.Close(); err == nil && !errors.Is(werr, ErrClosed) {
-		err = werr
+	if err == nil {
+		// Everything is flushed: every WAL record is in a durable segment
+		// (or the file holds none), so the WAL is removed, not fsynced.
+		if werr := db.wal.Discard(); !errors.Is(werr, ErrClosed) {
+			err = werr
+		}
+	} else if werr := db.wal.Close(); !errors.Is(werr, ErrClosed) {
+		db.logger.Warn("close wal", "err", werr)
 	}
 	if cerr := db.catf.close(); err == nil {
 		err = cerr

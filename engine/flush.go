@@ -25,8 +25,8 @@ func (db *DB) Flush() error {
 		return err
 	}
 	var err error
-	if db.mu.mem.t.Len() > 0 {
-		err = db.sealLocked()
+	if mem := db.mu.mem; mem.t.Len() > 0 || mem.deletes {
+		err = db.sealLocked(true)
 	}
 	db.mu.Lock()
 	var target *memRef
@@ -146,7 +146,7 @@ func (db *DB) flushMemtable(m *memRef) error {
 			if err != nil {
 				return fmt.Errorf("reopen flushed segment: %w", err)
 			}
-			h = &segHandle{fileNum: num, level: 0, tombApplied: tombApplied, r: r, meta: r.Meta()}
+			h = newSegHandle(num, 0, tombApplied, r)
 		} else {
 			db.fs.Remove(path)
 		}
@@ -231,6 +231,27 @@ func (db *DB) logAndApply(edit func(levels *[maxLevels][]*segHandle), flushed *m
 	edit(&levels)
 	nv := newVersion(levels)
 
+	// Raise tombApplied of segments that no live tombstone above it can
+	// affect, so those tombstones can be dropped without rewriting data.
+	var maxSeq uint64
+	for _, t := range tombs {
+		maxSeq = max(maxSeq, t.seq)
+	}
+	for _, level := range nv.levels {
+		for _, h := range level {
+			if h.tombApplied.Load() >= maxSeq {
+				continue
+			}
+			target := maxSeq
+			if p := db.pendingTombstone(h, tombs); p != math.MaxUint64 {
+				target = p - 1
+			}
+			if target > h.tombApplied.Load() {
+				h.tombApplied.Store(target)
+			}
+		}
+	}
+
 	// A tombstone is dropped once every source it could apply to has applied
 	// it. Segments record how far they have; sealed memtables too, but they
 	// are not durable (the WAL replays them with their tombstones), so the
@@ -238,7 +259,7 @@ func (db *DB) logAndApply(edit func(levels *[maxLevels][]*segHandle), flushed *m
 	segOldest := uint64(math.MaxUint64)
 	for _, level := range nv.levels {
 		for _, h := range level {
-			segOldest = min(segOldest, h.tombApplied)
+			segOldest = min(segOldest, h.tombApplied.Load())
 		}
 	}
 	kept := slices.DeleteFunc(slices.Clone(tombs), func(t tombstone) bool { return t.seq <= segOldest })
@@ -251,7 +272,7 @@ func (db *DB) logAndApply(edit func(levels *[maxLevels][]*segHandle), flushed *m
 	}
 	for l, level := range nv.levels {
 		for _, h := range level {
-			m.segments = append(m.segments, manifestSegment{fileNum: h.fileNum, level: l, tombApplied: h.tombApplied})
+			m.segments = append(m.segments, manifestSegment{fileNum: h.fileNum, level: l, tombApplied: h.tombApplied.Load()})
 		}
 	}
 	m.tombstones = kept

@@ -277,6 +277,9 @@ func bucketStart(t, every int64) int64 {
 	if m < 0 {
 		m += every
 	}
+	if t < math.MinInt64+m {
+		return math.MinInt64 // the bucket starts below the int64 range
+	}
 	return t - m
 }
 

@@ -176,7 +176,7 @@ func unmarshalManifest(path string, b []byte) (*manifest, error) {
 	for range nseg {
 		s := manifestSegment{fileNum: d.uvarint("file number")}
 		lvl := d.uvarint("level")
-		if lvl > maxLevels {
+		if lvl >= maxLevels {
 			d.fail("level")
 		}
 		s.level = int(lvl)

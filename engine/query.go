@@ -126,7 +126,7 @@ func (r *seriesReader) sources(id uint64, key []byte, mint, maxt int64) []source
 			if !ok {
 				continue
 			}
-			srcs = append(srcs, source{seg: h, idx: idx, tombApplied: h.tombApplied})
+			srcs = append(srcs, source{seg: h, idx: idx, tombApplied: h.tombApplied.Load()})
 		}
 	}
 	for _, m := range r.snap.imm {
@@ -315,6 +315,9 @@ func (a *aggregator) bucket(t int64) int64 {
 	m := t % a.every
 	if m < 0 {
 		m += a.every
+	}
+	if t < math.MinInt64+m {
+		return math.MinInt64 // the bucket starts below the int64 range: clamp
 	}
 	return t - m
 }

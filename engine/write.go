@@ -64,12 +64,13 @@ func (db *DB) Write(points []Point) error {
 	db.st.pointsWritten.Add(int64(len(points)))
 	db.st.samplesWritten.Add(int64(len(w.entries)))
 	if mem.t.Bytes() >= db.opts.MemTableBytes {
-		err = db.sealLocked()
+		// This write is logged and applied; a failed seal is the WAL's
+		// sticky failure, which SyncTo and the next writes report.
+		if err := db.sealLocked(true); err != nil {
+			db.logger.Error("seal memtable", "err", err)
+		}
 	}
 	db.commitMu.Unlock()
-	if err != nil {
-		return err
-	}
 	return db.wal.SyncTo(pos)
 }
 
@@ -161,6 +162,9 @@ func (db *DB) throttle() error {
 			return ErrClosed
 		}
 		nimm, nl0 := len(db.mu.imm), len(db.mu.v.levels[0])
+		if db.opts.DisableBackgroundCompaction {
+			nl0 = 0 // nothing would compact L0 for a stalled writer
+		}
 		if nimm < db.opts.MaxImmutableMemTables && nl0 < db.opts.L0StopWritesTrigger {
 			if !slowed && (nimm > 0 && nimm >= db.opts.MaxImmutableMemTables-1 || nl0 >= (db.opts.L0CompactionTrigger+db.opts.L0StopWritesTrigger)/2) {
 				// Slow down: give the background a millisecond per write.
@@ -174,16 +178,24 @@ func (db *DB) throttle() error {
 			return nil
 		}
 		db.st.writeStalls.Add(1)
+		if nl0 >= db.opts.L0StopWritesTrigger {
+			db.maybeScheduleCompaction()
+		}
 		db.mu.cond.Wait()
 	}
 }
 
 // sealLocked turns the active memtable into an immutable one queued for
-// flush and starts a fresh one. The caller holds commitMu.
-func (db *DB) sealLocked() error {
-	walEnd, err := db.wal.Rotate()
-	if err != nil {
-		return fmt.Errorf("rotate wal: %w", err)
+// flush and starts a fresh one. With roll, the WAL moves to a new file so
+// the sealed memtable's records end with a whole file; Close seals without
+// it, because no record follows. The caller holds commitMu.
+func (db *DB) sealLocked(roll bool) error {
+	walEnd := db.wal.CurrentFile() + 1
+	if roll {
+		var err error
+		if walEnd, err = db.wal.Rotate(); err != nil {
+			return fmt.Errorf("rotate wal: %w", err)
+		}
 	}
 	db.mu.Lock()
 	old := db.mu.mem
@@ -228,11 +240,13 @@ func (db *DB) Delete(ctx context.Context, s Selector) error {
 		return fmt.Errorf("write wal: %w", err)
 	}
 	db.seq.Store(seq)
+	// Publish the tombstone and apply it to the active memtable in one step
+	// for snapshots (no I/O here).
 	db.mu.Lock()
 	db.mu.tombstones = append(slices.Clip(db.mu.tombstones), tombstone{seq: seq, sel: sel})
-	mem := db.mu.mem
+	db.mu.mem.deletes = true
+	db.applyDeleteToMem(db.mu.mem.t, &sel)
 	db.mu.Unlock()
-	db.applyDeleteToMem(mem.t, &sel)
 	db.st.deletes.Add(1)
 	db.commitMu.Unlock()
 	return db.wal.SyncTo(pos)

@@ -170,6 +170,10 @@ type Options struct {
 	Sync         SyncMode      // default SyncAlways
 	SyncInterval time.Duration // default 100ms, for SyncInterval
 	Logger       *slog.Logger  // nil = slog.Default()
+	// MinFile is the lowest number Open may give its new file. The engine
+	// passes the first file its manifest says to replay, so numbering never
+	// goes back below it even when every older file has been removed.
+	MinFile uint64
 }
 
 const (
@@ -243,9 +247,6 @@ func (p Pos) String() string { return fmt.Sprintf("%d:%d", p.File, p.Offset) }
 //   - syncMu is held by whoever fsyncs the current file: the group-commit
 //     leader, the interval syncer, and a roll (so a file is never closed
 //     under a running fsync). f may be read with either writeMu or syncMu.
-//     A roll hands the old file to a background fsync (rolled); whoever
-//     holds syncMu waits for it before fsyncing a later file, so a later
-//     file is never durable while an earlier one is not.
 //   - mu guards the small shared state below; no I/O is done under it.
 type Log struct {
 	fs     vfs.FS
@@ -261,10 +262,6 @@ type Log struct {
 	path string   // current file path
 	off  int64    // bytes in the current file
 	buf  []byte   // frame buffer, reused
-
-	// rolled is closed when the background fsync and close of the last
-	// rolled file end; nil when none is running. Guarded by syncMu.
-	rolled chan struct{}
 
 	mu struct {
 		sync.Mutex
@@ -297,8 +294,13 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, err
 	}
 	fs := opts.FS
+	// Create the directory and make its entry durable, so that a power loss
+	// cannot take the acknowledged records in it along.
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("wal: create dir: %w", err)
+	}
+	if err := fs.SyncDir(filepath.Dir(dir)); err != nil {
+		return nil, fmt.Errorf("wal: sync parent of %s: %w", dir, err)
 	}
 	nums, err := Files(fs, dir)
 	if err != nil {
@@ -315,9 +317,9 @@ func Open(dir string, opts Options) (*Log, error) {
 		total += fi.Size()
 	}
 	l.size.Store(total)
-	next := uint64(1)
+	next := max(1, opts.MinFile)
 	if len(nums) > 0 {
-		next = nums[len(nums)-1] + 1
+		next = max(next, nums[len(nums)-1]+1)
 	}
 	if err := l.createFile(next); err != nil {
 		return nil, err
@@ -448,52 +450,27 @@ func (l *Log) Write(typ byte, payload []byte) (Pos, error) {
 func (l *Log) roll() error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
-	l.waitRolled()
-	l.mu.Lock()
-	err := l.failureLocked()
-	l.mu.Unlock()
-	if err != nil {
-		return err
-	}
 	old, oldPath, end := l.f, l.path, Pos{File: l.num, Offset: l.off}
 	l.f = nil
-	// The old file is fsynced and closed in the background while writes go
-	// on into the new one: a flush that follows a roll (the engine seals a
-	// memtable with Rotate) overlaps that fsync instead of waiting for it.
-	done := make(chan struct{})
-	l.rolled = done
-	go func() {
-		defer close(done)
-		err := old.Sync()
-		l.syncCount.Add(1)
-		if err != nil {
-			old.Close()
-			l.fail(fmt.Errorf("wal: sync %s: %w", oldPath, err))
-			return
-		}
-		l.mu.Lock()
-		if l.mu.synced.Less(end) {
-			l.mu.synced = end
-		}
-		l.mu.Unlock()
-		if err := old.Close(); err != nil {
-			l.fail(fmt.Errorf("wal: close %s: %w", oldPath, err))
-		}
-	}()
+	err := old.Sync()
+	l.syncCount.Add(1)
+	if err != nil {
+		old.Close()
+		return l.fail(fmt.Errorf("wal: sync %s: %w", oldPath, err))
+	}
+	l.mu.Lock()
+	if l.mu.synced.Less(end) {
+		l.mu.synced = end
+	}
+	l.mu.Unlock()
+	if err := old.Close(); err != nil {
+		return l.fail(fmt.Errorf("wal: close %s: %w", oldPath, err))
+	}
 	if err := l.createFile(l.num + 1); err != nil {
 		return l.fail(err)
 	}
 	l.logger.Debug("wal rolled", "dir", l.dir, "file", l.num)
 	return nil
-}
-
-// waitRolled waits for the background fsync of the last rolled file. The
-// caller holds syncMu.
-func (l *Log) waitRolled() {
-	if l.rolled != nil {
-		<-l.rolled
-		l.rolled = nil
-	}
 }
 
 // SyncTo blocks until every record up to pos (a position returned by Write)
@@ -527,7 +504,6 @@ func (l *Log) SyncTo(pos Pos) error {
 func (l *Log) syncIfBehind(pos Pos) (bool, error) {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
-	l.waitRolled()
 	l.mu.Lock()
 	if !l.mu.synced.Less(pos) {
 		l.mu.Unlock()
@@ -672,6 +648,45 @@ func (l *Log) CurrentFile() uint64 {
 	return l.num
 }
 
+// Discard closes the log without fsyncing it and removes all its files.
+// It is for a caller that has made every record durable elsewhere (the
+// engine, after its final flush on Close): fsyncing data about to be
+// deleted would only cost time. A second call, or Close after it, returns
+// base.ErrClosed.
+func (l *Log) Discard() error {
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return base.ErrClosed
+	}
+	l.mu.closed = true
+	files := l.mu.files
+	l.mu.files = nil
+	l.mu.Unlock()
+	close(l.stop)
+	l.wg.Wait()
+
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	var err error
+	if l.f != nil {
+		err = l.f.Close()
+		l.f = nil
+	}
+	for _, f := range files {
+		if rerr := l.fs.Remove(filepath.Join(l.dir, FileName(f.num))); rerr != nil && !errors.Is(rerr, iofs.ErrNotExist) && err == nil {
+			err = rerr
+		}
+	}
+	l.size.Store(0)
+	if err != nil {
+		return fmt.Errorf("wal: discard: %w", err)
+	}
+	return nil
+}
+
 // Close fsyncs the current file, closes it and stops the background
 // goroutine. It returns the sticky error if the log had failed (the file is
 // still fsynced and closed, best effort); a second call returns
@@ -692,7 +707,6 @@ func (l *Log) Close() error {
 
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
-	l.waitRolled()
 	var err error
 	if l.f != nil {
 		serr := l.f.Sync()

@@ -354,3 +354,50 @@ func TestSyncIntervalSyncs(t *testing.T) {
 	}
 	mustClose(t, l)
 }
+
+// Open numbers its new file at least MinFile, past every existing file.
+func TestOpenMinFile(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{MinFile: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.CurrentFile(); got != 7 {
+		t.Fatalf("first file %d, want 7 (MinFile)", got)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err = Open(dir, Options{MinFile: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if got := l.CurrentFile(); got != 8 {
+		t.Fatalf("file after an existing 7 with MinFile 3: %d, want 8", got)
+	}
+}
+
+// Discard removes every file without an fsync and closes the log.
+func TestDiscard(t *testing.T) {
+	dir := t.TempDir()
+	inj := &vfs.OnIndex{N: 1 << 30, Match: onOp(vfs.OpSync)} // counts fsyncs, fails none
+	l := mustOpen(t, dir, Options{FS: vfs.Inject(vfs.Default, inj.Injector()), Sync: SyncNever, SegmentBytes: 256})
+	writeN(t, l, 0, 20) // several files
+	syncs := inj.Count()
+	if err := l.Discard(); err != nil {
+		t.Fatal(err)
+	}
+	if got := inj.Count(); got != syncs {
+		t.Errorf("Discard fsynced %d times", got-syncs)
+	}
+	if nums, err := Files(nil, dir); err != nil || len(nums) != 0 {
+		t.Fatalf("files after Discard: %v, %v", nums, err)
+	}
+	if err := l.Discard(); !errors.Is(err, base.ErrClosed) {
+		t.Errorf("second Discard = %v, want ErrClosed", err)
+	}
+	if err := l.Close(); !errors.Is(err, base.ErrClosed) {
+		t.Errorf("Close after Discard = %v, want ErrClosed", err)
+	}
+}

@@ -1,0 +1,147 @@
+package engine
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stratadb/strata/wal"
+)
+
+func walFiles(t *testing.T, dir string) []uint64 {
+	t.Helper()
+	nums, err := wal.Files(nil, filepath.Join(dir, walDirName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nums
+}
+
+// A clean Close leaves no WAL file behind (the segments cover everything),
+// reopening numbers files from the manifest's WAL start on (a number whose
+// file held no record may be used again), and open/close cycles without
+// writes do not pile up files.
+func TestCloseRemovesWAL(t *testing.T) {
+	dir := t.TempDir()
+	opts := quietOptions()
+	m := newModel()
+	db := openDB(t, dir, opts)
+	var last uint64
+	for round := range 5 {
+		pts := []Point{pt("m", nil, "v", Int(int64(round)), int64(round))}
+		if round%2 == 0 { // odd rounds write nothing
+			mustWrite(t, db, pts...)
+			m.write(pts)
+		}
+		cur := db.wal.CurrentFile()
+		if cur < last {
+			t.Fatalf("round %d: wal file %d is below %d", round, cur, last)
+		}
+		last = cur
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if files := walFiles(t, dir); len(files) != 0 {
+			t.Fatalf("round %d: wal files %v left after Close", round, files)
+		}
+		db = openDB(t, dir, opts)
+		checkQuery(t, db, m, rawAll("m"), minTime, "after reopen")
+	}
+}
+
+// Flush makes a Delete durable even when the memtable holds no sample:
+// losing the unsynced WAL afterwards (SyncNever) must not bring the data
+// back.
+func TestFlushPersistsDelete(t *testing.T) {
+	dir := t.TempDir()
+	opts := quietOptions()
+	opts.Sync = SyncNever
+	opts.DisableBackgroundCompaction = true
+	db := openDB(t, dir, opts)
+	mustWrite(t, db, pt("m", nil, "v", Int(1), 10), pt("m", nil, "v", Int(2), 20))
+	mustFlush(t, db)
+	mustDelete(t, db, Selector{Measurement: "m", Start: 0, End: 15})
+	mustFlush(t, db)
+	crash := crashCopy(t, dir)
+	// Power loss under SyncNever: the WAL's contents are gone.
+	if err := os.RemoveAll(filepath.Join(crash, walDirName)); err != nil {
+		t.Fatal(err)
+	}
+	db2 := openDB(t, crash, opts)
+	got := samplesOf(t, mustQuery(t, db2, rawAll("m")))
+	if len(got) != 1 || got[0].Time != 20 {
+		t.Fatalf("after losing the WAL: %v, want only the sample at 20", got)
+	}
+}
+
+// Buckets that would start below math.MinInt64 are clamped to it, so
+// results stay sorted.
+func TestBucketNearMinInt64(t *testing.T) {
+	db := openDB(t, t.TempDir(), quietOptions())
+	mustWrite(t, db, pt("m", nil, "v", Int(1), math.MinInt64), pt("m", nil, "v", Int(2), math.MinInt64+5))
+	res := mustQuery(t, db, Query{Selector: Selector{Measurement: "m", Start: math.MinInt64, End: 0}, Agg: AggCount, Every: 3})
+	got := samplesOf(t, res)
+	// MinInt64 % 3 == -2: its bucket would start at MinInt64-1, so it is
+	// clamped; MinInt64+5 is a multiple of 3 and starts its own bucket.
+	if len(got) != 2 || got[0].Time != math.MinInt64 || got[1].Time != math.MinInt64+5 || got[0].Value.Int() != 1 {
+		t.Fatalf("buckets %v, want [MinInt64:1 MinInt64+5:1]", got)
+	}
+}
+
+// With background compaction off, L0 may grow past the stop trigger:
+// nothing would ever compact it for a stalled writer.
+func TestNoStallWithoutBackgroundCompaction(t *testing.T) {
+	opts := quietOptions()
+	opts.DisableBackgroundCompaction = true
+	opts.L0CompactionTrigger = 1
+	opts.L0StopWritesTrigger = 2
+	db := openDB(t, t.TempDir(), opts)
+	for i := range 6 {
+		mustWrite(t, db, pt("m", nil, "v", Int(int64(i)), int64(i)))
+		mustFlush(t, db)
+	}
+	if n := db.Stats().SegmentsPerLevel[0]; n != 6 {
+		t.Fatalf("L0 holds %d segments, want 6", n)
+	}
+	mustCompact(t, db)
+	if n := db.Stats().SegmentsPerLevel[0]; n != 0 {
+		t.Fatalf("L0 holds %d segments after Compact", n)
+	}
+}
+
+// A tombstone that cannot touch a segment (another series, another time)
+// neither forces a rewrite of it nor lives forever: the next manifest edit
+// records that the segment is unaffected and the tombstone is dropped.
+func TestUnrelatedTombstonesArePruned(t *testing.T) {
+	opts := quietOptions()
+	opts.DisableBackgroundCompaction = true
+	db := openDB(t, t.TempDir(), opts)
+	mustWrite(t, db, pt("a", nil, "v", Int(1), 1))
+	mustFlush(t, db)
+	mustCompact(t, db)
+	before := db.Stats()
+	for i := range 20 {
+		mustWrite(t, db, pt("z", nil, "v", Int(int64(i)), int64(100+i)))
+		mustFlush(t, db)
+		mustDelete(t, db, Selector{Measurement: "z", Start: 0, End: 1000})
+		mustDelete(t, db, Selector{Measurement: "nothing", Start: 0, End: 1000})
+		mustFlush(t, db)
+		mustCompact(t, db)
+	}
+	st := db.Stats()
+	if st.Tombstones != 0 {
+		t.Errorf("%d tombstones live after every covered sample was rewritten", st.Tombstones)
+	}
+	// Series a's segment is rewritten only when merged with z's data, never
+	// for the tombstones alone: compactions stay bounded by the flushes.
+	if got := st.Compactions - before.Compactions; got > 40 {
+		t.Errorf("%d compactions for 40 flushes of unrelated data", got)
+	}
+	if res := samplesOf(t, mustQuery(t, db, rawAll("a"))); len(res) != 1 {
+		t.Fatalf("series a: %v", res)
+	}
+	if res := mustQuery(t, db, rawAll("z")); len(res) != 0 {
+		t.Fatalf("series z survived its deletes: %v", res)
+	}
+}
