@@ -648,6 +648,22 @@ func (l *Log) CurrentFile() uint64 {
 	return l.num
 }
 
+// markClosed marks the log closed and stops the interval syncer; it
+// returns base.ErrClosed when the log was closed already. The caller holds
+// writeMu and not syncMu (the syncer takes syncMu, never writeMu).
+func (l *Log) markClosed() error {
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return base.ErrClosed
+	}
+	l.mu.closed = true
+	l.mu.Unlock()
+	close(l.stop)
+	l.wg.Wait()
+	return nil
+}
+
 // Discard closes the log without fsyncing it and removes all its files.
 // It is for a caller that has made every record durable elsewhere (the
 // engine, after its final flush on Close): fsyncing data about to be
@@ -656,17 +672,13 @@ func (l *Log) CurrentFile() uint64 {
 func (l *Log) Discard() error {
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
-	l.mu.Lock()
-	if l.mu.closed {
-		l.mu.Unlock()
-		return base.ErrClosed
+	if err := l.markClosed(); err != nil {
+		return err
 	}
-	l.mu.closed = true
+	l.mu.Lock()
 	files := l.mu.files
 	l.mu.files = nil
 	l.mu.Unlock()
-	close(l.stop)
-	l.wg.Wait()
 
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
@@ -694,16 +706,9 @@ func (l *Log) Discard() error {
 func (l *Log) Close() error {
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
-	l.mu.Lock()
-	if l.mu.closed {
-		l.mu.Unlock()
-		return base.ErrClosed
+	if err := l.markClosed(); err != nil {
+		return err
 	}
-	l.mu.closed = true
-	l.mu.Unlock()
-	// The syncer takes syncMu, never writeMu: stop it before taking syncMu.
-	close(l.stop)
-	l.wg.Wait()
 
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()

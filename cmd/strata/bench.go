@@ -51,15 +51,10 @@ func runBench(args []string) int {
 // It returns 0 on success, 1 when an engine returned a wrong query result
 // and 2 on any other error.
 func benchMain(ctx context.Context, args, child []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: strata bench [flags]\n\n"+
-			"Insert the same deterministic IoT dataset into strata, SQLite, LevelDB and Pebble,\n"+
-			"each engine and run in a fresh directory and process, then time three queries and\n"+
-			"check that every engine returns the same answers. Prints a Markdown table.\n\nflags:\n")
-		fs.PrintDefaults()
-	}
+	fs := newFlags("bench", "usage: strata bench [flags]\n\n"+
+		"Insert the same deterministic IoT dataset into strata, SQLite, LevelDB and Pebble,\n"+
+		"each engine and run in a fresh directory and process, then time three queries and\n"+
+		"check that every engine returns the same answers. Prints a Markdown table.", stderr)
 	points := fs.Int("points", 1_000_000, "points to insert (a multiple of --devices)")
 	devices := fs.Int("devices", 1000, "devices, one series per field each (shape iot)")
 	batch := fs.Int("batch", 10_000, "points per write call")

@@ -43,15 +43,10 @@ func runIngest(args []string) int {
 // 2 on failure: bad usage, a file or database that cannot be opened, an I/O
 // error or an interrupt.
 func ingestMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: strata ingest --db DIR [flags] [FILE|-]\n\n"+
-			"Write the InfluxDB line protocol in FILE (or stdin, for - or no FILE) into the database\n"+
-			"in DIR, creating it if missing. Valid lines are written, invalid ones reported with their\n"+
-			"line numbers. Exit status: 0 all lines written, 1 some lines rejected, 2 failure.\n\nflags:\n")
-		fs.PrintDefaults()
-	}
+	fs := newFlags("ingest", "usage: strata ingest --db DIR [flags] [FILE|-]\n\n"+
+		"Write the InfluxDB line protocol in FILE (or stdin, for - or no FILE) into the database\n"+
+		"in DIR, creating it if missing. Valid lines are written, invalid ones reported with their\n"+
+		"line numbers. Exit status: 0 all lines written, 1 some lines rejected, 2 failure.", stderr)
 	dir := fs.String("db", "", "database directory (required)")
 	precision := fs.String("precision", "ns", "unit of the timestamps: ns, us, ms or s")
 	batch := fs.Int("batch", lineproto.DefaultBatchSize, "points per write")

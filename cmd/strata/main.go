@@ -3,7 +3,9 @@
 package main
 
 import (
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -50,4 +52,16 @@ func usage() {
 	}
 	b.WriteString("\nRun 'strata <command> -h' for a command's flags.\n")
 	fmt.Fprint(os.Stderr, b.String())
+}
+
+// newFlags returns the flag set of a subcommand: errors and its usage (the
+// text, then the flags) go to stderr.
+func newFlags(name, usage string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage+"\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	return fs
 }

@@ -79,14 +79,9 @@ func openExisting(dir string) (*engine.DB, error) {
 // queryMain is the query command: CSV rows series,time,value on stdout.
 // Exit status 0 on success, 2 on failure.
 func queryMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("query", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: strata query --db DIR --measurement M [flags]\n\n"+
-			"Print the samples (or per-bucket aggregates) of the selected series as CSV rows\n"+
-			"series,time,value sorted by series key, then time. Times are RFC 3339 or Unix ns.\n\nflags:\n")
-		fs.PrintDefaults()
-	}
+	fs := newFlags("query", "usage: strata query --db DIR --measurement M [flags]\n\n"+
+		"Print the samples (or per-bucket aggregates) of the selected series as CSV rows\n"+
+		"series,time,value sorted by series key, then time. Times are RFC 3339 or Unix ns.", stderr)
 	dir := fs.String("db", "", "database directory (required)")
 	m := fs.String("measurement", "", "measurement (required)")
 	field := fs.String("field", "", "field key; empty = every field")
@@ -150,14 +145,9 @@ func queryMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 // verifyMain is the verify command: exit 0 when every block reads back
 // intact, 1 when damage is found, 2 when the database cannot be opened.
 func verifyMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: strata verify --db DIR\n\n"+
-			"Open the database (replaying its WAL), read every block of every segment and check\n"+
-			"every checksum. Exit status: 0 intact, 1 damage found, 2 cannot open.\n\nflags:\n")
-		fs.PrintDefaults()
-	}
+	fs := newFlags("verify", "usage: strata verify --db DIR\n\n"+
+		"Open the database (replaying its WAL), read every block of every segment and check\n"+
+		"every checksum. Exit status: 0 intact, 1 damage found, 2 cannot open.", stderr)
 	dir := fs.String("db", "", "database directory (required)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
