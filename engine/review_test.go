@@ -1,11 +1,14 @@
 package engine
 
 import (
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/stratadb/strata/internal/vfs"
 	"github.com/stratadb/strata/wal"
 )
 
@@ -144,4 +147,46 @@ func TestUnrelatedTombstonesArePruned(t *testing.T) {
 	if res := mustQuery(t, db, rawAll("z")); len(res) != 0 {
 		t.Fatalf("series z survived its deletes: %v", res)
 	}
+}
+
+// Background compaction that keeps failing stops writes with its error
+// after its retries instead of leaving writers to stall; reopening without
+// the fault finds every acknowledged point.
+func TestCompactionFailureIsSticky(t *testing.T) {
+	dir := t.TempDir()
+	// Fail the creation of every segment after the two that the flushes make:
+	// the third is the compaction's output.
+	inj := &vfs.OnIndex{N: 2, Sticky: true, Match: func(op vfs.Op, name string) bool {
+		return op == vfs.OpCreate && strings.HasSuffix(name, ".seg.tmp")
+	}}
+	opts := quietOptions()
+	opts.L0CompactionTrigger = 2
+	opts.fs = vfs.Inject(vfs.Default, inj.Injector())
+	db := openDB(t, dir, opts)
+	m := newModel()
+	for i := range 2 {
+		pts := []Point{pt("m", nil, "v", Int(int64(i)), int64(i))}
+		mustWrite(t, db, pts...)
+		m.write(pts)
+		mustFlush(t, db)
+	}
+	db.mu.Lock()
+	for db.mu.bgErr == nil {
+		db.mu.cond.Wait() // broadcast when the error is recorded
+	}
+	db.mu.Unlock()
+	if inj.Count() != 2+compactionRetries {
+		t.Errorf("%d segment creations, want 2 flushes + %d compaction attempts", inj.Count(), compactionRetries)
+	}
+	err := db.Write([]Point{pt("m", nil, "v", Int(9), 9)})
+	if !errors.Is(err, vfs.ErrInjected) {
+		t.Fatalf("Write after compaction failed for good = %v, want the injected error", err)
+	}
+	db.Close()
+
+	opts.fs = nil
+	db = openDB(t, dir, opts)
+	checkQuery(t, db, m, rawAll("m"), minTime, "after reopen")
+	mustCompact(t, db)
+	checkQuery(t, db, m, rawAll("m"), minTime, "after compaction")
 }
