@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -66,8 +67,8 @@ func (db *DB) compactLoop() {
 				}
 				continue
 			}
-			if db.bgCtx.Err() != nil {
-				return
+			if db.bgCtx.Err() != nil || errors.Is(err, ErrClosed) {
+				return // closing: not a failure
 			}
 			failures++
 			db.logger.Error("background compaction failed", "err", err, "attempt", failures)

@@ -2,10 +2,13 @@ package engine
 
 import (
 	"errors"
+	"io"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stratadb/strata/internal/vfs"
@@ -189,4 +192,38 @@ func TestCompactionFailureIsSticky(t *testing.T) {
 	checkQuery(t, db, m, rawAll("m"), minTime, "after reopen")
 	mustCompact(t, db)
 	checkQuery(t, db, m, rawAll("m"), minTime, "after compaction")
+}
+
+// Closing while the background compactor runs is not a compaction failure:
+// nothing is logged at error level.
+func TestCloseIsNotACompactionFailure(t *testing.T) {
+	for range 5 {
+		var logged strings.Builder
+		opts := quietOptions()
+		opts.Logger = slog.New(slog.NewTextHandler(&lockedWriter{w: &logged}, &slog.HandlerOptions{Level: slog.LevelError}))
+		opts.L0CompactionTrigger = 2
+		db := openDB(t, t.TempDir(), opts)
+		for i := range 2 {
+			mustWrite(t, db, pt("m", nil, "v", Int(int64(i)), int64(i)))
+			mustFlush(t, db) // the second flush wakes the compactor
+		}
+		mustWrite(t, db, pt("m", nil, "v", Int(2), 2))
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if s := logged.String(); s != "" {
+			t.Fatalf("Close logged errors: %s", s)
+		}
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
