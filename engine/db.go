@@ -363,7 +363,9 @@ func (db *DB) recover() error {
 			}
 			if !known[del.Seq] && del.Seq > segOldest {
 				known[del.Seq] = true
-				db.mu.tombstones = append(db.mu.tombstones, tombstone{seq: del.Seq, sel: del.Selector})
+				sel := del.Selector
+				sel.Tags = slices.Clone(sel.Tags) // Unmarshal reuses the slice
+				db.mu.tombstones = append(db.mu.tombstones, tombstone{seq: del.Seq, sel: sel})
 			}
 			db.applyDeleteToMem(mem.t, &del.Selector)
 			replayedDeletes = true

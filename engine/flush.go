@@ -209,6 +209,17 @@ func (db *DB) logAndApply(edit func(levels *[maxLevels][]*segHandle), flushed *m
 	db.versionMu.Lock()
 	defer db.versionMu.Unlock()
 
+	// The edit may make a delete durable (in the manifest, or applied to a
+	// segment): first make every write logged before it durable too, so that
+	// a power loss under SyncInterval or SyncNever still leaves a prefix of
+	// the operations. Close's final flush covers everything written, so it
+	// needs no WAL fsync.
+	if flushed == nil || flushed.walEnd <= db.wal.CurrentFile() {
+		if err := db.wal.Sync(); err != nil {
+			return fmt.Errorf("sync wal: %w", err)
+		}
+	}
+
 	if flushed != nil {
 		if err := db.catf.persist(db.cat, flushed.seriesEnd); err != nil {
 			return err

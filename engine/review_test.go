@@ -227,3 +227,20 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// Replaying two Delete records must not let the second overwrite the
+// first's tag filter (the decoder reuses its slices).
+func TestReplayKeepsEachDeletesTags(t *testing.T) {
+	dir := t.TempDir()
+	o := quietOptions()
+	o.DisableBackgroundCompaction = true
+	db := openDB(t, dir, o)
+	mustWrite(t, db, pt("cpu", []Tag{{Key: "host", Value: "a"}}, "v", Int(1), 10))
+	mustFlush(t, db)
+	mustDelete(t, db, Selector{Measurement: "cpu", Tags: []Tag{{Key: "host", Value: "a"}}, Start: 0, End: 100})
+	mustDelete(t, db, Selector{Measurement: "mem", Tags: []Tag{{Key: "host", Value: "b"}}, Start: 0, End: 100})
+	db2 := openDB(t, crashCopy(t, dir), o)
+	if res := mustQuery(t, db2, rawAll("cpu")); len(res) != 0 {
+		t.Fatalf("deleted sample is back after replay: %v", res)
+	}
+}

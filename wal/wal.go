@@ -552,6 +552,22 @@ func (l *Log) syncLoop() {
 	}
 }
 
+// Sync makes every record written so far durable, whatever the sync mode
+// (the engine calls it before a manifest edit that could otherwise make a
+// later operation durable ahead of earlier ones). It shares fsyncs with
+// concurrent SyncTo callers and does nothing when all is already durable.
+func (l *Log) Sync() error {
+	l.mu.Lock()
+	pos := l.mu.written
+	err := l.failureLocked()
+	l.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	_, err = l.syncIfBehind(pos)
+	return err
+}
+
 // Append is Write followed by SyncTo.
 func (l *Log) Append(typ byte, payload []byte) (Pos, error) {
 	pos, err := l.Write(typ, payload)

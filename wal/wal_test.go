@@ -401,3 +401,30 @@ func TestDiscard(t *testing.T) {
 		t.Errorf("Close after Discard = %v, want ErrClosed", err)
 	}
 }
+
+// Sync makes everything written durable even under SyncNever.
+func TestSyncAnyMode(t *testing.T) {
+	inj := &vfs.OnIndex{N: 1 << 30, Match: onOp(vfs.OpSync)} // counts fsyncs
+	l := mustOpen(t, t.TempDir(), Options{FS: vfs.Inject(vfs.Default, inj.Injector()), Sync: SyncNever})
+	defer l.Close()
+	pos, err := l.Write(RecordBatch, []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := inj.Count()
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if inj.Count() != before+1 {
+		t.Fatalf("Sync made %d fsyncs, want 1", inj.Count()-before)
+	}
+	if err := l.Sync(); err != nil || inj.Count() != before+1 {
+		t.Fatalf("second Sync with nothing new: err %v, %d fsyncs", err, inj.Count()-before)
+	}
+	l.mu.Lock()
+	synced := !l.mu.synced.Less(pos)
+	l.mu.Unlock()
+	if !synced {
+		t.Fatal("record not marked durable after Sync")
+	}
+}
