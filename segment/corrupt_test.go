@@ -87,18 +87,7 @@ func TestFormatV1Fixture(t *testing.T) {
 	}
 	fs := newMemFS()
 	fs.put("/db/v1.seg", data)
-	r, err := Open(fs, "/db/v1.seg")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	got, err := readAll(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := diffSeries(fixtureSeries(), got); d != "" {
-		t.Fatal(d)
-	}
+	r := openAndCheck(t, fs, "/db/v1.seg", fixtureSeries())
 	checkStats(t, r)
 	// The fixture exercises both framings and both float codecs.
 	var zstdBlocks, rawBlocks int

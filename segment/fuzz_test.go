@@ -98,18 +98,7 @@ func FuzzSegmentRoundTrip(f *testing.F) {
 		bs, series := seriesFromBytes(data)
 		fs := newMemFS()
 		writeSegment(t, fs, "/db/f.seg", bs, series)
-		r, err := Open(fs, "/db/f.seg")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		got, err := readAll(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d := diffSeries(series, got); d != "" {
-			t.Fatal(d)
-		}
+		r := openAndCheck(t, fs, "/db/f.seg", series)
 		checkStats(t, r)
 	})
 }

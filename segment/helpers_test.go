@@ -2,224 +2,52 @@ package segment
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/internal/vfs"
 )
 
-// memFS is an in-memory vfs.FS for tests: fast, and lets tests damage file
-// bytes directly.
-type memFS struct {
-	mu    sync.Mutex
-	files map[string]*memFile
-}
+// memFS is vfs.MemFS with /db created, plus helpers that let tests read
+// and damage file bytes directly.
+type memFS struct{ *vfs.MemFS }
 
-type memFile struct {
-	mu   sync.RWMutex
-	data []byte
-}
-
-func newMemFS() *memFS { return &memFS{files: map[string]*memFile{}} }
-
-func (m *memFS) get(name string) (*memFile, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	f, ok := m.files[path.Clean(name)]
-	if !ok {
-		return nil, &os.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+func newMemFS() *memFS {
+	m := vfs.NewMem()
+	if err := m.MkdirAll("/db", 0o755); err != nil {
+		panic(err)
 	}
-	return f, nil
+	return &memFS{m}
 }
 
 // bytes returns a copy of a file's contents.
 func (m *memFS) bytes(t testing.TB, name string) []byte {
 	t.Helper()
-	f, err := m.get(name)
+	data, err := vfs.ReadFile(m, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return bytes.Clone(f.data)
+	return data
 }
 
 // put stores data as a file.
 func (m *memFS) put(name string, data []byte) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.files[path.Clean(name)] = &memFile{data: data}
-}
-
-func (m *memFS) Create(name string) (vfs.File, error) {
-	f := &memFile{}
-	m.mu.Lock()
-	m.files[path.Clean(name)] = f
-	m.mu.Unlock()
-	return &memHandle{f: f, name: name}, nil
-}
-
-func (m *memFS) Open(name string) (vfs.File, error) {
-	f, err := m.get(name)
-	if err != nil {
-		return nil, err
-	}
-	return &memHandle{f: f, name: name, readOnly: true}, nil
-}
-
-func (m *memFS) OpenReadWrite(name string) (vfs.File, error) {
-	f, err := m.get(name)
-	if err != nil {
-		return nil, err
-	}
-	return &memHandle{f: f, name: name}, nil
-}
-
-func (m *memFS) Rename(oldname, newname string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	f, ok := m.files[path.Clean(oldname)]
-	if !ok {
-		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: fs.ErrNotExist}
-	}
-	delete(m.files, path.Clean(oldname))
-	m.files[path.Clean(newname)] = f
-	return nil
-}
-
-func (m *memFS) Remove(name string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.files[path.Clean(name)]; !ok {
-		return &os.PathError{Op: "remove", Path: name, Err: fs.ErrNotExist}
-	}
-	delete(m.files, path.Clean(name))
-	return nil
-}
-
-func (m *memFS) MkdirAll(string, os.FileMode) error { return nil }
-
-func (m *memFS) ReadDir(dir string) ([]string, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var names []string
-	for name := range m.files {
-		if path.Dir(name) == path.Clean(dir) {
-			names = append(names, path.Base(name))
+	f, err := m.Create(name)
+	if err == nil {
+		_, err = f.Write(data)
+		if cerr := f.Close(); err == nil {
+			err = cerr
 		}
 	}
-	slices.Sort(names)
-	return names, nil
-}
-
-func (m *memFS) Stat(name string) (os.FileInfo, error) {
-	f, err := m.get(name)
 	if err != nil {
-		return nil, err
+		panic(err)
 	}
-	return (&memHandle{f: f, name: name}).Stat()
 }
-
-func (m *memFS) SyncDir(string) error { return nil }
-
-func (m *memFS) Lock(string) (io.Closer, error) { return nil, errors.New("memfs: no locks") }
-
-type memHandle struct {
-	f        *memFile
-	name     string
-	pos      int64
-	readOnly bool
-	closed   bool
-}
-
-var errClosedHandle = errors.New("memfs: file closed")
-
-func (h *memHandle) Read(p []byte) (int, error) {
-	n, err := h.ReadAt(p, h.pos)
-	h.pos += int64(n)
-	return n, err
-}
-
-func (h *memHandle) ReadAt(p []byte, off int64) (int, error) {
-	if h.closed {
-		return 0, errClosedHandle
-	}
-	h.f.mu.RLock()
-	defer h.f.mu.RUnlock()
-	if off < 0 {
-		return 0, errors.New("memfs: negative offset")
-	}
-	if off >= int64(len(h.f.data)) {
-		return 0, io.EOF
-	}
-	n := copy(p, h.f.data[off:])
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
-}
-
-func (h *memHandle) Write(p []byte) (int, error) {
-	if h.closed {
-		return 0, errClosedHandle
-	}
-	if h.readOnly {
-		return 0, errors.New("memfs: read-only")
-	}
-	h.f.mu.Lock()
-	defer h.f.mu.Unlock()
-	h.f.data = append(h.f.data, p...)
-	return len(p), nil
-}
-
-func (h *memHandle) Close() error {
-	if h.closed {
-		return errClosedHandle
-	}
-	h.closed = true
-	return nil
-}
-
-func (h *memHandle) Sync() error { return nil }
-
-func (h *memHandle) Stat() (os.FileInfo, error) {
-	h.f.mu.RLock()
-	defer h.f.mu.RUnlock()
-	return memInfo{name: path.Base(h.name), size: int64(len(h.f.data))}, nil
-}
-
-func (h *memHandle) Truncate(size int64) error {
-	h.f.mu.Lock()
-	defer h.f.mu.Unlock()
-	if size < int64(len(h.f.data)) {
-		h.f.data = h.f.data[:size]
-	}
-	return nil
-}
-
-type memInfo struct {
-	name string
-	size int64
-}
-
-func (i memInfo) Name() string       { return i.name }
-func (i memInfo) Size() int64        { return i.size }
-func (i memInfo) Mode() fs.FileMode  { return 0o644 }
-func (i memInfo) ModTime() time.Time { return time.Time{} }
-func (i memInfo) IsDir() bool        { return false }
-func (i memInfo) Sys() any           { return nil }
 
 // testSeries is one series given to or read back from a segment.
 type testSeries struct {
@@ -249,6 +77,25 @@ func writeSegment(t testing.TB, fs vfs.FS, name string, blockSamples int, series
 }
 
 // readAll reads every series of r through Iter over the whole time range.
+// openAndCheck opens name, checks that it holds exactly want, and returns
+// the reader, closed when the test ends.
+func openAndCheck(t testing.TB, fs vfs.FS, name string, want []testSeries) *Reader {
+	t.Helper()
+	r, err := Open(fs, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	got, err := readAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := diffSeries(want, got); d != "" {
+		t.Fatal(d)
+	}
+	return r
+}
+
 func readAll(r *Reader) ([]testSeries, error) {
 	out := make([]testSeries, 0, r.NumSeries())
 	for i := range r.NumSeries() {

@@ -32,18 +32,7 @@ func TestIoTCompression(t *testing.T) {
 	if meta.Samples != points || meta.Series != 1000 {
 		t.Fatalf("meta %+v", meta)
 	}
-	r, err := Open(fs, "/db/iot.seg")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	got, err := readAll(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := diffSeries(series, got); d != "" {
-		t.Fatal(d)
-	}
+	openAndCheck(t, fs, "/db/iot.seg", series)
 }
 
 // roundTrip writes series, checks both Metas, reads everything back and
@@ -557,18 +546,7 @@ func TestWriterPublishesAtomically(t *testing.T) {
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("Abort after Finish removed the segment: %v", err)
 	}
-	r, err := Open(nil, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	got, err := readAll(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := diffSeries(series, got); d != "" {
-		t.Fatal(d)
-	}
+	openAndCheck(t, nil, path, series)
 
 	// Abort removes the temporary file and publishes nothing.
 	path2 := filepath.Join(dir, "000002.seg")
