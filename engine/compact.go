@@ -110,6 +110,9 @@ func (db *DB) compactOnce() (bool, error) {
 	tombs := db.mu.tombstones
 	db.mu.Unlock()
 	defer db.unrefVersion(v)
+	if hook := db.testAfterCompactionSnapshot; hook != nil {
+		hook()
+	}
 
 	cutoff := db.retentionCutoff()
 	levels := infos(v)
@@ -140,16 +143,23 @@ func (db *DB) compactOnce() (bool, error) {
 	var outputs []*segHandle
 	var st compaction.MergeStats
 	if plan.Kind == compaction.PlanMerge {
-		tombApplied := uint64(0)
+		// The output has applied every tombstone of the snapshot (each input
+		// drops those above its own mark) and whatever every input had
+		// applied: the least of the inputs' marks. Not the greatest: a mark
+		// raised after the snapshot speaks only for its own input, and a
+		// newer delete below it may still apply to the other inputs' data.
+		var snapMax uint64
 		for _, t := range tombs {
-			tombApplied = max(tombApplied, t.seq)
+			snapMax = max(snapMax, t.seq)
 		}
+		inputsMin := uint64(math.MaxUint64)
 		cin := make([]compaction.Input, len(inputs))
 		for i, h := range inputs {
 			applied := h.tombApplied.Load()
-			tombApplied = max(tombApplied, applied)
+			inputsMin = min(inputsMin, applied)
 			cin[i] = compaction.Input{Reader: h.r, Drop: db.dropFunc(applied, tombs)}
 		}
+		tombApplied := max(snapMax, inputsMin)
 		metas, mst, err := compaction.Merge(db.bgCtx, cin, compaction.MergeOptions{
 			MinTime:            cutoff,
 			TargetSegmentBytes: db.opts.TargetSegmentBytes,

@@ -160,6 +160,10 @@ type DB struct {
 	wg        sync.WaitGroup
 
 	st stats
+
+	// testAfterCompactionSnapshot, when set by a test, runs in compactOnce
+	// right after the compaction has taken its snapshot.
+	testAfterCompactionSnapshot func()
 }
 
 // writeScratch holds the buffers the write path reuses.
