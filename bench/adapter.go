@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/stratadb/strata/engine"
-	"github.com/stratadb/strata/internal/point"
 )
 
 // Config selects how much memory the engines are given.
@@ -94,10 +93,10 @@ func (kb *keyBuilder) key(p *engine.Point, f int) []byte {
 	tags := p.Tags
 	if !slices.IsSortedFunc(tags, cmpTag) {
 		kb.tags = append(kb.tags[:0], tags...)
-		point.SortTags(kb.tags)
+		slices.SortFunc(kb.tags, cmpTag)
 		tags = kb.tags
 	}
-	kb.buf = point.AppendSeriesKey(kb.buf[:0], p.Measurement, tags, p.Fields[f].Key)
+	kb.buf = engine.AppendSeriesKey(kb.buf[:0], p.Measurement, tags, p.Fields[f].Key)
 	return kb.buf
 }
 
@@ -114,7 +113,7 @@ type seriesInfo struct {
 }
 
 func parseSeries(id uint64, key string) (seriesInfo, error) {
-	m, tags, f, err := point.ParseSeriesKey([]byte(key))
+	m, tags, f, err := engine.ParseSeriesKey(key)
 	if err != nil {
 		return seriesInfo{}, fmt.Errorf("series %d: %w", id, err)
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/engine"
-	"github.com/stratadb/strata/internal/point"
 )
 
 // Shape names a dataset layout.
@@ -179,7 +178,7 @@ func (d *Dataset) Value(field, device, step int) float64 {
 
 // SeriesKey returns the canonical key of field j of a device.
 func (d *Dataset) SeriesKey(field, device int) string {
-	return point.SeriesKey(d.Measurement, d.tags[device], d.Fields[field])
+	return engine.SeriesKey(d.Measurement, d.tags[device], d.Fields[field])
 }
 
 // Point returns point i (device i%Devices at step i/Devices) in freshly

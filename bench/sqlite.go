@@ -10,7 +10,6 @@ import (
 	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
 
 	"github.com/stratadb/strata/engine"
-	"github.com/stratadb/strata/internal/point"
 )
 
 // The SQLite schema: series in their own table, samples keyed by
@@ -172,10 +171,8 @@ func (s *sqliteStore) query(ctx context.Context, q engine.Query, rs *resultSet) 
 		if q.Field == "" {
 			return errUnsupported
 		}
-		tags := append([]engine.Tag(nil), q.Tags...)
-		point.SortTags(tags)
 		b.WriteString(` AND s.key = ?`)
-		args = append(args, point.SeriesKey(q.Measurement, tags, q.Field))
+		args = append(args, engine.SeriesKey(q.Measurement, q.Tags, q.Field))
 	}
 	b.WriteString(` AND p.ts >= ? AND p.ts < ?`)
 	args = append(args, q.Start, q.End)

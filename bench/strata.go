@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/stratadb/strata/engine"
-	"github.com/stratadb/strata/internal/point"
 )
 
 // strataStore writes through the public engine API, the path users call.
@@ -34,7 +33,7 @@ func (s *strataStore) query(ctx context.Context, q engine.Query, rs *resultSet) 
 	}
 	for i := range res {
 		sr := &res[i]
-		id := rs.series(point.SeriesKey(sr.Measurement, sr.Tags, sr.Field))
+		id := rs.series(engine.SeriesKey(sr.Measurement, sr.Tags, sr.Field))
 		for _, smp := range sr.Samples {
 			// A value of another kind reads as 0 and fails the check.
 			rs.add(id, smp.Time, smp.Value.Float())

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/engine"
-	"github.com/stratadb/strata/internal/point"
 )
 
 func init() {
@@ -127,7 +126,7 @@ func queryMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	w := csv.NewWriter(stdout)
 	w.Write([]string{"series", "time", "value"})
 	for _, s := range series {
-		key := point.SeriesKey(s.Measurement, s.Tags, s.Field) // canonical, escaped
+		key := engine.SeriesKey(s.Measurement, s.Tags, s.Field) // canonical, escaped
 		for _, smp := range s.Samples {
 			w.Write([]string{key, time.Unix(0, smp.Time).UTC().Format(time.RFC3339Nano), smp.Value.String()})
 		}

@@ -21,7 +21,7 @@ func DecodeBools(dst []uint64, src []byte, n int) ([]uint64, []byte, error) {
 	if n < 0 {
 		return dst, nil, fmt.Errorf("%w: negative bool count", ErrMalformed)
 	}
-	need := (n + 7) / 8
+	need := ceilDiv(n, 8)
 	if need > len(src) {
 		return dst, nil, fmt.Errorf("%w: %d bools in %d bytes", ErrMalformed, n, len(src))
 	}

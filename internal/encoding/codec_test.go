@@ -59,7 +59,7 @@ func TestPackedMalformed(t *testing.T) {
 		{"width over 64", []byte{65, 0, 0}, 1},
 		{"short chunk", []byte{8}, 1},
 		{"second chunk missing", append([]byte{1}, make([]byte, 16)...), 129},
-		{"huge n", []byte{0}, 1 << 40},
+		{"huge n", []byte{0}, math.MaxInt},
 		{"negative n", []byte{0}, -1},
 	}
 	for _, c := range cases {
@@ -128,7 +128,7 @@ func TestTimestampsMalformed(t *testing.T) {
 			t.Fatalf("truncated to %d bytes: no error", i)
 		}
 	}
-	if _, _, err := DecodeTimestamps(nil, []byte{0, 0, 0}, 1<<40); !errors.Is(err, ErrMalformed) {
+	if _, _, err := DecodeTimestamps(nil, []byte{0, 0, 0}, math.MaxInt); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("huge n: %v", err)
 	}
 }
@@ -218,7 +218,7 @@ func TestFloatsMalformed(t *testing.T) {
 			t.Fatalf("truncated to %d bytes: no error", i)
 		}
 	}
-	if _, _, err := DecodeFloats(nil, make([]byte, 9), 1<<40); !errors.Is(err, ErrMalformed) {
+	if _, _, err := DecodeFloats(nil, make([]byte, 9), math.MaxInt); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("huge n: %v", err)
 	}
 }

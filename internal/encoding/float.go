@@ -64,7 +64,7 @@ func DecodeFloats(dst []uint64, src []byte, n int) ([]uint64, []byte, error) {
 		return dst, src, nil
 	}
 	// Every value after the first takes at least one bit.
-	if len(src) < 8 || (n-1+7)/8 > len(src)-8 {
+	if len(src) < 8 || ceilDiv(n-1, 8) > len(src)-8 {
 		return dst, nil, fmt.Errorf("%w: %d floats in %d bytes", ErrMalformed, n, len(src))
 	}
 	start := len(dst)

@@ -49,7 +49,17 @@ func appendChunk(dst []byte, vals []uint64) []byte {
 }
 
 // packedMinBytes is the smallest encoding of n values: one byte per chunk.
-func packedMinBytes(n int) int { return (n + PackedChunk - 1) / PackedChunk }
+func packedMinBytes(n int) int { return ceilDiv(n, PackedChunk) }
+
+// ceilDiv returns ceil(n/d) for n >= 0 and d > 0 without the overflow of
+// (n+d-1)/d: counts come from untrusted bytes and may be near MaxInt.
+func ceilDiv(n, d int) int {
+	q := n / d
+	if n%d != 0 {
+		q++
+	}
+	return q
+}
 
 // DecodePacked appends n values decoded from src to dst and returns the rest
 // of src.

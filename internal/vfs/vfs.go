@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"golang.org/x/sys/unix"
+	"github.com/gofrs/flock"
 )
 
 // File is an open file. ReadAt is a positional read (pread): it is safe for
@@ -97,20 +97,25 @@ func (osFS) SyncDir(dir string) error {
 	return err
 }
 
+// Lock takes an exclusive, non-blocking lock on name (flock on Unix,
+// LockFileEx on Windows, through gofrs/flock so the root module builds for
+// every platform). A second Lock of the same file, from this process or
+// another, fails with ErrLocked until the first is closed.
 func (osFS) Lock(name string) (io.Closer, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	l := flock.New(name)
+	ok, err := l.TryLock()
 	if err != nil {
-		return nil, err
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("lock %s: %w", name, ErrLocked)
-		}
 		return nil, fmt.Errorf("lock %s: %w", name, err)
 	}
-	return f, nil // closing the descriptor releases the flock
+	if !ok {
+		return nil, fmt.Errorf("lock %s: %w", name, ErrLocked)
+	}
+	return unlocker{l}, nil
 }
+
+type unlocker struct{ l *flock.Flock }
+
+func (u unlocker) Close() error { return u.l.Close() }
 
 // SyncDirOf fsyncs the directory that holds path.
 func SyncDirOf(fs FS, path string) error { return fs.SyncDir(filepath.Dir(path)) }
