@@ -20,6 +20,16 @@ type (
 	Kind     = point.Kind
 	Sample   = point.Sample
 	Selector = point.Selector
+	Matcher  = point.Matcher
+	MatchOp  = point.MatchOp
+)
+
+// Match operators of a Matcher, as PromQL's label matchers.
+const (
+	MatchEqual     = point.MatchEqual     // =
+	MatchNotEqual  = point.MatchNotEqual  // !=
+	MatchRegexp    = point.MatchRegexp    // =~ (RE2, fully anchored)
+	MatchNotRegexp = point.MatchNotRegexp // !~
 )
 
 // Value kinds.
@@ -47,6 +57,12 @@ var (
 	// ErrLocked is returned by Open when another DB, in this process or
 	// another, has the directory open.
 	ErrLocked = base.ErrLocked
+	// ErrReadOnly is returned by Write, Delete, Flush and Compact on a DB
+	// opened with Options.ReadOnly.
+	ErrReadOnly = base.ErrReadOnly
+	// ErrNotDatabase is returned by Open for a non-empty directory that holds
+	// no strata database, and, with ReadOnly, for a missing or empty one.
+	ErrNotDatabase = base.ErrNotDatabase
 )
 
 // CorruptionError locates damaged bytes; it matches ErrCorrupt.
@@ -105,6 +121,19 @@ type Query struct {
 	Selector
 	Agg   Aggregate // AggNone (raw samples), AggCount, ...
 	Every int64     // bucket width in ns for Agg; 0 = one bucket over [Start, End)
+	// GroupBy, when non-nil, aggregates the matching series of one field
+	// that share the values of these tag keys together: one result per
+	// (field, distinct values). An empty non-nil slice puts every matching
+	// series of a field in one group. GroupBy with AggNone is ErrInvalid.
+	GroupBy []string
+}
+
+// SeriesInfo describes one stored series without its samples.
+type SeriesInfo struct {
+	Measurement string
+	Tags        []Tag // sorted by key
+	Field       string
+	Kind        Kind
 }
 
 // Series is one series of a query result.
@@ -149,6 +178,11 @@ type Options struct {
 	TargetSegmentBytes int64
 	// Now returns the current time, for retention; default time.Now.
 	Now func() time.Time
+	// ReadOnly opens an existing database without creating, writing,
+	// deleting or truncating anything and without taking the write lock:
+	// it serves a snapshot as of Open, beside a writer in another process.
+	// Write, Delete, Flush and Compact return ErrReadOnly.
+	ReadOnly bool
 
 	// fs is the filesystem; nil means the operating system's. Tests in this
 	// package set it to inject faults.

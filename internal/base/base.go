@@ -23,6 +23,11 @@ var (
 	ErrCorrupt = errors.New("strata: corrupt data")
 	// ErrLocked is returned by Open when another DB holds the directory.
 	ErrLocked = errors.New("strata: database is locked by another process")
+	// ErrReadOnly is returned by the write calls of a DB opened ReadOnly.
+	ErrReadOnly = errors.New("strata: database is open read-only")
+	// ErrNotDatabase is returned by Open for a directory that holds no
+	// strata database and is not empty (or, read-only, is missing or empty).
+	ErrNotDatabase = errors.New("strata: not a strata database")
 )
 
 // CorruptionError reports damaged bytes at a position in a file. It matches

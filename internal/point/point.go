@@ -168,12 +168,42 @@ type Sample struct {
 	Value Value
 }
 
-// Selector picks series of one measurement and a half-open time range.
+// Selector picks series and a half-open time range.
 type Selector struct {
-	Measurement string // required
-	Field       string // "" = every field
-	Tags        []Tag  // exact-match filters, ANDed; empty = every series of the measurement
-	Start, End  int64  // half-open [Start, End) in Unix ns
+	Measurement string    // required for Query and Delete; "" = every measurement for the metadata calls
+	Field       string    // "" = every field
+	Tags        []Tag     // exact-match filters, ANDed; empty = every series of the measurement
+	Matchers    []Matcher // more filters, ANDed with Tags
+	Start, End  int64     // half-open [Start, End) in Unix ns; Start == End == 0 means all time
+}
+
+// MatchOp is the operator of a Matcher.
+type MatchOp uint8
+
+// Match operators, as PromQL's label matchers.
+const (
+	MatchEqual     MatchOp = iota // =
+	MatchNotEqual                 // !=
+	MatchRegexp                   // =~
+	MatchNotRegexp                // !~
+)
+
+var matchOpNames = [...]string{"=", "!=", "=~", "!~"}
+
+func (op MatchOp) String() string {
+	if int(op) < len(matchOpNames) {
+		return matchOpNames[op]
+	}
+	return "MatchOp(" + strconv.Itoa(int(op)) + ")"
+}
+
+// Matcher filters series by one tag, as a PromQL label matcher: a series
+// that lacks the tag key has the value "" for it, and a regexp (RE2 syntax)
+// must match the whole value.
+type Matcher struct {
+	Key   string
+	Op    MatchOp // MatchEqual (the zero value), MatchNotEqual, MatchRegexp, MatchNotRegexp
+	Value string
 }
 
 // Entry is one sample of the series with the given id: the unit the WAL logs
