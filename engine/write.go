@@ -12,6 +12,17 @@ import (
 	"github.com/stratadb/strata/wal"
 )
 
+// Limits of what Write accepts; see internal/point. Every value within them
+// can be flushed, compacted, reopened and read back, and Write rejects what
+// passes them with ErrInvalid, naming the point.
+const (
+	MaxStringLen  = point.MaxStringLen  // bytes of a string field value
+	MaxKeyLen     = point.MaxKeyLen     // bytes of a canonical series key
+	MaxTags       = point.MaxTags       // tags of a point
+	MaxPointBytes = point.MaxPointBytes // encoded bytes of a point's values and new series keys
+	MaxWriteBytes = point.MaxWriteBytes // encoded bytes of the points of one Write call
+)
+
 // Write stores points atomically: when it returns nil all of them are
 // stored (and, under SyncAlways, durable); on error none is. An invalid
 // point or a field kind conflict gives a *PointError naming the point's
@@ -83,6 +94,7 @@ func (db *DB) resolveLocked(points []Point) error {
 	w.pend = w.pend[:0]
 	clear(w.pendByID)
 	base := uint64(len(db.cat.series))
+	callBytes := 0
 	for i := range points {
 		p := &points[i]
 		tags := p.Tags
@@ -102,15 +114,15 @@ func (db *DB) resolveLocked(points []Point) error {
 		if len(p.Fields) == 0 {
 			return &PointError{Index: i, Err: fmt.Errorf("%w: no fields", ErrInvalid)}
 		}
-		for j, f := range p.Fields {
-			if err := point.ValidateValue(&f); err != nil {
+		pointBytes := 0
+		for j := range p.Fields {
+			if err := point.ValidateValue(&p.Fields[j]); err != nil {
 				return &PointError{Index: i, Err: err}
 			}
-			for _, g := range p.Fields[:j] {
-				if g.Key == f.Key {
-					return &PointError{Index: i, Err: fmt.Errorf("%w: duplicate field key %q", ErrInvalid, f.Key)}
-				}
-			}
+			pointBytes += point.EntryBytes(p.Fields[j].Value)
+		}
+		if k, dup := point.DuplicateFieldKey(p.Fields); dup {
+			return &PointError{Index: i, Err: fmt.Errorf("%w: duplicate field key %q", ErrInvalid, k)}
 		}
 		for _, f := range p.Fields {
 			kind := f.Value.Kind()
@@ -128,6 +140,9 @@ func (db *DB) resolveLocked(points []Point) error {
 				return &PointError{Index: i, Err: err}
 			}
 			w.key = point.AppendSeriesKey(w.key[:0], p.Measurement, tags, f.Key)
+			if len(w.key) > MaxKeyLen {
+				return &PointError{Index: i, Err: fmt.Errorf("%w: series key of %d bytes, more than %d", ErrInvalid, len(w.key), MaxKeyLen)}
+			}
 			idx, ok := w.pendByID[string(w.key)]
 			if ok {
 				if have := w.pend[idx].kind; have != kind {
@@ -140,8 +155,15 @@ func (db *DB) resolveLocked(points []Point) error {
 				w.pendByID[key] = idx
 				w.pend = append(w.pend, pendingSeries{key: key, kind: kind, measurement: p.Measurement,
 					tags: slices.Clone(tags), field: f.Key})
+				pointBytes += len(key) + 16
 			}
 			w.entries = append(w.entries, point.Entry{ID: base + uint64(idx), Time: p.Time, Value: f.Value})
+		}
+		if pointBytes > MaxPointBytes {
+			return &PointError{Index: i, Err: fmt.Errorf("%w: point of %d bytes, more than %d", ErrInvalid, pointBytes, MaxPointBytes)}
+		}
+		if callBytes += pointBytes; callBytes > MaxWriteBytes {
+			return &PointError{Index: i, Err: fmt.Errorf("%w: the points up to this one take %d bytes, more than %d for one Write", ErrInvalid, callBytes, MaxWriteBytes)}
 		}
 	}
 	return nil

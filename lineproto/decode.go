@@ -208,12 +208,8 @@ func (w *writer) parseTime(b []byte) (int64, error) {
 // newlines, which costs a fifth of the parse; the tests check that every
 // point handed to the DB passes it.)
 func validate(p *point.Point) error {
-	for i := 1; i < len(p.Tags); i++ {
-		for _, t := range p.Tags[:i] {
-			if t.Key == p.Tags[i].Key {
-				return invalidf("duplicate tag key %q", t.Key)
-			}
-		}
+	if k, dup := point.DuplicateTagKey(p.Tags); dup {
+		return invalidf("duplicate tag key %q", k)
 	}
 	return nil
 }
