@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -344,6 +345,10 @@ func aggregateBucket(agg Aggregate, kind Kind, ss []Sample) Value {
 	case AggLast:
 		return ss[len(ss)-1].Value
 	case AggMean:
+		if kind != KindFloat {
+			f, _ := new(big.Float).SetInt(exactSum(ss)).Float64()
+			return Float(f / float64(len(ss)))
+		}
 		var sum float64
 		for _, s := range ss {
 			sum += asFloat(s.Value)
@@ -358,17 +363,21 @@ func aggregateBucket(agg Aggregate, kind Kind, ss []Sample) Value {
 			}
 			return Float(sum)
 		case KindInt:
-			var sum int64
-			for _, s := range ss {
-				sum += s.Value.Int()
+			// An int sum saturates instead of wrapping.
+			sum := exactSum(ss)
+			switch {
+			case sum.Cmp(big.NewInt(math.MaxInt64)) > 0:
+				return Int(math.MaxInt64)
+			case sum.Cmp(big.NewInt(math.MinInt64)) < 0:
+				return Int(math.MinInt64)
 			}
-			return Int(sum)
+			return Int(sum.Int64())
 		default:
-			var sum uint64
-			for _, s := range ss {
-				sum += s.Value.Uint()
+			sum := exactSum(ss)
+			if !sum.IsUint64() {
+				return Uint(math.MaxUint64)
 			}
-			return Uint(sum)
+			return Uint(sum.Uint64())
 		}
 	case AggMin, AggMax:
 		best := ss[0].Value
@@ -384,6 +393,19 @@ func aggregateBucket(agg Aggregate, kind Kind, ss []Sample) Value {
 		return best
 	}
 	panic(fmt.Sprintf("aggregate %v", agg))
+}
+
+// exactSum returns the sum of int or uint samples without overflow.
+func exactSum(ss []Sample) *big.Int {
+	sum := new(big.Int)
+	for _, s := range ss {
+		if s.Value.Kind() == KindInt {
+			sum.Add(sum, big.NewInt(s.Value.Int()))
+		} else {
+			sum.Add(sum, new(big.Int).SetUint64(s.Value.Uint()))
+		}
+	}
+	return sum
 }
 
 func asFloat(v Value) float64 {

@@ -17,6 +17,14 @@ const checkContextEvery = 128
 // Query returns the series q selects, sorted by canonical series key, each
 // with its samples (or per-bucket aggregates) sorted by time. A series with
 // no sample in range is left out.
+//
+// Integer sums are exact: an AggSum of int samples whose true sum lies
+// outside the int64 range saturates at math.MaxInt64 or math.MinInt64, and
+// one of uint samples at math.MaxUint64, never wrapping; AggMean of ints
+// and uints is the exact sum divided by the count, correctly rounded to
+// float64. Float sums and means add the samples in time order. Every
+// aggregate gives the same answer, bit for bit, whether the samples are in
+// memtables, segments (block stats included), compacted or reopened.
 func (db *DB) Query(ctx context.Context, q Query) ([]Series, error) {
 	if err := validateQuery(&q); err != nil {
 		return nil, err
@@ -264,8 +272,7 @@ func (r *seriesReader) aggregateSegment(s source, kind Kind, mint, maxt int64, q
 		if bm.MaxTime < mint || bm.MinTime > maxt {
 			continue
 		}
-		if bm.MinTime >= mint && bm.MaxTime <= maxt && a.bucket(bm.MinTime) == a.bucket(bm.MaxTime) {
-			a.addBlock(bm)
+		if bm.MinTime >= mint && bm.MaxTime <= maxt && a.bucket(bm.MinTime) == a.bucket(bm.MaxTime) && a.addBlock(bm) {
 			r.db.st.blocksPushedDown.Add(1)
 			continue
 		}
@@ -293,8 +300,8 @@ type aggregator struct {
 	has    bool
 	cur    int64 // bucket start
 	count  int64
-	sumF   float64 // float sum, and mean's accumulator for every kind
-	sumI   uint64  // int and uint sums wrap like Go's integers
+	sumF   float64 // float sum, added in time order
+	sumI   int128  // exact int and uint sum
 	min    point.Value
 	max    point.Value
 	first  point.Value
@@ -328,7 +335,7 @@ func (a *aggregator) roll(b int64) {
 	}
 	if !a.has || b != a.cur {
 		a.has, a.cur = true, b
-		a.count, a.sumF, a.sumI, a.minSet = 0, 0, 0, false
+		a.count, a.sumF, a.sumI, a.minSet = 0, 0, int128{}, false
 	}
 }
 
@@ -350,30 +357,47 @@ func (a *aggregator) add(s point.Sample) {
 		a.first = s.Value
 	}
 	a.last = s.Value
-	a.fold(1, s.Value, s.Value, s.Value)
+	var sum int128
+	switch a.kind {
+	case KindInt:
+		sum.addInt(s.Value.Int())
+	case KindUint:
+		sum.addUint(s.Value.Uint())
+	}
+	a.fold(1, s.Value, sum, s.Value, s.Value)
 }
 
-// addBlock folds a whole block's stats; the block lies in one bucket.
-func (a *aggregator) addBlock(b *segment.BlockMeta) {
+// addBlock folds a whole block's stats, the block lying in one bucket, and
+// reports whether it could. It cannot for a float sum or mean (a block's
+// stored float sum was added in another order than the samples one by one,
+// and every path must give the same answer), nor for an integer sum that
+// the block's stats do not determine (see blockSum): the caller then
+// decodes the block.
+func (a *aggregator) addBlock(b *segment.BlockMeta) bool {
+	var sum int128
+	if a.agg == AggSum || a.agg == AggMean {
+		var ok bool
+		if sum, ok = blockSum(a.kind, b); !ok {
+			return false
+		}
+	}
 	a.roll(a.bucket(b.MinTime))
-	a.fold(int64(b.Count), b.Sum, b.Min, b.Max)
+	a.fold(int64(b.Count), b.Sum, sum, b.Min, b.Max)
+	return true
 }
 
-// fold adds n samples whose sum, min and max are given to the bucket.
-func (a *aggregator) fold(n int64, sum, mn, mx point.Value) {
+// fold adds n samples whose sum (sumF for floats, sumI exact for ints and
+// uints), min and max are given to the bucket.
+func (a *aggregator) fold(n int64, sumF point.Value, sumI int128, mn, mx point.Value) {
 	a.count += n
 	if !a.kind.Numeric() {
 		return
 	}
 	switch a.kind {
 	case KindFloat:
-		a.sumF += sum.Float()
-	case KindInt:
-		a.sumI += uint64(sum.Int())
-		a.sumF += float64(sum.Int())
-	case KindUint:
-		a.sumI += sum.Uint()
-		a.sumF += float64(sum.Uint())
+		a.sumF += sumF.Float()
+	case KindInt, KindUint:
+		a.sumI.add(sumI)
 	}
 	if !a.minSet || less(a.kind, mn, a.min) {
 		a.min = mn
@@ -397,12 +421,16 @@ func (a *aggregator) emit() {
 		case KindFloat:
 			v = point.Float(a.sumF)
 		case KindInt:
-			v = point.Int(int64(a.sumI))
+			v = point.Int(a.sumI.saturateInt())
 		case KindUint:
-			v = point.Uint(a.sumI)
+			v = point.Uint(a.sumI.saturateUint())
 		}
 	case AggMean:
-		v = point.Float(a.sumF / float64(a.count))
+		if a.kind == KindFloat {
+			v = point.Float(a.sumF / float64(a.count))
+		} else {
+			v = point.Float(a.sumI.float64() / float64(a.count))
+		}
 	case AggMin:
 		v = a.min
 	case AggMax:
