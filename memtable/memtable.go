@@ -1,36 +1,48 @@
 // Package memtable is strata's in-memory write buffer: the recent samples of
-// every series, keyed by the engine's dense series ids, held until a flush
-// writes them to a segment.
+// every series, keyed by the engine's series ids, held until a flush writes
+// them to a segment.
 //
 // # Layout
 //
-// A Table is a slice of series indexed by id, so it holds a slot for every
-// id up to the largest applied: ids must be dense, as the engine's are. Each
-// series stores its samples
-// as columns (timestamps, 64-bit value payloads, and strings for string
-// series only) split into chunks. Chunk capacities double from minChunk to
-// maxChunk and every chunk but the last is full. Appending never copies
-// earlier samples, so a series of n samples costs about 16n bytes plus one
-// partly filled chunk, instead of the 2x to 3x that repeated slice growth
-// allocates over a series' life.
+// A Table maps each series id it holds to a dense local slot (a map from
+// id to slot and a slice of series), so its size follows the series it
+// holds, never the largest id the engine has issued. Each series stores its
+// samples as columns (timestamps, 64-bit value payloads, sequence numbers,
+// and strings for string series only) split into chunks. Chunk capacities
+// double from minChunk to maxChunk and every chunk but the last is full.
+// Appending never copies earlier samples, so a series of n samples costs
+// about 20n bytes plus one partly filled chunk.
+//
+// # Sequence numbers and views
+//
+// Every sample carries the sequence number of the write that applied it
+// (stored as a 32-bit offset from the table's first one). A read is made
+// through a View: as of a sequence number (later samples are invisible), with
+// masks that hide what deletes removed (samples applied before a delete's
+// sequence number, in its time range). So a reader sees each write and
+// delete whole or not at all, whatever is applied meanwhile.
 //
 // # Ordering
 //
-// Samples are appended in arrival order. A series whose appended timestamp
-// is not greater than the previous one is marked unsorted; the first read
-// that needs it sorted takes the write lock and sorts and deduplicates it in
-// place (stable, so that the last applied value of a timestamp wins). Later
-// reads of that series are cheap until the next out-of-order append.
+// Samples are appended in arrival order, which is sequence order. A series
+// whose appended timestamp is not greater than the previous one is marked
+// unsorted; the first read that needs it sorted takes the write lock and
+// sorts it in place (stable, so versions of one timestamp stay in sequence
+// order). Versions that no reader can see any more (a newer version of the
+// same timestamp is at or below View.Oldest) are discarded then; the others
+// are kept, and a read returns the newest version visible to it.
 //
 // # Concurrency
 //
-// One writer at a time calls Apply or Delete (the engine serialises them);
-// any number of readers may call the other methods concurrently with it and
-// with each other. Bytes, Len, MinTime and MaxTime are atomic loads.
+// One writer at a time calls Apply, Delete or DropSeq (the engine
+// serialises them); any number of readers may call the other methods
+// concurrently with it and with each other. Bytes, Len, MinTime and MaxTime
+// are atomic loads.
 package memtable
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -38,36 +50,85 @@ import (
 	"github.com/stratadb/strata/internal/point"
 )
 
+// Mask hides the samples applied before sequence number Seq whose time is
+// in [Min, Max]: what a delete with that sequence number removed.
+type Mask struct {
+	Seq      uint64
+	Min, Max int64
+}
+
+// View says which samples a read sees.
+type View struct {
+	// AsOf: samples applied with a sequence number above it are invisible.
+	AsOf uint64
+	// Oldest: no reader reads as of a sequence number below it, so a
+	// version shadowed by a newer one at or below Oldest may be discarded.
+	// It must not exceed AsOf.
+	Oldest uint64
+	// Masks apply to the series read.
+	Masks []Mask
+}
+
+// Latest sees every sample applied, the newest version of each timestamp.
+var Latest = View{AsOf: math.MaxUint64, Oldest: math.MaxUint64}
+
+// maxRel bounds the offset of a sequence number from the table's base.
+const maxRel = math.MaxUint32 - 1
+
+// mapEntryBytes estimates the memory one entry of the id -> slot map takes:
+// Go's map stores 8 slots of 16 bytes plus a control word per group, kept
+// between 7/16 and 7/8 full.
+const mapEntryBytes = 28
+
 // Table holds recent samples per series. The zero Table is not usable; call
 // New.
 type Table struct {
 	// Statistics, written under mu and read without it.
 	bytes   atomic.Int64 // approximate heap memory held
-	samples atomic.Int64 // samples held, duplicates not yet collapsed included
+	samples atomic.Int64 // samples held, versions not yet collapsed included
 	minTime atomic.Int64 // math.MaxInt64 when empty
 	maxTime atomic.Int64 // math.MinInt64 when empty
+	lastSeq atomic.Uint64
 
 	// mu guards everything below. Apply, Delete and lazy sorting hold it
 	// exclusively; reads of sorted series hold it shared.
 	mu      sync.RWMutex
-	series  []memSeries // indexed by series id
+	base    uint64            // sequence numbers are stored as seq-base; set by the first Apply
+	slots   map[uint64]uint32 // series id -> index in series and ids
+	series  []memSeries
+	ids     []uint64
 	scratch sortScratch // reused by sortSeries
 }
 
 // New returns an empty Table.
 func New() *Table {
-	t := &Table{}
+	t := &Table{slots: make(map[uint64]uint32)}
 	t.minTime.Store(math.MaxInt64)
 	t.maxTime.Store(math.MinInt64)
 	t.bytes.Store(int64(unsafe.Sizeof(Table{})))
 	return t
 }
 
-// Apply appends a batch of entries. Every entry of a series must have that
-// series' kind (the engine guarantees it). Timestamps may arrive in any order
-// and may repeat; a repeated timestamp keeps the value applied last. Apply
-// takes the write lock once for the whole batch and does not retain entries.
-func (t *Table) Apply(entries []point.Entry) {
+// Fits reports whether Apply accepts sequence number seq: the table stores
+// sequence numbers as 32-bit offsets from its first, so a table that has
+// seen about four billion sequence numbers is full and must be replaced.
+func (t *Table) Fits(seq uint64) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.base == 0 && len(t.series) == 0 || seq > t.base && seq-t.base <= maxRel
+}
+
+// Apply appends a batch of entries as the next write, with the sequence
+// number after the last one applied. See ApplySeq.
+func (t *Table) Apply(entries []point.Entry) { t.ApplySeq(entries, t.lastSeq.Load()+1) }
+
+// ApplySeq appends a batch of entries, all written with sequence number seq,
+// which must be above every sequence number applied before and must fit
+// (see Fits). Every entry of a series must have that series' kind (the
+// engine guarantees it). Timestamps may arrive in any order and may repeat;
+// a repeated timestamp keeps the value applied last. ApplySeq takes the
+// write lock once for the whole batch and does not retain entries.
+func (t *Table) ApplySeq(entries []point.Entry, seq uint64) {
 	if len(entries) == 0 {
 		return
 	}
@@ -75,12 +136,23 @@ func (t *Table) Apply(entries []point.Entry) {
 	var grown int64
 
 	t.mu.Lock()
+	if t.lastSeq.Load() == 0 && len(t.series) == 0 {
+		t.base = seq - 1
+	}
+	if seq <= t.base || seq-t.base > maxRel {
+		t.mu.Unlock()
+		panic("memtable: sequence number out of the table's range")
+	}
+	rel := uint32(seq - t.base)
 	for i := range entries {
 		e := &entries[i]
-		if e.ID >= uint64(len(t.series)) {
-			grown += t.growSeries(e.ID)
+		slot, ok := t.slots[e.ID]
+		if !ok {
+			slot = uint32(len(t.series))
+			t.slots[e.ID] = slot
+			grown += t.addSeries(e.ID)
 		}
-		grown += t.series[e.ID].append(e.Time, e.Value)
+		grown += t.series[slot].append(e.Time, e.Value, rel)
 		mint = min(mint, e.Time)
 		maxt = max(maxt, e.Time)
 	}
@@ -90,46 +162,75 @@ func (t *Table) Apply(entries []point.Entry) {
 	if maxt > t.maxTime.Load() {
 		t.maxTime.Store(maxt)
 	}
+	t.lastSeq.Store(seq)
 	t.samples.Add(int64(len(entries)))
 	t.bytes.Add(grown)
 	t.mu.Unlock()
 }
 
-// growSeries extends t.series so that id is a valid index and returns the
-// bytes newly allocated. Capacity grows geometrically.
-func (t *Table) growSeries(id uint64) int64 {
-	old := cap(t.series)
-	need := int(id) + 1
-	if need > old {
-		n := max(2*old, need, 64)
-		grown := make([]memSeries, len(t.series), n)
-		copy(grown, t.series)
-		t.series = grown
-	}
-	t.series = t.series[:need]
-	return int64(cap(t.series)-old) * int64(unsafe.Sizeof(memSeries{}))
+// addSeries gives id the next slot and returns the bytes newly allocated.
+func (t *Table) addSeries(id uint64) int64 {
+	oldS, oldI := cap(t.series), cap(t.ids)
+	t.series = append(t.series, memSeries{})
+	t.ids = append(t.ids, id)
+	return int64(cap(t.series)-oldS)*int64(unsafe.Sizeof(memSeries{})) +
+		int64(cap(t.ids)-oldI)*8 + mapEntryBytes
 }
 
-// Delete removes the samples of series id with mint <= Time <= maxt. Samples
-// applied later, even inside that range, are kept.
+// LastSeq returns the sequence number of the last write applied, 0 when
+// none was.
+func (t *Table) LastSeq() uint64 { return t.lastSeq.Load() }
+
+// Delete removes the samples of series id applied so far with
+// mint <= Time <= maxt. Samples applied later, even inside that range, are
+// kept. It is DeleteBefore with the sequence number after the last applied.
 func (t *Table) Delete(id uint64, mint, maxt int64) {
+	t.DeleteBefore(id, mint, maxt, t.lastSeq.Load()+1)
+}
+
+// DeleteBefore removes the samples of series id applied with a sequence
+// number below seq and mint <= Time <= maxt: it makes what Mask{seq, mint,
+// maxt} hides physical. The caller makes sure no reader needs them.
+func (t *Table) DeleteBefore(id uint64, mint, maxt int64, seq uint64) {
 	if mint > maxt {
 		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if id >= uint64(len(t.series)) {
-		return
-	}
-	s := &t.series[id]
-	if s.empty() {
+	s := t.lookup(id)
+	if s == nil || s.empty() {
 		return
 	}
 	oldMin, oldMax := s.bounds()
-	if maxt < oldMin || mint > oldMax {
+	if maxt < oldMin || mint > oldMax || seq <= t.base {
 		return
 	}
-	removed, freed := s.deleteRange(mint, maxt)
+	before := t.rel(seq)
+	t.remove(s, oldMin, oldMax, func(ts int64, rel uint32) bool { return rel < before && ts >= mint && ts <= maxt })
+}
+
+// DropSeq removes every sample applied with sequence number seq: the
+// engine undoes a write whose WAL record could not be made durable before
+// any reader may see it.
+func (t *Table) DropSeq(seq uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if seq <= t.base || seq-t.base > maxRel {
+		return
+	}
+	rel := uint32(seq - t.base)
+	for i := range t.series {
+		s := &t.series[i]
+		if s.empty() || s.top < rel {
+			continue
+		}
+		lo, hi := s.bounds()
+		t.remove(s, lo, hi, func(_ int64, r uint32) bool { return r == rel })
+	}
+}
+
+func (t *Table) remove(s *memSeries, oldMin, oldMax int64, drop func(int64, uint32) bool) {
+	removed, freed := s.removeIf(drop)
 	if removed == 0 {
 		return
 	}
@@ -140,8 +241,28 @@ func (t *Table) Delete(id uint64, mint, maxt int64) {
 	}
 }
 
+// rel converts a sequence number to the table's 32-bit offsets, clamped.
+// The caller holds mu.
+func (t *Table) rel(seq uint64) uint32 {
+	switch {
+	case seq <= t.base:
+		return 0
+	case seq-t.base >= math.MaxUint32:
+		return math.MaxUint32
+	}
+	return uint32(seq - t.base)
+}
+
+func (t *Table) lookup(id uint64) *memSeries {
+	slot, ok := t.slots[id]
+	if !ok {
+		return nil
+	}
+	return &t.series[slot]
+}
+
 // recomputeBounds sets minTime and maxTime from the series' own bounds. It
-// runs under the write lock after a Delete that may have moved them.
+// runs under the write lock after a removal that may have moved them.
 func (t *Table) recomputeBounds() {
 	mint, maxt := int64(math.MaxInt64), int64(math.MinInt64)
 	for i := range t.series {
@@ -154,16 +275,24 @@ func (t *Table) recomputeBounds() {
 	t.maxTime.Store(maxt)
 }
 
-// Samples appends to dst the samples of series id with mint <= Time <= maxt,
-// sorted by time, one per timestamp (the value applied last), and returns
-// the extended slice.
+// Samples appends to dst the samples of series id with mint <= Time <= maxt
+// as Latest sees them: sorted by time, one per timestamp (the value applied
+// last). It returns the extended slice.
 func (t *Table) Samples(id uint64, mint, maxt int64, dst []point.Sample) []point.Sample {
+	return t.Read(id, mint, maxt, &Latest, dst)
+}
+
+// Read appends to dst the samples of series id with mint <= Time <= maxt
+// that v sees, sorted by time, one per timestamp (the newest version v
+// sees, unless a mask hides it), and returns the extended slice.
+func (t *Table) Read(id uint64, mint, maxt int64, v *View, dst []point.Sample) []point.Sample {
 	if mint > maxt {
 		return dst
 	}
-	s, excl := t.readSeries(id)
+	s, excl := t.readSeries(id, v.Oldest)
 	if s != nil {
-		dst = s.appendSamples(dst, mint, maxt)
+		rv := t.relView(v)
+		dst = s.appendSamples(dst, mint, maxt, &rv)
 	}
 	t.unlock(excl)
 	return dst
@@ -177,41 +306,77 @@ func (t *Table) Columns(id uint64, mint, maxt int64, times []int64, vals []uint6
 	if mint > maxt {
 		return times, vals, strs
 	}
-	s, excl := t.readSeries(id)
+	s, excl := t.readSeries(id, Latest.Oldest)
 	if s != nil {
-		times, vals, strs = s.appendColumns(times, vals, strs, mint, maxt)
+		rv := t.relView(&Latest)
+		times, vals, strs = s.appendColumns(times, vals, strs, mint, maxt, &rv)
 	}
 	t.unlock(excl)
 	return times, vals, strs
 }
 
-// readSeries returns series id, sorted and deduplicated, with t.mu held:
-// exclusively when excl is true, shared otherwise. The caller releases it
-// with t.unlock(excl). It returns a nil series when the table holds no
-// sample of id.
+// relView is a View in the table's 32-bit sequence offsets.
+type relView struct {
+	asOf  uint32
+	masks []relMask
+	buf   [4]relMask
+}
+
+type relMask struct {
+	before   uint32
+	min, max int64
+}
+
+// relView converts v; the caller holds mu.
+func (t *Table) relView(v *View) relView {
+	rv := relView{asOf: t.rel(v.AsOf)}
+	rv.masks = rv.buf[:0]
+	for _, m := range v.Masks {
+		if m.Seq > t.base && m.Min <= m.Max {
+			rv.masks = append(rv.masks, relMask{before: t.rel(m.Seq), min: m.Min, max: m.Max})
+		}
+	}
+	return rv
+}
+
+// hidden reports whether a mask hides the sample (ts, rel).
+func (rv *relView) hidden(ts int64, rel uint32) bool {
+	for _, m := range rv.masks {
+		if rel < m.before && ts >= m.min && ts <= m.max {
+			return true
+		}
+	}
+	return false
+}
+
+// readSeries returns series id, sorted, with t.mu held: exclusively when
+// excl is true, shared otherwise. The caller releases it with
+// t.unlock(excl). It returns a nil series when the table holds no sample of
+// id.
 //
 // A sorted series is returned under the read lock. An unsorted one is sorted
 // under the write lock, which is then kept for the read: the sort writes the
 // columns, so no reader may look at them meanwhile.
-func (t *Table) readSeries(id uint64) (s *memSeries, excl bool) {
+func (t *Table) readSeries(id uint64, oldest uint64) (s *memSeries, excl bool) {
 	t.mu.RLock()
-	if id >= uint64(len(t.series)) || t.series[id].empty() {
+	s = t.lookup(id)
+	if s == nil || s.empty() {
 		return nil, false
 	}
-	if !t.series[id].unsorted {
-		return &t.series[id], false
+	if !s.unsorted {
+		return s, false
 	}
 	t.mu.RUnlock()
 
 	t.mu.Lock()
-	// The series may have been deleted, or sorted by another reader, while
-	// no lock was held; id stays in range because series are never removed.
-	s = &t.series[id]
+	// The series may have been emptied, or sorted by another reader, while
+	// no lock was held; its slot stays because series are never removed.
+	s = t.lookup(id)
 	if s.empty() {
 		return nil, true
 	}
 	if s.unsorted {
-		t.sortSeries(s)
+		t.sortSeries(s, t.rel(oldest))
 	}
 	return s, true
 }
@@ -224,11 +389,11 @@ func (t *Table) unlock(excl bool) {
 	}
 }
 
-// sortSeries sorts s by time and collapses equal timestamps to the value
-// applied last. It runs under the write lock.
-func (t *Table) sortSeries(s *memSeries) {
+// sortSeries sorts s by time and discards versions shadowed by a newer one
+// at or below oldest. It runs under the write lock.
+func (t *Table) sortSeries(s *memSeries, oldest uint32) {
 	before := t.scratch.bytes()
-	removed, freed := s.sortDedup(&t.scratch)
+	removed, freed := s.sortDedup(&t.scratch, oldest)
 	t.samples.Add(-int64(removed))
 	t.bytes.Add(t.scratch.bytes() - before - freed)
 }
@@ -238,10 +403,11 @@ func (t *Table) sortSeries(s *memSeries) {
 func (t *Table) Kind(id uint64) (point.Kind, bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	if id >= uint64(len(t.series)) || t.series[id].empty() {
+	s := t.lookup(id)
+	if s == nil || s.empty() {
 		return point.KindInvalid, false
 	}
-	return t.series[id].kind, true
+	return s.kind, true
 }
 
 // Bounds returns the smallest and largest timestamps of series id and
@@ -249,10 +415,11 @@ func (t *Table) Kind(id uint64) (point.Kind, bool) {
 func (t *Table) Bounds(id uint64) (mint, maxt int64, ok bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	if id >= uint64(len(t.series)) || t.series[id].empty() {
+	s := t.lookup(id)
+	if s == nil || s.empty() {
 		return math.MaxInt64, math.MinInt64, false
 	}
-	mint, maxt = t.series[id].bounds()
+	mint, maxt = s.bounds()
 	return mint, maxt, true
 }
 
@@ -260,24 +427,32 @@ func (t *Table) Bounds(id uint64) (mint, maxt int64, ok bool) {
 // ascending order.
 func (t *Table) IDs() []uint64 {
 	t.mu.RLock()
-	defer t.mu.RUnlock()
-	var ids []uint64
-	for i := range t.series {
+	ids := make([]uint64, 0, len(t.ids))
+	for i, id := range t.ids {
 		if !t.series[i].empty() {
-			ids = append(ids, uint64(i))
+			ids = append(ids, id)
 		}
 	}
+	t.mu.RUnlock()
+	slices.Sort(ids)
 	return ids
 }
 
-// Bytes returns the approximate heap memory the table holds: column and
-// bookkeeping capacity plus the bytes of stored strings. It only grows
-// while data is applied, and shrinks when Delete or deduplication releases
-// whole chunks or strings.
+// NumSeries returns the number of series the table has held.
+func (t *Table) NumSeries() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.series)
+}
+
+// Bytes returns the heap memory the table holds: column and bookkeeping
+// capacity, its series slots and map, plus the bytes of stored strings. It
+// only grows while data is applied, and shrinks when a removal or
+// deduplication releases whole chunks or strings.
 func (t *Table) Bytes() int64 { return t.bytes.Load() }
 
-// Len returns the number of samples held. Duplicate timestamps count until
-// a read sorts their series and collapses them.
+// Len returns the number of samples held. Versions of one timestamp count
+// until a read sorts their series and discards them.
 func (t *Table) Len() int64 { return t.samples.Load() }
 
 // MinTime returns the smallest timestamp held, or math.MaxInt64 when the
