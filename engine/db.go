@@ -126,6 +126,7 @@ type DB struct {
 
 	closed atomic.Bool
 	seq    atomic.Uint64 // last sequence number assigned (Write and Delete)
+	vis    visibility    // what readers see: see visibility.go
 
 	// commitMu serialises Write and Delete, so that sequence order, WAL order
 	// and memtable apply order agree. The fields below are guarded by it.
@@ -164,6 +165,9 @@ type DB struct {
 	// testAfterCompactionSnapshot, when set by a test, runs in compactOnce
 	// right after the compaction has taken its snapshot.
 	testAfterCompactionSnapshot func()
+	// testAfterQuerySnapshot, when set by a test, runs in Query right after
+	// the query has taken its snapshot.
+	testAfterQuerySnapshot func()
 }
 
 // writeScratch holds the buffers the write path reuses.
@@ -231,6 +235,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 		db.releaseAfterFailedOpen()
 		return nil, err
 	}
+	db.vis.start(db.seq.Load(), db.vis.floor.Load())
 	db.bgCtx, db.bgCancel = context.WithCancel(context.Background())
 	db.wg.Go(db.flushLoop)
 	db.wg.Go(db.compactLoop)
@@ -255,7 +260,7 @@ func (db *DB) releaseAfterFailedOpen() {
 // files no manifest lists, and replays the WAL into a fresh memtable.
 func (db *DB) recover() error {
 	mpath := filepath.Join(db.dir, manifestName)
-	m := &manifest{nextFile: 1, walStart: 0}
+	m := &manifest{nextFile: 1, walStart: 0, expiredBefore: math.MinInt64}
 	data, err := vfs.ReadFile(db.fs, mpath)
 	switch {
 	case err == nil:
@@ -299,6 +304,7 @@ func (db *DB) recover() error {
 	db.mu.walStart = m.walStart
 	db.mu.tombstones = m.tombstones
 	db.seq.Store(m.lastSeq)
+	db.vis.floor.Store(m.expiredBefore)
 
 	// Remove what no manifest lists: unfinished segments and temp files.
 	names, err := db.fs.ReadDir(db.dir)
@@ -357,7 +363,7 @@ func (db *DB) recover() error {
 					return fmt.Errorf("%w: wal entry for unknown series %d or wrong kind", ErrCorrupt, e.ID)
 				}
 			}
-			mem.t.Apply(batch.Entries)
+			mem.t.ApplySeq(batch.Entries, batch.Seq)
 			if batch.Seq > db.seq.Load() {
 				db.seq.Store(batch.Seq)
 			}
@@ -492,14 +498,6 @@ func (db *DB) checkOpen() error {
 	return nil
 }
 
-// retentionCutoff returns the oldest visible timestamp.
-func (db *DB) retentionCutoff() int64 {
-	if db.opts.Retention <= 0 {
-		return math.MinInt64
-	}
-	return db.opts.Now().Add(-db.opts.Retention).UnixNano()
-}
-
 func (v *version) ref() { v.refs.Add(1) }
 
 // unrefVersion drops a reference; the last one releases the version's
@@ -541,23 +539,3 @@ func newVersion(levels [maxLevels][]*segHandle) *version {
 	sortLevels(v)
 	return v
 }
-
-// snapshot is what one query reads.
-type snapshot struct {
-	v          *version
-	imm        []*memRef
-	mem        *memRef
-	tombstones []tombstone
-}
-
-func (db *DB) acquireSnapshot() (*snapshot, error) {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	if db.mu.v == nil {
-		return nil, ErrClosed
-	}
-	db.mu.v.ref()
-	return &snapshot{v: db.mu.v, imm: slices.Clone(db.mu.imm), mem: db.mu.mem, tombstones: db.mu.tombstones}, nil
-}
-
-func (db *DB) releaseSnapshot(s *snapshot) { db.unrefVersion(s.v) }

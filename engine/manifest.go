@@ -9,6 +9,7 @@ package engine
 //	file      := magic "SMAN" (4) | version (1) | payload | crc32c(magic..payload) uint32 LE (4)
 //	payload   := nextFile uvarint | walStart uvarint | lastSeq uvarint | seriesCount uvarint
 //	             | nseg uvarint | segment{nseg} | ntomb uvarint | tombstone{ntomb}
+//	             [ | expiredBefore varint ]
 //	segment   := fileNum uvarint | level uvarint | tombApplied uvarint
 //	tombstone := seq uvarint | measurement str | field str | ntags uvarint | (key str | value str){ntags}
 //	             | start varint | end varint
@@ -17,7 +18,9 @@ package engine
 // walStart: WAL files numbered below it are covered by segments. seriesCount:
 // the series catalog holds at least this many series (ids 0..seriesCount-1).
 // tombApplied: tombstones with a seq at or below it are already applied to
-// the segment's data.
+// the segment's data. expiredBefore: the expiry floor (see visibility.go);
+// samples older are gone for good. Manifests written before it existed end
+// after the tombstones and read as math.MinInt64.
 //
 // These constants are part of the durable format and must not be changed.
 
@@ -26,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 
 	"github.com/stratadb/strata/internal/point"
 )
@@ -54,6 +58,8 @@ type manifest struct {
 	seriesCount uint64
 	segments    []manifestSegment
 	tombstones  []tombstone
+	// expiredBefore is the expiry floor; math.MinInt64 for none.
+	expiredBefore int64
 }
 
 func appendStr(dst []byte, s string) []byte {
@@ -86,6 +92,7 @@ func (m *manifest) marshal() []byte {
 		b = binary.AppendVarint(b, t.sel.Start)
 		b = binary.AppendVarint(b, t.sel.End)
 	}
+	b = binary.AppendVarint(b, m.expiredBefore)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
@@ -195,6 +202,10 @@ func unmarshalManifest(path string, b []byte) (*manifest, error) {
 		t.sel.Start = d.varint("start")
 		t.sel.End = d.varint("end")
 		m.tombstones = append(m.tombstones, t)
+	}
+	m.expiredBefore = math.MinInt64
+	if d.err == nil && d.off < len(body) {
+		m.expiredBefore = d.varint("expired before")
 	}
 	if d.err == nil && d.off != len(body) {
 		d.fail("trailing bytes")

@@ -40,6 +40,9 @@ func (db *DB) Query(ctx context.Context, q Query) ([]Series, error) {
 		return nil, err
 	}
 	defer db.releaseSnapshot(snap)
+	if hook := db.testAfterQuerySnapshot; hook != nil {
+		hook()
+	}
 
 	// Visible range, inclusive: [mint, maxt].
 	mint, maxt := max(q.Start, db.retentionCutoff()), q.End-1
@@ -109,7 +112,8 @@ type seriesReader struct {
 }
 
 // source is one place a series' samples may live, and how far tombstones
-// are applied to it.
+// are applied to it: for a segment, those at or below tombApplied are
+// applied; a memtable holds no sample written before tombApplied.
 type source struct {
 	seg         *segHandle
 	idx         *segment.SeriesIndex
@@ -143,20 +147,9 @@ func (r *seriesReader) sources(id uint64, key []byte, mint, maxt int64) []source
 		}
 	}
 	if _, ok := r.snap.mem.t.Kind(id); ok {
-		srcs = append(srcs, source{mem: r.snap.mem, tombApplied: math.MaxUint64})
+		srcs = append(srcs, source{mem: r.snap.mem, tombApplied: r.snap.mem.tombApplied})
 	}
 	return srcs
-}
-
-// tombstonesFor returns the tombstones that may delete samples of series id
-// from a source with the given tombApplied.
-func (r *seriesReader) tombstonesFor(id uint64, applied uint64, dst []tombstone) []tombstone {
-	for _, t := range r.snap.tombstones {
-		if t.seq > applied && r.db.cat.matches(id, &t.sel) {
-			dst = append(dst, t)
-		}
-	}
-	return dst
 }
 
 // read returns the visible samples of one series in [mint, maxt], raw or
@@ -172,7 +165,7 @@ func (r *seriesReader) read(id uint64, meta *seriesMeta, mint, maxt int64, q *Qu
 		applied = min(applied, s.tombApplied)
 	}
 	r.db.cat.mu.RLock()
-	tombs := r.tombstonesFor(id, applied, nil)
+	tombs := r.db.seriesTombstones(id, r.snap.tombstones, applied, nil)
 	r.db.cat.mu.RUnlock()
 
 	// Aggregate pushdown: one segment alone holds the series and no
@@ -195,10 +188,11 @@ func (r *seriesReader) read(id uint64, meta *seriesMeta, mint, maxt int64, q *Qu
 			if err := it.Close(); err != nil {
 				return nil, err
 			}
+			buf = deleteTombstoned(buf, tombs, s.tombApplied)
 		} else {
-			buf = s.mem.t.Samples(id, mint, maxt, buf)
+			view := r.snap.memView(s.mem, tombs)
+			buf = s.mem.t.Read(id, mint, maxt, &view, buf)
 		}
-		buf = applyTombs(buf, tombs, s.tombApplied)
 		r.bufs[i] = buf
 		if i == 0 {
 			merged = buf
@@ -215,17 +209,6 @@ func (r *seriesReader) read(id uint64, meta *seriesMeta, mint, maxt int64, q *Qu
 		a.add(s)
 	}
 	return a.finish(), nil
-}
-
-func applyTombs(samples []point.Sample, tombs []tombstone, applied uint64) []point.Sample {
-	for i := range tombs {
-		t := &tombs[i]
-		if t.seq <= applied {
-			continue
-		}
-		samples = slices.DeleteFunc(samples, func(s point.Sample) bool { return s.Time >= t.sel.Start && s.Time < t.sel.End })
-	}
-	return samples
 }
 
 // mergeNewer merges two time-sorted runs; on equal times newer wins.

@@ -49,6 +49,14 @@ func (db *DB) Write(points []Point) error {
 		return err
 	}
 	seq := db.seq.Load() + 1
+	if !db.mu.mem.t.Fits(seq) {
+		// The memtable has seen 2^32 sequence numbers: start a new one
+		// before this write is logged into the current WAL file.
+		if err := db.sealLocked(true); err != nil {
+			db.commitMu.Unlock()
+			return err
+		}
+	}
 	base := uint64(len(db.cat.series))
 	w.defs = w.defs[:0]
 	for i := range w.pend {
@@ -70,8 +78,8 @@ func (db *DB) Write(points []Point) error {
 		}
 		db.cat.mu.Unlock()
 	}
-	mem := db.mu.mem // only commitMu holders replace it
-	mem.t.Apply(w.entries)
+	mem := db.mu.mem               // only commitMu holders replace it
+	mem.t.ApplySeq(w.entries, seq) // invisible to readers until seq is published
 	db.st.pointsWritten.Add(int64(len(points)))
 	db.st.samplesWritten.Add(int64(len(w.entries)))
 	if mem.t.Bytes() >= db.opts.MemTableBytes {
@@ -82,7 +90,15 @@ func (db *DB) Write(points []Point) error {
 		}
 	}
 	db.commitMu.Unlock()
-	return db.wal.SyncTo(pos)
+	if err := db.wal.SyncTo(pos); err != nil {
+		// Not durable: undo the write before anyone may see it.
+		mem.t.DropSeq(seq)
+		db.vis.resolve(seq)
+		return err
+	}
+	db.vis.resolve(seq)
+	db.vis.wait(seq) // earlier writes sharing the fsync publish first
+	return nil
 }
 
 // resolveLocked maps every field of points to a series id, checking kinds,
@@ -222,19 +238,18 @@ func (db *DB) sealLocked(roll bool) error {
 	db.mu.Lock()
 	old := db.mu.mem
 	old.walEnd = walEnd
-	old.tombApplied = db.seq.Load()
 	old.seriesEnd = len(db.cat.series)
 	old.sealed = true
 	db.mu.imm = append(db.mu.imm, old)
-	db.mu.mem = &memRef{t: memtable.New()}
+	db.mu.mem = &memRef{t: memtable.New(), tombApplied: db.seq.Load()}
 	db.mu.cond.Broadcast()
 	db.mu.Unlock()
 	return nil
 }
 
 // Delete removes the samples s selects that were written before it; later
-// writes into the range are kept. It is applied to reads at once and
-// physically by compaction.
+// writes into the range are kept. It is applied to reads at once, as a
+// tombstone (see visibility.go), and physically by flush and compaction.
 func (db *DB) Delete(ctx context.Context, s Selector) error {
 	if err := validateSelector(&s); err != nil {
 		return err
@@ -262,16 +277,23 @@ func (db *DB) Delete(ctx context.Context, s Selector) error {
 		return fmt.Errorf("write wal: %w", err)
 	}
 	db.seq.Store(seq)
-	// Publish the tombstone and apply it to the active memtable in one step
-	// for snapshots (no I/O here).
+	// Readers ignore the tombstone until seq is published.
 	db.mu.Lock()
 	db.mu.tombstones = append(slices.Clip(db.mu.tombstones), tombstone{seq: seq, sel: sel})
 	db.mu.mem.deletes = true
-	db.applyDeleteToMem(db.mu.mem.t, &sel)
 	db.mu.Unlock()
-	db.st.deletes.Add(1)
 	db.commitMu.Unlock()
-	return db.wal.SyncTo(pos)
+	if err := db.wal.SyncTo(pos); err != nil {
+		db.mu.Lock()
+		db.mu.tombstones = slices.DeleteFunc(slices.Clone(db.mu.tombstones), func(t tombstone) bool { return t.seq == seq })
+		db.mu.Unlock()
+		db.vis.resolve(seq)
+		return err
+	}
+	db.st.deletes.Add(1)
+	db.vis.resolve(seq)
+	db.vis.wait(seq)
+	return nil
 }
 
 func validateSelector(s *Selector) error {

@@ -177,6 +177,15 @@ func (t *Table) addSeries(id uint64) int64 {
 		int64(cap(t.ids)-oldI)*8 + mapEntryBytes
 }
 
+// Base returns a sequence number below that of every sample the table
+// holds or will hold (the first write's minus one), and false when no write
+// was applied yet.
+func (t *Table) Base() (uint64, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.base, t.lastSeq.Load() != 0
+}
+
 // LastSeq returns the sequence number of the last write applied, 0 when
 // none was.
 func (t *Table) LastSeq() uint64 { return t.lastSeq.Load() }
