@@ -4,9 +4,11 @@
 //
 // # Layout
 //
-// A Table maps each series id it holds to a dense local slot (a map from
-// id to slot and a slice of series), so its size follows the series it
-// holds, never the largest id the engine has issued. Each series stores its
+// A Table maps each series id it holds to a dense local slot (a slice of
+// series), through pages of 256 slot numbers found by a map keyed by id/256,
+// so its size follows the series it holds, never the largest id the engine
+// has issued: ids are dense in the engine, so a page usually serves many
+// series, and consecutive entries of one page cost no map lookup. Each series stores its
 // samples as columns (timestamps, 64-bit value payloads, sequence numbers,
 // and strings for string series only) split into chunks. Chunk capacities
 // double from minChunk to maxChunk and every chunk but the last is full.
@@ -75,10 +77,19 @@ var Latest = View{AsOf: math.MaxUint64, Oldest: math.MaxUint64}
 // maxRel bounds the offset of a sequence number from the table's base.
 const maxRel = math.MaxUint32 - 1
 
-// mapEntryBytes estimates the memory one entry of the id -> slot map takes:
-// Go's map stores 8 slots of 16 bytes plus a control word per group, kept
-// between 7/16 and 7/8 full.
-const mapEntryBytes = 28
+// Slot pages: page p holds, for ids p*pageSize .. p*pageSize+pageSize-1,
+// the slot of each plus one (0 when the table holds no such series).
+const (
+	pageBits = 8
+	pageSize = 1 << pageBits
+)
+
+type slotPage [pageSize]uint32
+
+// pageBytes is the memory one page takes with its map entry (Go's map stores
+// 8 slots of 16 bytes plus a control word per group, kept between 7/16 and
+// 7/8 full).
+const pageBytes = int64(unsafe.Sizeof(slotPage{})) + 28
 
 // Table holds recent samples per series. The zero Table is not usable; call
 // New.
@@ -93,16 +104,16 @@ type Table struct {
 	// mu guards everything below. Apply, Delete and lazy sorting hold it
 	// exclusively; reads of sorted series hold it shared.
 	mu      sync.RWMutex
-	base    uint64            // sequence numbers are stored as seq-base; set by the first Apply
-	slots   map[uint64]uint32 // series id -> index in series and ids
+	base    uint64               // sequence numbers are stored as seq-base; set by the first Apply
+	pages   map[uint64]*slotPage // id>>pageBits -> slots of those ids
 	series  []memSeries
-	ids     []uint64
+	ids     []uint64 // series id of each slot
 	scratch sortScratch // reused by sortSeries
 }
 
 // New returns an empty Table.
 func New() *Table {
-	t := &Table{slots: make(map[uint64]uint32)}
+	t := &Table{pages: make(map[uint64]*slotPage)}
 	t.minTime.Store(math.MaxInt64)
 	t.maxTime.Store(math.MinInt64)
 	t.bytes.Store(int64(unsafe.Sizeof(Table{})))
@@ -144,15 +155,24 @@ func (t *Table) ApplySeq(entries []point.Entry, seq uint64) {
 		panic("memtable: sequence number out of the table's range")
 	}
 	rel := uint32(seq - t.base)
+	pageNo, page := uint64(math.MaxUint64), (*slotPage)(nil)
 	for i := range entries {
 		e := &entries[i]
-		slot, ok := t.slots[e.ID]
-		if !ok {
-			slot = uint32(len(t.series))
-			t.slots[e.ID] = slot
-			grown += t.addSeries(e.ID)
+		if pn := e.ID >> pageBits; pn != pageNo || page == nil {
+			pageNo, page = pn, t.pages[pn]
+			if page == nil {
+				page = new(slotPage)
+				t.pages[pn] = page
+				grown += pageBytes
+			}
 		}
-		grown += t.series[slot].append(e.Time, e.Value, rel)
+		slot := page[e.ID&(pageSize-1)]
+		if slot == 0 {
+			grown += t.addSeries(e.ID)
+			slot = uint32(len(t.series))
+			page[e.ID&(pageSize-1)] = slot
+		}
+		grown += t.series[slot-1].append(e.Time, e.Value, rel)
 		mint = min(mint, e.Time)
 		maxt = max(maxt, e.Time)
 	}
@@ -174,7 +194,7 @@ func (t *Table) addSeries(id uint64) int64 {
 	t.series = append(t.series, memSeries{})
 	t.ids = append(t.ids, id)
 	return int64(cap(t.series)-oldS)*int64(unsafe.Sizeof(memSeries{})) +
-		int64(cap(t.ids)-oldI)*8 + mapEntryBytes
+		int64(cap(t.ids)-oldI)*8
 }
 
 // Base returns a sequence number below that of every sample the table
@@ -263,11 +283,11 @@ func (t *Table) rel(seq uint64) uint32 {
 }
 
 func (t *Table) lookup(id uint64) *memSeries {
-	slot, ok := t.slots[id]
-	if !ok {
+	page := t.pages[id>>pageBits]
+	if page == nil || page[id&(pageSize-1)] == 0 {
 		return nil
 	}
-	return &t.series[slot]
+	return &t.series[page[id&(pageSize-1)]-1]
 }
 
 // recomputeBounds sets minTime and maxTime from the series' own bounds. It

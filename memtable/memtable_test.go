@@ -55,14 +55,24 @@ func checkInvariants(t *testing.T, tab *Table) {
 		t.Fatalf("memSeries is %d bytes, want 128", size)
 	}
 	want := int64(unsafe.Sizeof(Table{})) + int64(cap(tab.series))*int64(unsafe.Sizeof(memSeries{})) +
-		int64(cap(tab.ids))*8 + int64(len(tab.slots))*mapEntryBytes + tab.scratch.bytes()
-	if len(tab.slots) != len(tab.series) || len(tab.ids) != len(tab.series) {
-		t.Fatalf("%d slots, %d series, %d ids", len(tab.slots), len(tab.series), len(tab.ids))
+		int64(cap(tab.ids))*8 + int64(len(tab.pages))*pageBytes + tab.scratch.bytes()
+	if len(tab.ids) != len(tab.series) {
+		t.Fatalf("%d series, %d ids", len(tab.series), len(tab.ids))
 	}
-	for id, slot := range tab.slots {
-		if tab.ids[slot] != id {
-			t.Fatalf("slot %d of id %d names id %d", slot, id, tab.ids[slot])
+	slots := 0
+	for pn, page := range tab.pages {
+		for i, slot := range page {
+			if slot == 0 {
+				continue
+			}
+			slots++
+			if id := pn<<pageBits | uint64(i); tab.ids[slot-1] != id {
+				t.Fatalf("slot %d of id %d names id %d", slot-1, id, tab.ids[slot-1])
+			}
 		}
+	}
+	if slots != len(tab.series) {
+		t.Fatalf("pages hold %d slots for %d series", slots, len(tab.series))
 	}
 	var total int64
 	for slot := range tab.series {

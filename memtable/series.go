@@ -70,31 +70,46 @@ func (c *chunk) span(mint, maxt int64) (i, j int) {
 // and the strings of chunks[len(chunks)-1] up to the same length. String
 // slots past the tail are "".
 //
+// The tail's sequence offsets are the first len(tailT) of the last chunk's
+// seqs, whose first element tailSeq points at (a pointer, not a slice, so
+// that an append touches one cache line).
+//
 // Other invariants: no chunk is empty, so the series is empty exactly when
-// the tail is; last is the time appended last (in storage order); storage
-// order is sequence order until a sort; top is the largest sequence offset
+// the tail is, and the tail is never empty in a non-empty series, so its
+// last element is the time appended last (in storage order); storage order
+// is sequence order until a sort; top is the largest sequence offset
 // held (or an upper bound of it after a removal); when unsorted is false the
 // times are increasing across the chunks, strictly unless dups is set
 // (versions of one timestamp kept for older readers, in sequence order), so
 // the first and last samples bound them, and when it is true minT and maxT
 // bound them.
 //
-// The size is 128 bytes so that a series spans exactly two cache lines.
+// An in-order append touches only the fields of the first cache line;
+// padding makes the size 128 bytes so that a series spans exactly two lines.
 type memSeries struct {
 	tailT    []int64
 	tailV    []uint64
-	last     int64
+	tailSeq  unsafe.Pointer // *uint32: the last chunk's seqs
 	kind     point.Kind
 	unsorted bool
 	dups     bool
 	_        [1]byte
 	top      uint32
 
-	tailS  []uint32
 	minT   int64 // valid while unsorted
 	maxT   int64 // valid while unsorted
 	chunks []chunk
+	_      [24]byte
 }
+
+// tailSeqs returns the sequence offsets of the tail, with the tail's
+// capacity.
+func (s *memSeries) tailSeqs() []uint32 {
+	return unsafe.Slice((*uint32)(s.tailSeq), cap(s.tailT))[:len(s.tailT)]
+}
+
+// last returns the time appended last; s must not be empty.
+func (s *memSeries) last() int64 { return s.tailT[len(s.tailT)-1] }
 
 // empty reports whether s holds no sample.
 func (s *memSeries) empty() bool { return len(s.tailT) == 0 }
@@ -118,13 +133,13 @@ func (s *memSeries) bounds() (mint, maxt int64) {
 	if s.unsorted {
 		return s.minT, s.maxT
 	}
-	return s.chunks[0].times[0], s.last
+	return s.chunks[0].times[0], s.last()
 }
 
 // used returns the used part of chunk k.
 func (s *memSeries) used(k int) chunk {
 	if k == len(s.chunks)-1 {
-		c := chunk{times: s.tailT, vals: s.tailV, seqs: s.tailS}
+		c := chunk{times: s.tailT, vals: s.tailV, seqs: s.tailSeqs()}
 		if strs := s.chunks[k].strs; strs != nil {
 			c.strs = strs[:len(s.tailT)]
 		}
@@ -140,7 +155,7 @@ func (s *memSeries) append(t int64, v point.Value, rel uint32) (grown int64) {
 	case len(s.tailT) == 0:
 		s.kind = v.Kind()
 		s.unsorted, s.dups = false, false
-	case t <= s.last:
+	case t <= s.last():
 		if !s.unsorted {
 			s.minT, s.maxT = s.bounds()
 			s.unsorted = true
@@ -149,13 +164,13 @@ func (s *memSeries) append(t int64, v point.Value, rel uint32) (grown int64) {
 	case s.unsorted:
 		s.maxT = max(s.maxT, t)
 	}
-	s.last = t
 	if len(s.tailT) == cap(s.tailT) {
 		grown = s.addChunk()
 	}
+	n := len(s.tailT)
 	s.tailT = append(s.tailT, t)
 	s.tailV = append(s.tailV, v.Bits())
-	s.tailS = append(s.tailS, rel)
+	*(*uint32)(unsafe.Add(s.tailSeq, 4*n)) = rel // n < cap(tailT), the seqs' length
 	s.top = rel
 	if s.kind == point.KindString {
 		str := v.Str()
@@ -182,7 +197,7 @@ func (s *memSeries) addChunk() int64 {
 // setTail makes the first n samples of chunk k the tail.
 func (s *memSeries) setTail(k, n int) {
 	c := &s.chunks[k]
-	s.tailT, s.tailV, s.tailS = c.times[:n], c.vals[:n], c.seqs[:n]
+	s.tailT, s.tailV, s.tailSeq = c.times[:n], c.vals[:n], unsafe.Pointer(unsafe.SliceData(c.seqs))
 }
 
 // firstChunk returns the index of the first chunk whose last time is >= mint.
@@ -328,7 +343,6 @@ func (s *memSeries) removeIf(drop func(int64, uint32) bool) (removed int, freed 
 				w, wi = w+1, 0
 			}
 			lo, hi = min(lo, t), max(hi, t)
-			s.last = t
 			kept++
 		}
 	}
@@ -358,7 +372,7 @@ func (s *memSeries) truncate(w, wi int) (freed int64) {
 	}
 	s.chunks = s.chunks[:end]
 	if end == 0 {
-		s.tailT, s.tailV, s.tailS = nil, nil, nil
+		s.tailT, s.tailV, s.tailSeq = nil, nil, nil
 		s.dups, s.top = false, 0
 		return freed
 	}
@@ -448,7 +462,6 @@ func (s *memSeries) sortDedup(sc *sortScratch, oldest uint32) (removed int, free
 	}
 	removed = n - kept
 	freed += s.truncate(w, wi)
-	s.last = s.maxT
 	s.unsorted, s.dups, s.top = false, dups, top
 
 	clear(strs) // the scratch must not keep strings alive

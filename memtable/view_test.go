@@ -166,8 +166,8 @@ func TestViewRandomized(t *testing.T) {
 // within 20%, for many short series (where per-series cost dominates) and
 // few long ones. It measures the heap, it does not time anything.
 func TestBytesMatchesHeap(t *testing.T) {
-	for _, c := range []struct{ series, perSeries int }{{100_000, 3}, {20_000, 20}, {500, 2000}} {
-		t.Run(fmt.Sprintf("%dx%d", c.series, c.perSeries), func(t *testing.T) {
+	for _, c := range []struct{ series, perSeries, spread int }{{100_000, 3, 1}, {20_000, 20, 97}, {500, 2000, 1}} {
+		t.Run(fmt.Sprintf("%dx%d/spread=%d", c.series, c.perSeries, c.spread), func(t *testing.T) {
 			batch := make([]point.Entry, 0, c.series)
 			var before, after runtime.MemStats
 			runtime.GC()
@@ -176,8 +176,8 @@ func TestBytesMatchesHeap(t *testing.T) {
 			for step := range c.perSeries {
 				batch = batch[:0]
 				for id := range c.series {
-					// ids spread out: a table must not be sized by the largest
-					batch = append(batch, entry(uint64(id)*97+1_000_000, int64(step)*1e9, point.Float(float64(id))))
+					// ids far above zero: a table must not be sized by the largest
+					batch = append(batch, entry(uint64(id*c.spread)+1_000_000, int64(step)*1e9, point.Float(float64(id))))
 				}
 				tab.Apply(batch)
 			}
@@ -192,4 +192,23 @@ func TestBytesMatchesHeap(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNotSizedByLargestID checks that a table holding a few series with
+// huge ids stays small: nothing is sized by the largest id.
+func TestNotSizedByLargestID(t *testing.T) {
+	tab := New()
+	tab.Apply([]point.Entry{entry(1<<40, 1, point.Int(1)), entry(10_000_000, 1, point.Int(2)), entry(3, 1, point.Int(3))})
+	if b := tab.Bytes(); b > 8<<10 {
+		t.Fatalf("Bytes() = %d for three series", b)
+	}
+	for _, id := range []uint64{1 << 40, 10_000_000, 3} {
+		if got := samples(tab, id, minT, maxT); len(got) != 1 {
+			t.Fatalf("series %d: %v", id, got)
+		}
+	}
+	if ids := tab.IDs(); len(ids) != 3 || ids[0] != 3 || ids[2] != 1<<40 {
+		t.Fatalf("IDs() = %v", ids)
+	}
+	checkInvariants(t, tab)
 }
