@@ -107,7 +107,7 @@ type Table struct {
 	base    uint64               // sequence numbers are stored as seq-base; set by the first Apply
 	pages   map[uint64]*slotPage // id>>pageBits -> slots of those ids
 	series  []memSeries
-	ids     []uint64 // series id of each slot
+	ids     []uint64    // series id of each slot
 	scratch sortScratch // reused by sortSeries
 }
 
