@@ -86,6 +86,8 @@ type memRef struct {
 	tombApplied uint64 // tombstones with seq <= tombApplied are applied to it
 	seriesEnd   int    // catalog size at seal: series it may reference
 	sealed      bool
+	// keyBytes: the key bytes of the series it holds; written under commitMu.
+	keyBytes int64
 	// deletes is set when a Delete ran while this memtable was active, so
 	// that Flush and Close persist the tombstone even with no samples.
 	deletes bool
@@ -322,7 +324,7 @@ func (db *DB) recover() error {
 	}
 
 	// Replay the WAL past what the segments cover.
-	mem := &memRef{t: memtable.New()}
+	mem := db.newMemRef(0)
 	walDir := filepath.Join(db.dir, walDirName)
 	var batch wal.Batch
 	var del wal.Delete

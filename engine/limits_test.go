@@ -97,3 +97,26 @@ func TestLimitsRoundTrip(t *testing.T) {
 	db = reopen(t, db, dir, opts)
 	check("compacted and reopened")
 }
+
+// TestKeyBytesSealMemtable checks that the series keys a memtable
+// references count toward its size: their flush writes them all to one
+// segment index, so long keys must seal memtables like many samples do.
+func TestKeyBytesSealMemtable(t *testing.T) {
+	opts := quietOptions()
+	opts.Sync = SyncNever
+	opts.MemTableBytes = 1 << 20
+	db := openDB(t, t.TempDir(), opts)
+	long := strings.Repeat("k", MaxKeyLen-100)
+	for i := range 64 {
+		mustWrite(t, db, pt("m", []Tag{{Key: "id", Value: fmt.Sprintf("%s%03d", long, i)}}, "f", Int(int64(i)), 1))
+	}
+	// Sealed memtables: flushed, or waiting for it (a flush is counted
+	// before it leaves the queue, so none is missed).
+	if st := db.Stats(); st.Flushes+int64(st.ImmutableMemTables) < 2 {
+		t.Fatalf("%d memtables sealed for 4 MiB of keys and a 1 MiB memtable", st.Flushes+int64(st.ImmutableMemTables))
+	}
+	mustFlush(t, db)
+	if res := mustQuery(t, db, rawAll("m")); len(res) != 64 {
+		t.Fatalf("%d series read back, want 64", len(res))
+	}
+}

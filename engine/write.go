@@ -82,7 +82,7 @@ func (db *DB) Write(points []Point) error {
 	mem.t.ApplySeq(w.entries, seq) // invisible to readers until seq is published
 	db.st.pointsWritten.Add(int64(len(points)))
 	db.st.samplesWritten.Add(int64(len(w.entries)))
-	if mem.t.Bytes() >= db.opts.MemTableBytes {
+	if mem.t.Bytes()+mem.keyBytes >= db.opts.MemTableBytes || mem.keyBytes >= maxMemKeyBytes {
 		// This write is logged and applied; a failed seal is the WAL's
 		// sticky failure, which SyncTo and the next writes report.
 		if err := db.sealLocked(true); err != nil {
@@ -241,10 +241,29 @@ func (db *DB) sealLocked(roll bool) error {
 	old.seriesEnd = len(db.cat.series)
 	old.sealed = true
 	db.mu.imm = append(db.mu.imm, old)
-	db.mu.mem = &memRef{t: memtable.New(), tombApplied: db.seq.Load()}
+	db.mu.mem = db.newMemRef(db.seq.Load())
 	db.mu.cond.Broadcast()
 	db.mu.Unlock()
 	return nil
+}
+
+// maxMemKeyBytes bounds the series keys one memtable references, whatever
+// MemTableBytes is: its flush writes them all to one segment index, which
+// segment readers accept up to 1 GiB.
+const maxMemKeyBytes = 256 << 20
+
+// newMemRef returns an empty memtable whose samples are all written after
+// sequence number tombApplied. It counts the key bytes of the series it
+// holds, which its flush writes to the segment index, toward its size.
+func (db *DB) newMemRef(tombApplied uint64) *memRef {
+	m := &memRef{t: memtable.New(), tombApplied: tombApplied}
+	m.t.OnNewSeries(func(id uint64) {
+		// Called by Apply, which runs under commitMu (or alone, in
+		// recovery): the catalog only grows under commitMu, so reading it
+		// here needs no lock.
+		m.keyBytes += int64(len(db.cat.series[id].key))
+	})
+	return m
 }
 
 // Delete removes the samples s selects that were written before it; later

@@ -109,7 +109,13 @@ type Table struct {
 	series  []memSeries
 	ids     []uint64    // series id of each slot
 	scratch sortScratch // reused by sortSeries
+	onNew   func(id uint64)
 }
+
+// OnNewSeries sets a function that ApplySeq calls, under the table's write
+// lock, for each series id the table did not hold yet. Set it before the
+// first Apply.
+func (t *Table) OnNewSeries(f func(id uint64)) { t.onNew = f }
 
 // New returns an empty Table.
 func New() *Table {
@@ -168,6 +174,9 @@ func (t *Table) ApplySeq(entries []point.Entry, seq uint64) {
 		}
 		slot := page[e.ID&(pageSize-1)]
 		if slot == 0 {
+			if t.onNew != nil {
+				t.onNew(e.ID)
+			}
 			grown += t.addSeries(e.ID)
 			slot = uint32(len(t.series))
 			page[e.ID&(pageSize-1)] = slot
