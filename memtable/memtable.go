@@ -36,10 +36,12 @@
 //
 // # Concurrency
 //
-// One writer at a time calls Apply, Delete or DropSeq (the engine
-// serialises them); any number of readers may call the other methods
-// concurrently with it and with each other. Bytes, Len, MinTime and MaxTime
-// are atomic loads.
+// ApplySeq, DeleteBefore and DropSeq take the write lock and may run
+// concurrently; ApplySeq calls come in sequence order (the engine
+// serialises them), and Apply and Delete, which number the next write
+// themselves, need a single writer. Any number of readers may call the
+// other methods concurrently with them and with each other. Bytes, Len,
+// MinTime and MaxTime are atomic loads.
 package memtable
 
 import (
