@@ -426,16 +426,6 @@ func sortLevels(v *version) {
 	}
 }
 
-// applyDeleteToMem removes the samples sel selects from t.
-func (db *DB) applyDeleteToMem(t *memtable.Table, sel *Selector) {
-	db.cat.mu.RLock()
-	ids := db.cat.match(sel)
-	db.cat.mu.RUnlock()
-	for _, id := range ids {
-		t.Delete(id, sel.Start, sel.End-1)
-	}
-}
-
 // Close flushes the memtable, waits for background work to stop and
 // releases the directory. A second call returns ErrClosed.
 func (db *DB) Close() error {

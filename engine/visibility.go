@@ -195,6 +195,38 @@ func (s *snapshot) memView(m *memRef, tombs []tombstone) memtable.View {
 	return memtable.View{AsOf: s.asOf, Oldest: s.oldest, Masks: masks(tombs, m.tombApplied, nil)}
 }
 
+// applyDeleteToMem removes from t the samples sel selects that t holds now:
+// recovery replays a delete this way, in WAL order, with no reader yet.
+func (db *DB) applyDeleteToMem(t *memtable.Table, sel *Selector) {
+	db.cat.mu.RLock()
+	ids := db.cat.match(sel)
+	db.cat.mu.RUnlock()
+	for _, id := range ids {
+		t.Delete(id, sel.Start, sel.End-1)
+	}
+}
+
+// reclaimDeleted frees the memtable samples the delete with sequence number
+// seq hides, once no reader reads as of an older sequence number (readers
+// that start later mask them anyway). With an older reader live, they stay
+// masked until the flush drops them.
+func (db *DB) reclaimDeleted(sel *Selector, seq uint64) {
+	if db.vis.oldest() < seq {
+		return
+	}
+	db.mu.Lock()
+	mems := append(slices.Clone(db.mu.imm), db.mu.mem)
+	db.mu.Unlock()
+	db.cat.mu.RLock()
+	ids := db.cat.match(sel)
+	db.cat.mu.RUnlock()
+	for _, m := range mems {
+		for _, id := range ids {
+			m.t.DeleteBefore(id, sel.Start, sel.End-1, seq)
+		}
+	}
+}
+
 // tombstonesAsOf returns the tombstones with seq <= asOf; tombs is never
 // modified in place (Delete appends to a clipped copy), so it may be shared.
 func tombstonesAsOf(tombs []tombstone, asOf uint64) []tombstone {

@@ -316,27 +316,6 @@ func (db *DB) Delete(ctx context.Context, s Selector) error {
 	return nil
 }
 
-// reclaimDeleted frees the memtable samples the delete with sequence number
-// seq hides, once no reader reads as of an older sequence number (readers
-// that start later mask them anyway). With an older reader live, they stay
-// masked until the flush drops them.
-func (db *DB) reclaimDeleted(sel *Selector, seq uint64) {
-	if db.vis.oldest() < seq {
-		return
-	}
-	db.mu.Lock()
-	mems := append(slices.Clone(db.mu.imm), db.mu.mem)
-	db.mu.Unlock()
-	db.cat.mu.RLock()
-	ids := db.cat.match(sel)
-	db.cat.mu.RUnlock()
-	for _, m := range mems {
-		for _, id := range ids {
-			m.t.DeleteBefore(id, sel.Start, sel.End-1, seq)
-		}
-	}
-}
-
 func validateSelector(s *Selector) error {
 	if s.Measurement == "" {
 		return fmt.Errorf("%w: empty measurement", ErrInvalid)
