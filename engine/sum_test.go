@@ -87,10 +87,13 @@ func TestInt128AgainstBig(t *testing.T) {
 // returns the exact sum of values whose stats hold a wrapped sum.
 func TestBlockSumRecoversExactSum(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
-	declined := 0
-	for i := range 5000 {
+	declined, rounds := 0, 3000
+	if raceEnabled {
+		rounds = 600
+	}
+	for i := range rounds {
 		n := 1 + r.IntN(64)
-		if i%10 == 0 {
+		if i%200 == 0 {
 			n = segment.MaxBlockSamples
 		}
 		kind := point.KindInt
@@ -135,7 +138,7 @@ func TestBlockSumRecoversExactSum(t *testing.T) {
 			t.Fatalf("blockSum(%v, n=%d) = %v, want %v", kind, n, got.big(), want)
 		}
 	}
-	if declined == 5000 {
+	if declined == rounds {
 		t.Fatal("blockSum never recovered a sum")
 	}
 }
