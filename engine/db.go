@@ -365,7 +365,9 @@ func (db *DB) recover() error {
 					return fmt.Errorf("%w: wal entry for unknown series %d or wrong kind", ErrCorrupt, e.ID)
 				}
 			}
-			mem.t.ApplySeq(batch.Entries, batch.Seq)
+			if err := mem.t.ApplySeq(batch.Entries, batch.Seq); err != nil {
+				return fmt.Errorf("%w: wal batch %d: %v", ErrCorrupt, batch.Seq, err)
+			}
 			if batch.Seq > db.seq.Load() {
 				db.seq.Store(batch.Seq)
 			}

@@ -78,8 +78,13 @@ func (db *DB) Write(points []Point) error {
 		}
 		db.cat.mu.Unlock()
 	}
-	mem := db.mu.mem               // only commitMu holders replace it
-	mem.t.ApplySeq(w.entries, seq) // invisible to readers until seq is published
+	// Applied now, invisible to readers until seq is published. Only
+	// commitMu holders replace mem; Fits was checked above, and sequence
+	// numbers only grow, so ApplySeq cannot refuse.
+	mem := db.mu.mem
+	if err := mem.t.ApplySeq(w.entries, seq); err != nil {
+		panic(fmt.Sprintf("engine: apply write %d: %v", seq, err))
+	}
 	db.st.pointsWritten.Add(int64(len(points)))
 	db.st.samplesWritten.Add(int64(len(w.entries)))
 	if mem.t.Bytes()+mem.keyBytes >= db.opts.MemTableBytes || mem.keyBytes >= maxMemKeyBytes {

@@ -45,6 +45,7 @@
 package memtable
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"sync"
@@ -137,30 +138,39 @@ func (t *Table) Fits(seq uint64) bool {
 	return t.base == 0 && len(t.series) == 0 || seq > t.base && seq-t.base <= maxRel
 }
 
+// ErrSeq is returned by ApplySeq for a sequence number not above every one
+// applied before, or too far above the first (see Fits).
+var ErrSeq = errors.New("memtable: sequence number out of order or out of range")
+
 // Apply appends a batch of entries as the next write, with the sequence
-// number after the last one applied. See ApplySeq.
-func (t *Table) Apply(entries []point.Entry) { t.ApplySeq(entries, t.lastSeq.Load()+1) }
+// number after the last one applied. See ApplySeq. It panics when the table
+// is full (see Fits).
+func (t *Table) Apply(entries []point.Entry) {
+	if err := t.ApplySeq(entries, t.lastSeq.Load()+1); err != nil {
+		panic(err)
+	}
+}
 
 // ApplySeq appends a batch of entries, all written with sequence number seq,
 // which must be above every sequence number applied before and must fit
-// (see Fits). Every entry of a series must have that series' kind (the
+// (see Fits); otherwise it returns ErrSeq and applies nothing. Every entry of a series must have that series' kind (the
 // engine guarantees it). Timestamps may arrive in any order and may repeat;
 // a repeated timestamp keeps the value applied last. ApplySeq takes the
 // write lock once for the whole batch and does not retain entries.
-func (t *Table) ApplySeq(entries []point.Entry, seq uint64) {
+func (t *Table) ApplySeq(entries []point.Entry, seq uint64) error {
 	if len(entries) == 0 {
-		return
+		return nil
 	}
 	mint, maxt := int64(math.MaxInt64), int64(math.MinInt64)
 	var grown int64
 
 	t.mu.Lock()
-	if t.lastSeq.Load() == 0 && len(t.series) == 0 {
+	if t.lastSeq.Load() == 0 && len(t.series) == 0 && seq > 0 {
 		t.base = seq - 1
 	}
-	if seq <= t.base || seq-t.base > maxRel {
+	if seq <= t.lastSeq.Load() || seq <= t.base || seq-t.base > maxRel {
 		t.mu.Unlock()
-		panic("memtable: sequence number out of the table's range")
+		return ErrSeq
 	}
 	rel := uint32(seq - t.base)
 	pageNo, page := uint64(math.MaxUint64), (*slotPage)(nil)
@@ -197,6 +207,7 @@ func (t *Table) ApplySeq(entries []point.Entry, seq uint64) {
 	t.samples.Add(int64(len(entries)))
 	t.bytes.Add(grown)
 	t.mu.Unlock()
+	return nil
 }
 
 // addSeries gives id the next slot and returns the bytes newly allocated.
