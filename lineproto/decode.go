@@ -14,27 +14,26 @@ import (
 var errInternal = errors.New("lineproto: internal error: entry lost by the decoder")
 
 // decodeChunk turns the entries of chunk into points, flushing every full
-// batch, and empties chunk.
+// batch, and empties chunk but for the entry being split, if any.
 func (w *writer) decodeChunk() error {
 	if len(w.entries) == 0 {
 		return nil
 	}
-	var d *lineprotocol.Decoder
-	if len(w.chunk) > 0 {
-		d = lineprotocol.NewDecoderWithBytes(w.chunk)
+	done := len(w.chunk)
+	if w.open {
+		done = w.cur.start
 	}
-	for i, e := range w.entries {
-		if i%checkContextEvery == checkContextEvery-1 {
-			if err := w.ctx.Err(); err != nil {
-				return err
-			}
-		}
+	var d *lineprotocol.Decoder
+	if done > 0 {
+		d = lineprotocol.NewDecoderWithBytes(w.chunk[:done])
+	}
+	for _, e := range w.entries {
 		if e.err != nil {
 			w.reject(e.line, e.err)
 			continue
 		}
-		// Every entry is one non-blank line that is not a comment, so the
-		// decoder's entries are ours one to one.
+		// Every entry is one line that the decoder neither skips nor
+		// splits, so the decoder's entries are ours one to one.
 		if d == nil || !d.Next() {
 			w.reject(e.line, errInternal)
 			continue
@@ -49,7 +48,16 @@ func (w *writer) decodeChunk() error {
 			}
 		}
 	}
-	w.chunk, w.entries = w.chunk[:0], w.entries[:0]
+	if len(w.points) > 0 {
+		w.pending()
+	}
+	// Keep the bytes of the entry being split, at the start of chunk.
+	n := copy(w.chunk, w.chunk[done:])
+	w.chunk, w.entries = w.chunk[:n], w.entries[:0]
+	if w.open {
+		w.cur.from -= done
+		w.cur.start -= done
+	}
 	// Small chunks first, so that the series of the first lines are known
 	// soon; then large ones, which cost less per line.
 	w.chunkEntries = min(2*w.chunkEntries, maxChunkEntries)
@@ -278,14 +286,6 @@ func (w *writer) intern(b []byte) string {
 	return s
 }
 
-// floatByte marks the bytes of a decimal float.
-var floatByte = func() (t [256]bool) {
-	for _, c := range []byte("0123456789.eE+-") {
-		t[c] = true
-	}
-	return t
-}()
-
 // pow10 holds the powers of ten that a float64 represents exactly.
 var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15}
 
@@ -339,17 +339,16 @@ func parseValue(kind lineprotocol.ValueKind, b []byte) (point.Value, error) {
 		if f, ok := parseSimpleFloat(b); ok {
 			return point.Float(f), nil
 		}
-		for _, c := range b {
-			if !floatByte[c] {
-				return point.Value{}, fmt.Errorf("invalid float %q", b)
-			}
-		}
+		// What the decoder accepts: strconv's syntax (so hexadecimal
+		// mantissas too), finite values only.
 		f, err := strconv.ParseFloat(string(b), 64)
-		if err != nil {
-			if errors.Is(err, strconv.ErrRange) {
-				return point.Value{}, fmt.Errorf("float %s out of range", b)
-			}
+		switch {
+		case errors.Is(err, strconv.ErrRange):
+			return point.Value{}, fmt.Errorf("float %s out of range", b)
+		case err != nil:
 			return point.Value{}, fmt.Errorf("invalid float %q", b)
+		case math.IsInf(f, 0) || math.IsNaN(f):
+			return point.Value{}, fmt.Errorf("float %s is not a number", b)
 		}
 		return point.Float(f), nil
 	case lineprotocol.Int:
