@@ -319,7 +319,8 @@ type writer struct {
 	nowNS   int64 // Options.Now for this batch
 	retries int   // points refused by the DB in this batch
 
-	in *input // sets the linger deadline of what is pending
+	in   *input   // sets the linger deadline of what is pending
+	keys []string // scratch space of validate
 }
 
 // reject records that the entry at line was not written. Rejected keeps the

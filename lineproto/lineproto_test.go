@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -966,4 +967,48 @@ type enterReader struct {
 func (r *enterReader) Read(p []byte) (int, error) {
 	r.entered <- struct{}{}
 	return r.r.Read(p)
+}
+
+// manyTags returns a line with n distinct tags, and key k again when dup.
+func manyTags(n int, dup bool) string {
+	var b strings.Builder
+	b.WriteString("m")
+	for i := range n {
+		fmt.Fprintf(&b, ",k%d=v", i)
+	}
+	if dup {
+		fmt.Fprintf(&b, ",k%d=w", n/2)
+	}
+	b.WriteString(" v=1 1\n")
+	return b.String()
+}
+
+// TestManyTags checks duplicate tag keys among many tags, where they are
+// found by sorting.
+func TestManyTags(t *testing.T) {
+	for _, n := range []int{2, 16, 17, 1000, 16000} {
+		in := manyTags(n, false) + manyTags(n, true)
+		res, err := lineproto.Write(context.Background(), &countDB{}, strings.NewReader(in), lineproto.Options{MaxLineBytes: 1 << 20})
+		if err != nil || res.Points != 1 || res.RejectedCount != 1 || res.Rejected[0].Line != 2 ||
+			!strings.Contains(res.Rejected[0].Error(), fmt.Sprintf("duplicate tag key \"k%d\"", n/2)) {
+			t.Errorf("%d tags: %+v, %v", n, res, err)
+		}
+	}
+}
+
+// BenchmarkManyTags shows the cost of a line per tag: flat as the number of
+// tags grows.
+func BenchmarkManyTags(b *testing.B) {
+	for _, n := range []int{1000, 16000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			in := manyTags(n, false)
+			for b.Loop() {
+				res, err := lineproto.Write(context.Background(), &countDB{}, strings.NewReader(in), lineproto.Options{MaxLineBytes: 1 << 20})
+				if err != nil || res.Points != 1 {
+					b.Fatal(res, err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/tag")
+		})
+	}
 }
