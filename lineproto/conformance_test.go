@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
+	"testing/iotest"
+	"time"
 
 	"github.com/influxdata/line-protocol/v2/lineprotocol"
 
@@ -203,5 +206,45 @@ func FuzzConformance(f *testing.F) {
 				t.Fatalf("%q: point %d\n got %s\nwant %s", in, i, showPoint(p), showPoint(wantPts[i]))
 			}
 		}
+
+		// The same, whatever pieces the input arrives in: lines cut by a
+		// tiny read buffer, and bytes trickling in one at a time with a
+		// linger so short that partial batches are written between them.
+		same := func(variant string, res2 lineproto.Result, db2 *memDB) {
+			t.Helper()
+			if fmt.Sprint(res2) != fmt.Sprint(res) {
+				t.Fatalf("%q, %s:\n%+v\nwant\n%+v", in, variant, res2, res)
+			}
+			for i := range db.points {
+				if !samePoint(db2.points[i], db.points[i]) {
+					t.Fatalf("%q, %s: point %d\n got %s\nwant %s", in, variant, i, showPoint(db2.points[i]), showPoint(db.points[i]))
+				}
+			}
+		}
+		opts := lineproto.Options{
+			Precision:    prec,
+			Now:          fixedNow,
+			BatchSize:    1 + len(in)%5,
+			MaxLineBytes: len(in) + 1,
+			MaxRejected:  len(in) + 1,
+		}
+		restore := lineproto.SetReadBufSize(16)
+		db2 := newMemDB()
+		db2.anyKind = true
+		res2, err := lineproto.Write(context.Background(), db2, bytes.NewReader(in), opts)
+		restore()
+		if err != nil {
+			t.Fatal(err)
+		}
+		same("16-byte read buffer", res2, db2)
+
+		opts.Linger = time.Nanosecond
+		db2 = newMemDB()
+		db2.anyKind = true
+		res2, err = lineproto.Write(context.Background(), db2, iotest.OneByteReader(bytes.NewReader(in)), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		same("one byte at a time", res2, db2)
 	})
 }

@@ -237,9 +237,6 @@ func Write(ctx context.Context, db DB, r io.Reader, opts Options) (Result, error
 }
 
 const (
-	// readBufSize is the size of the bufio.Reader; longer lines arrive in
-	// several pieces.
-	readBufSize = 64 << 10
 	// The entries split so far are decoded when they fill chunkBytes or
 	// reach writer.chunkEntries, which doubles from 1 to maxChunkEntries.
 	chunkBytes      = 64 << 10
@@ -258,6 +255,10 @@ const (
 	maxSeries    = 1 << 16
 	maxSeriesLen = 1024
 )
+
+// readBufSize is the size of the bufio.Reader; longer lines arrive in
+// several pieces. Tests make it small to send every line through pieces.
+var readBufSize = 64 << 10
 
 // entry is one split entry, on a line of writer.chunk.
 type entry struct {

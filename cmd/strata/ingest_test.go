@@ -5,15 +5,18 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stratadb/strata/bench"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/lineproto"
 )
@@ -373,4 +376,58 @@ func TestIngestSignalProcess(t *testing.T) {
 	if got := queryAll(t, db, "m"); strings.Join(got, ",") != "v 1 1,v 2 2,v 3 3" {
 		t.Errorf("query: %q", got)
 	}
+}
+
+// baselineLP renders the 1M-point baseline dataset (bench.IoT: 1,000
+// devices x 1,000 steps) as line protocol with nanosecond timestamps.
+func baselineLP(b *testing.B) []byte {
+	ds, err := bench.IoT(1_000_000, 1000, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, 0, ds.Len()*80)
+	for i := range ds.Len() {
+		p := ds.Point(i)
+		buf = append(buf, p.Measurement...)
+		for _, t := range p.Tags {
+			buf = append(buf, ',')
+			buf = append(buf, t.Key...)
+			buf = append(buf, '=')
+			buf = append(buf, t.Value...)
+		}
+		for j, f := range p.Fields {
+			buf = append(buf, " ,"[min(j, 1)])
+			buf = append(buf, f.Key...)
+			buf = append(buf, '=')
+			buf = strconv.AppendFloat(buf, f.Value.Float(), 'f', -1, 64)
+		}
+		buf = append(buf, ' ')
+		buf = strconv.AppendInt(buf, p.Time, 10)
+		buf = append(buf, '\n')
+	}
+	return buf
+}
+
+// BenchmarkIngestEngine measures lineproto.Write of the baseline dataset
+// into the real engine (SyncNever), from Open to Close.
+func BenchmarkIngestEngine(b *testing.B) {
+	data := baselineLP(b)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	lines := 0
+	for b.Loop() {
+		db, err := engine.Open(b.TempDir(), &engine.Options{Sync: engine.SyncNever, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := lineproto.Write(context.Background(), db, bytes.NewReader(data), lineproto.Options{})
+		if err != nil || res.Points != 1_000_000 || res.RejectedCount != 0 {
+			b.Fatalf("Write: %+v, %v", res, err)
+		}
+		if err := db.Close(); err != nil {
+			b.Fatal(err)
+		}
+		lines += res.Lines
+	}
+	b.ReportMetric(float64(lines)/b.Elapsed().Seconds(), "lines/s")
 }
