@@ -41,4 +41,12 @@
 // base.ErrCorrupt that names the file and offset: an acknowledged record is
 // never skipped silently. The header checksum lets Replay decide between the
 // two by testing every later offset for a record start in O(1).
+//
+// # Compatibility
+//
+// This package is a building block of package engine, public so that the
+// layout of the storage engine can be read and tested piece by piece. Its
+// API has no compatibility promise and its signatures use types internal to
+// strata (vfs.FS, point.Kind, ...): programs use package engine. What is
+// stable is the durable format it documents.
 package wal
