@@ -17,10 +17,6 @@ import (
 // checkContextEvery is how many series Merge writes between two polls of ctx.
 const checkContextEvery = 128
 
-// defaultBlockSamples sizes the output buffer when MergeOptions.BlockSamples
-// is zero; it matches segment's default block size.
-const defaultBlockSamples = 1000
-
 // TimeRange is an inclusive range of timestamps.
 type TimeRange struct{ Min, Max int64 }
 
@@ -48,7 +44,7 @@ type MergeOptions struct {
 	// NewOutput creates the next output; the engine names it. Required.
 	NewOutput func() (*segment.Writer, error)
 	// BlockSamples sizes Merge's output buffer: samples are handed to the
-	// writer at most this many at a time. 0 = 1000.
+	// writer at most this many at a time. 0 = segment.DefaultBlockSamples.
 	BlockSamples int
 	// FS removes outputs that were already finished when Merge fails later;
 	// nil = vfs.Default. It must be the FS the outputs were created on.
@@ -102,7 +98,7 @@ func Merge(ctx context.Context, inputs []Input, opts MergeOptions) ([]segment.Me
 		}
 	}
 	if opts.BlockSamples <= 0 {
-		opts.BlockSamples = defaultBlockSamples
+		opts.BlockSamples = segment.DefaultBlockSamples
 	}
 	if opts.FS == nil {
 		opts.FS = vfs.Default
