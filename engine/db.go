@@ -423,8 +423,9 @@ func (db *DB) applyDeleteToMem(t *memtable.Table, sel *Selector) {
 	db.cat.mu.RLock()
 	ids := db.cat.match(sel)
 	db.cat.mu.RUnlock()
+	mint, maxt := sel.TimeRange()
 	for _, id := range ids {
-		t.Delete(id, sel.Start, sel.End-1)
+		t.Delete(id, mint, maxt)
 	}
 }
 
