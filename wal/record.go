@@ -340,8 +340,8 @@ func (d *Delete) Unmarshal(src []byte) error {
 	src = src[n:]
 	if len(src) > 0 {
 		ms, rest, err := point.ReadMatchers(src)
-		if err != nil {
-			return corruptf("delete", "%v", err)
+		if err != nil || len(ms) == 0 {
+			return corruptf("delete", "bad matchers")
 		}
 		if len(rest) != 0 {
 			return corruptf("delete", "%d trailing bytes", len(rest))
