@@ -103,6 +103,7 @@ type segHandle struct {
 	meta        segment.Meta
 	refs        atomic.Int32 // versions that list it
 	obsolete    atomic.Bool  // removed from the current version: delete at last unref
+	ids         segIDs       // catalog ids of its series, built on first use (meta.go)
 }
 
 // version is an immutable set of live segments. Queries hold a reference
