@@ -9,10 +9,16 @@ package engine
 //	file      := magic "SMAN" (4) | version (1) | payload | crc32c(magic..payload) uint32 LE (4)
 //	payload   := nextFile uvarint | walStart uvarint | lastSeq uvarint | seriesCount uvarint
 //	             | nseg uvarint | segment{nseg} | ntomb uvarint | tombstone{ntomb}
+//	             | [nmatched uvarint | (tombstone index uvarint | matchers){nmatched}]
 //	segment   := fileNum uvarint | level uvarint | tombApplied uvarint
 //	tombstone := seq uvarint | measurement str | field str | ntags uvarint | (key str | value str){ntags}
 //	             | start varint | end varint
 //	str       := len uvarint | bytes
+//
+// The bracketed part is optional: it holds the matchers (point.AppendMatchers)
+// of the tombstones that have any, by their index in the tombstone list, and
+// is absent when none has, as in every manifest written before matchers
+// existed. start == end == 0 means all time.
 //
 // walStart: WAL files numbered below it are covered by segments. seriesCount:
 // the series catalog holds at least this many series (ids 0..seriesCount-1).
@@ -86,6 +92,7 @@ func (m *manifest) marshal() []byte {
 		b = binary.AppendVarint(b, t.sel.Start)
 		b = binary.AppendVarint(b, t.sel.End)
 	}
+	b = appendTombMatchers(b, m.tombstones)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
@@ -196,6 +203,9 @@ func unmarshalManifest(path string, b []byte) (*manifest, error) {
 		t.sel.End = d.varint("end")
 		m.tombstones = append(m.tombstones, t)
 	}
+	if d.err == nil && d.off < len(body) {
+		d.readTombMatchers(m.tombstones)
+	}
 	if d.err == nil && d.off != len(body) {
 		d.fail("trailing bytes")
 	}
@@ -206,3 +216,46 @@ func unmarshalManifest(path string, b []byte) (*manifest, error) {
 }
 
 var errNoManifest = errors.New("no manifest")
+
+// appendTombMatchers appends the optional part naming the matchers of the
+// tombstones that have any.
+func appendTombMatchers(b []byte, tombs []tombstone) []byte {
+	n := 0
+	for _, t := range tombs {
+		if len(t.sel.Matchers) > 0 {
+			n++
+		}
+	}
+	if n == 0 {
+		return b
+	}
+	b = binary.AppendUvarint(b, uint64(n))
+	for i, t := range tombs {
+		if len(t.sel.Matchers) > 0 {
+			b = binary.AppendUvarint(b, uint64(i))
+			b = point.AppendMatchers(b, t.sel.Matchers)
+		}
+	}
+	return b
+}
+
+func (d *decoder) readTombMatchers(tombs []tombstone) {
+	n := d.count("matched tombstone count", 2)
+	for range n {
+		i := d.uvarint("tombstone index")
+		if d.err != nil {
+			return
+		}
+		if i >= uint64(len(tombs)) || tombs[i].sel.Matchers != nil {
+			d.fail("tombstone index")
+			return
+		}
+		ms, rest, err := point.ReadMatchers(d.b[d.off:])
+		if err != nil || len(ms) == 0 {
+			d.fail("tombstone matchers")
+			return
+		}
+		d.off = len(d.b) - len(rest)
+		tombs[i].sel.Matchers = ms
+	}
+}

@@ -34,10 +34,14 @@ package wal
 //
 // RecordDelete payload (Delete):
 //
-//	+---------+-------------+-------+---------+---------------------+--------+--------+
-//	| seq     | measurement | field | nTags   | tag x nTags         | start  | end    |
-//	| uvarint | str         | str   | uvarint | key str, value str  | varint | varint |
-//	+---------+-------------+-------+---------+---------------------+--------+--------+
+//	+---------+-------------+-------+---------+---------------------+--------+--------+------------+
+//	| seq     | measurement | field | nTags   | tag x nTags         | start  | end    | [matchers] |
+//	| uvarint | str         | str   | uvarint | key str, value str  | varint | varint | optional   |
+//	+---------+-------------+-------+---------+---------------------+--------+--------+------------+
+//
+//	start == end == 0 means all time. matchers (point.AppendMatchers) is
+//	present only when the selector has matchers; a record without it (as
+//	every record written before matchers existed) has none.
 
 import (
 	"encoding/binary"
@@ -263,7 +267,11 @@ func (d *Delete) Marshal(dst []byte) []byte {
 		dst = appendStr(dst, t.Value)
 	}
 	dst = binary.AppendVarint(dst, s.Start)
-	return binary.AppendVarint(dst, s.End)
+	dst = binary.AppendVarint(dst, s.End)
+	if len(s.Matchers) > 0 {
+		dst = point.AppendMatchers(dst, s.Matchers)
+	}
+	return dst
 }
 
 func appendStr(dst []byte, s string) []byte {
@@ -282,7 +290,8 @@ func readStr(src []byte) (string, []byte, bool) {
 }
 
 // Unmarshal decodes src, the whole payload of a RecordDelete, into d,
-// reusing d.Selector.Tags. Strings are copied. Malformed input is an error
+// reusing d.Selector.Tags (Matchers are freshly allocated). Strings are
+// copied. Malformed input is an error
 // wrapping base.ErrCorrupt.
 func (d *Delete) Unmarshal(src []byte) error {
 	s := &d.Selector
@@ -328,8 +337,16 @@ func (d *Delete) Unmarshal(src []byte) error {
 	if s.End, n = binary.Varint(src); n <= 0 {
 		return corruptf("delete", "bad end")
 	}
-	if len(src) != n {
-		return corruptf("delete", "%d trailing bytes", len(src)-n)
+	src = src[n:]
+	if len(src) > 0 {
+		ms, rest, err := point.ReadMatchers(src)
+		if err != nil || len(ms) == 0 {
+			return corruptf("delete", "bad matchers")
+		}
+		if len(rest) != 0 {
+			return corruptf("delete", "%d trailing bytes", len(rest))
+		}
+		s.Matchers = ms
 	}
 	return nil
 }

@@ -214,6 +214,27 @@ func TestDeleteRoundTrip(t *testing.T) {
 			t.Fatalf("trailing byte: %v, want ErrCorrupt", err)
 		}
 	}
+	// Matchers are an optional trailing part: a record without them (as
+	// written before they existed) has none, one with them round-trips,
+	// and any cut inside them or an empty part is corrupt.
+	withM := Delete{Seq: 7, Selector: point.Selector{Measurement: "m", Matchers: []point.Matcher{
+		{Key: "host", Op: point.MatchRegexp, Value: "web-.*"}, {Key: "dc", Op: point.MatchNotEqual}}}}
+	enc := withM.Marshal(nil)
+	var got Delete
+	if err := got.Unmarshal(enc); err != nil || len(got.Selector.Matchers) != 2 ||
+		got.Selector.Matchers[0] != withM.Selector.Matchers[0] || got.Selector.Matchers[1] != withM.Selector.Matchers[1] {
+		t.Fatalf("matchers round trip: %+v, %v", got.Selector, err)
+	}
+	old := (&Delete{Seq: 7, Selector: point.Selector{Measurement: "m"}}).Marshal(nil)
+	for n := len(old) + 1; n < len(enc); n++ {
+		var bad Delete
+		if err := bad.Unmarshal(enc[:n]); !errors.Is(err, base.ErrCorrupt) {
+			t.Fatalf("matchers cut at %d/%d bytes: %v, want ErrCorrupt", n, len(enc), err)
+		}
+	}
+	if err := got.Unmarshal(old); err != nil || got.Selector.Matchers != nil {
+		t.Fatalf("record without matchers: %+v, %v", got.Selector, err)
+	}
 	var d Delete
 	if err := d.Unmarshal([]byte{1, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0}); !errors.Is(err, base.ErrCorrupt) {
 		t.Errorf("huge tag count: %v, want ErrCorrupt", err)
