@@ -99,6 +99,7 @@ type Matcher = point.Matcher
 // MatchOp is the operator of a Matcher.
 //
 //	func (op MatchOp) String() string // "=", "!=", "=~", "!~"
+//	func (op MatchOp) Valid() bool    // one of the four operators
 type MatchOp = point.MatchOp
 
 // Match operators of a Matcher, as PromQL's label matchers.
