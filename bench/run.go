@@ -220,6 +220,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		for _, cfg := range o.Configs {
 			for _, dur := range o.Durabilities {
 				for _, eng := range o.Engines {
+					if !Supports(eng, cfg, dur) {
+						continue
+					}
 					ev := Event{Engine: eng, Config: cfg, Durability: dur, Run: run, Runs: o.Runs, Total: ds.Len()}
 					j := job{
 						Engine: eng, Config: cfg, Durability: dur,
@@ -229,6 +232,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 					}
 					res, err := o.runJob(ctx, j, ev)
 					os.RemoveAll(j.Dir)
+					forgetMem(j.Dir)
 					if err != nil {
 						return nil, fmt.Errorf("bench: %s: %w", ev.Label(), err)
 					}
@@ -253,6 +257,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	for _, cfg := range o.Configs {
 		for _, dur := range o.Durabilities {
 			for _, eng := range o.Engines {
+				if !Supports(eng, cfg, dur) {
+					continue
+				}
 				rep.Results = append(rep.Results, summarize(eng, cfg, dur, ds.Len(), !o.SkipQueries, measured[cell{eng, cfg, dur}]))
 			}
 		}
