@@ -27,7 +27,7 @@ type Options struct {
 	Batch   int   // points per write call; default 10,000
 	Runs    int   // runs per engine, configuration and durability; default 3
 	Fields  int   // float fields per point; default 1
-	Shape   Shape // default ShapeIoT; ShapeSonnetDB ignores Devices
+	Shape   Shape // default ShapeIoT; ShapeSonnetDB ignores Devices; ShapeWide defaults to 12,000 points of 1,000 devices and 30 fields
 
 	Engines      []string     // default Engines()
 	Durabilities []Durability // default Fast and Durable
@@ -61,14 +61,19 @@ func (o *Options) ensureDefaults() {
 			*p = v
 		}
 	}
+	if o.Shape == "" {
+		o.Shape = ShapeIoT
+	}
+	if o.Shape == ShapeWide {
+		def(&o.Points, WidePoints)
+		def(&o.Devices, WideDevices)
+		def(&o.Fields, WideFields)
+	}
 	def(&o.Points, 1_000_000)
 	def(&o.Devices, 1000)
 	def(&o.Batch, 10_000)
 	def(&o.Runs, 3)
 	def(&o.Fields, 1)
-	if o.Shape == "" {
-		o.Shape = ShapeIoT
-	}
 	if o.Shape == ShapeSonnetDB {
 		o.Devices = 1
 	}
@@ -102,8 +107,8 @@ func (o *Options) validate() error {
 			return fmt.Errorf("bench: unknown config %q (want default or equal-memory)", c)
 		}
 	}
-	if o.Shape != ShapeIoT && o.Shape != ShapeSonnetDB {
-		return fmt.Errorf("bench: unknown shape %q (want iot or sonnetdb)", o.Shape)
+	if !slices.Contains(Shapes(), o.Shape) {
+		return fmt.Errorf("bench: unknown shape %q (want iot, sonnetdb or wide)", o.Shape)
 	}
 	return checkSize(o.Points, o.Devices, o.Fields)
 }

@@ -401,3 +401,35 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("ratio %v without SQLite in the same mode", *got)
 	}
 }
+
+// TestRunWide runs the wide shape (30 fields, 12 timestamps) at 50
+// devices through every engine: the short dataset's queries must not be
+// empty, and every engine's answers must match the reference.
+func TestRunWide(t *testing.T) {
+	o := Options{Shape: ShapeWide, Devices: 50, Points: 50 * 12, Runs: 1, Engines: testEngines(t),
+		Configs: []Config{ConfigDefault}, Durabilities: []Durability{Fast}, Dir: t.TempDir()}
+	rep, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := rep.Dataset; d.Shape != ShapeWide || d.Fields != WideFields || d.Points != 600 || d.Devices != 50 {
+		t.Errorf("dataset %+v", d)
+	}
+	if len(rep.Results) != len(o.Engines) {
+		t.Errorf("%d results for %d engines", len(rep.Results), len(o.Engines))
+	}
+	ds, err := NewDataset(ShapeWide, 600, 50, WideFields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{QueryPoint: 1, QueryRange: 50 * WideFields * (12 - 12/7), QueryAgg: 50}
+	for _, nq := range ds.Queries() {
+		var rs resultSet
+		if err := ds.reference(nq.Query, &rs); err != nil {
+			t.Fatal(err)
+		}
+		if got := rs.digest().Rows; got != want[nq.Name] {
+			t.Errorf("%s: %d rows, want %d", nq.Name, got, want[nq.Name])
+		}
+	}
+}
