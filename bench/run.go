@@ -187,16 +187,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	want := map[string]Digest{}
-	if !o.SkipQueries {
-		var rs resultSet
-		for _, nq := range ds.Queries() {
-			rs.reset()
-			if err := ds.reference(nq.Query, &rs); err != nil {
-				return nil, err
-			}
-			want[nq.Name] = rs.digest()
-		}
+	want, err := references(ds, !o.SkipQueries)
+	if err != nil {
+		return nil, err
 	}
 	if o.Dir != "" {
 		if err := mkdir(o.Dir); err != nil {
