@@ -134,10 +134,18 @@ type Event struct {
 	Done       int           // points written so far
 	Total      int           // points to write
 	Insert     time.Duration // for PhaseDone: the insert's wall time
+	// Devices is the series count of a sweep's size; 0 outside sweeps,
+	// where Run counts the runs. In a sweep, Run counts the sizes.
+	Devices int
 }
 
-// Label names the job, e.g. "sqlite default/fast run 1/3".
+// Label names the job, e.g. "sqlite default/fast run 1/3", or in a sweep
+// "sqlite default/fast size 2/3 (10,000,000 points, 1,000 series)".
 func (e Event) Label() string {
+	if e.Devices > 0 {
+		return fmt.Sprintf("%s %s/%s size %d/%d (%s points, %s series)", e.Engine, e.Config, e.Durability,
+			e.Run, e.Runs, thousands(float64(e.Total)), thousands(float64(e.Devices)))
+	}
 	return fmt.Sprintf("%s %s/%s run %d/%d", e.Engine, e.Config, e.Durability, e.Run, e.Runs)
 }
 

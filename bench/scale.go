@@ -159,7 +159,7 @@ func RunScale(ctx context.Context, so ScaleOptions) (*ScaleReport, error) {
 					return nil, err
 				}
 			}
-			ev := Event{Engine: eng, Config: so.Config, Durability: so.Durability, Run: i + 1, Runs: len(so.Sizes), Total: size.Points}
+			ev := Event{Engine: eng, Config: so.Config, Durability: so.Durability, Run: i + 1, Runs: len(so.Sizes), Total: size.Points, Devices: size.Devices}
 			j := job{Engine: eng, Config: so.Config, Durability: so.Durability, Shape: ShapeIoT,
 				Points: size.Points, Devices: size.Devices, Fields: 1, Batch: o.Batch,
 				Dir:     filepath.Join(scratch, fmt.Sprintf("%s-%d-%d", eng, size.Points, size.Devices)),
