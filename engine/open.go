@@ -406,11 +406,10 @@ func (db *DB) recover(m *manifest) error {
 	db.mu.tombstones = m.tombstones
 	db.seq.Store(m.lastSeq)
 
-	var leftovers []leftover
-	if !db.readOnly {
-		if leftovers, err = db.findLeftovers(m, live); err != nil {
-			return err
-		}
+	// Read-only, the check alone: a leftover stays for the writer to remove.
+	leftovers, err := db.findLeftovers(m, live)
+	if err != nil {
+		return err
 	}
 
 	walDir := filepath.Join(db.dir, walDirName)
