@@ -64,15 +64,14 @@ func parseTime(s string, def int64) (int64, error) {
 	return t.UnixNano(), nil
 }
 
-// openExisting opens the database in dir, refusing to create one.
+// openExisting opens the database in dir read-only: it creates, changes
+// and locks nothing, so it works beside a running writer, and a directory
+// that holds no database is engine.ErrNotDatabase.
 func openExisting(dir string) (*engine.DB, error) {
 	if dir == "" {
 		return nil, errors.New("--db is required")
 	}
-	if _, err := os.Stat(dir); err != nil {
-		return nil, err
-	}
-	return engine.Open(dir, nil)
+	return engine.Open(dir, &engine.Options{ReadOnly: true})
 }
 
 // queryMain is the query command: CSV rows series,time,value on stdout.
@@ -145,8 +144,10 @@ func queryMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 // intact, 1 when damage is found, 2 when the database cannot be opened.
 func verifyMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("verify", "usage: strata verify --db DIR\n\n"+
-		"Open the database (replaying its WAL), read every block of every segment and check\n"+
-		"every checksum. Exit status: 0 intact, 1 damage found, 2 cannot open.", stderr)
+		"Open the database read-only (replaying its WAL in memory; nothing on disk changes,\n"+
+		"and a running writer may keep the database open), read every block of every segment\n"+
+		"and check every checksum. Exit status: 0 intact, 1 damage found (run strata repair),\n"+
+		"2 cannot open.", stderr)
 	dir := fs.String("db", "", "database directory (required)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -165,8 +166,8 @@ func verifyMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	defer db.Close()
 	start := time.Now()
 	rep, err := db.Verify(ctx)
-	fmt.Fprintf(stdout, "segments %d, series %d, blocks %d, samples %d, bytes %d, in %v\n",
-		rep.Segments, rep.Series, rep.Blocks, rep.Samples, rep.Bytes, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "segments %d, series %d, blocks %d, samples %d, bytes %d, wal samples %d, in %v\n",
+		rep.Segments, rep.Series, rep.Blocks, rep.Samples, rep.Bytes, rep.MemTableSamples, time.Since(start).Round(time.Millisecond))
 	if err != nil {
 		fmt.Fprintf(stderr, "strata verify: %v\n", err)
 		if errors.Is(err, engine.ErrCorrupt) {
