@@ -239,9 +239,14 @@ func checkBatches(t *testing.T, db *DB, batches int) int {
 	return n
 }
 
+// walRecordEnds returns the offsets just past each record of a WAL file
+// (header: 20 bytes in version 1, 28 in version 2).
 func walRecordEnds(data []byte) []int64 {
 	var ends []int64
-	off := int64(20)
+	off := int64(28)
+	if len(data) > 4 && data[4] == 1 {
+		off = 20
+	}
 	for off+13 <= int64(len(data)) {
 		n := int64(binary.LittleEndian.Uint32(data[off:]))
 		off += 13 + n
