@@ -640,3 +640,49 @@ func TestReadOnlyBesideWriterProcess(t *testing.T) {
 	}
 	t.Logf("writer wrote %d batches (%d flushes, %d compactions); %d read-only opens saw up to %d while it ran", total, flushes, compactions, opens, prev)
 }
+
+// TestOpenFormatV1Database opens a database written by the release before
+// manifest version 2 and WAL format version 2 (checked in under testdata:
+// two segments, one a compaction output, and 100 writes left in the WAL as
+// a crash leaves them), read-only and then writable.
+func TestOpenFormatV1Database(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	if err := os.CopyFS(dir, os.DirFS("testdata/format_v1_db")); err != nil {
+		t.Fatal(err)
+	}
+	if m := mustRead(t, filepath.Join(dir, manifestName)); m[4] != manifestVersionV1 {
+		t.Fatalf("fixture manifest version %d", m[4])
+	}
+	check := func(db *DB, n int) {
+		t.Helper()
+		got := samplesOf(t, mustQuery(t, db, rawAll("m")))
+		if len(got) != n {
+			t.Fatalf("%d samples, want %d", len(got), n)
+		}
+		for i, s := range got {
+			if s.Time != int64(i) || s.Value.Int() != int64(i) {
+				t.Fatalf("sample %d is %d=%v", i, s.Time, s.Value)
+			}
+		}
+	}
+	ro := quietOptions()
+	ro.ReadOnly = true
+	before := dirSnapshot(t, dir)
+	db, err := Open(dir, ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(db, 400)
+	db.Close()
+	if d := diffSnapshots(before, dirSnapshot(t, dir)); d != "" {
+		t.Fatalf("read-only open changed the old database: %s", d)
+	}
+	db = openDB(t, dir, quietOptions())
+	check(db, 400)
+	mustWrite(t, db, pt("m", []Tag{{Key: "k", Value: "a"}}, "v", Int(400), 400))
+	db = reopen(t, db, dir, quietOptions())
+	check(db, 401)
+	if m := mustRead(t, filepath.Join(dir, manifestName)); m[4] != manifestVersion {
+		t.Fatalf("manifest version %d after a writable open, want %d", m[4], manifestVersion)
+	}
+}
