@@ -44,6 +44,7 @@ package engine
 // another process removes a file between the manifest read and its open.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -242,6 +243,20 @@ func openWritable(dir string, opts *Options, fsys vfs.FS) (*DB, error) {
 	switch kind {
 	case dirForeign:
 		return nil, fmt.Errorf("open %s: %w: the directory is not empty and holds no strata database", dir, ErrNotDatabase)
+	case dirDatabase, dirNoManifest:
+		// Check the manifest before taking the lock, which creates LOCK
+		// when it is missing: a damaged database is reported unchanged.
+		// Under the lock it is read again.
+		probe := newDB(dir, opts, fsys)
+		var err error
+		if kind == dirDatabase {
+			_, err = probe.readManifest()
+		} else if m, lerr := legacyManifest(fsys, dir); lerr != nil || m == nil {
+			err = cmp.Or(lerr, errNoManifest(dir))
+		}
+		if err != nil {
+			return nil, err
+		}
 	case dirMissing:
 		if err := fsys.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("create database dir: %w", err)

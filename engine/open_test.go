@@ -239,9 +239,14 @@ func checkBatches(t *testing.T, db *DB, batches int) int {
 	return n
 }
 
+// walRecordEnds returns the offsets just past each record of a WAL file
+// (header: 20 bytes in version 1, 28 in version 2).
 func walRecordEnds(data []byte) []int64 {
 	var ends []int64
-	off := int64(20)
+	off := int64(28)
+	if len(data) > 4 && data[4] == 1 {
+		off = 20
+	}
 	for off+13 <= int64(len(data)) {
 		n := int64(binary.LittleEndian.Uint32(data[off:]))
 		off += 13 + n
@@ -353,6 +358,11 @@ func TestOpenMissingManifest(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, manifestName)); err != nil {
 		t.Fatal(err)
 	}
+	openUntouched(t, dir, ErrCorrupt)
+	// Without its LOCK file too: not even that is created.
+	os.Remove(filepath.Join(dir, lockName))
+	openUntouched(t, dir, ErrCorrupt)
+	writeFile(t, filepath.Join(dir, manifestName), []byte("SMAN garbage"))
 	openUntouched(t, dir, ErrCorrupt)
 
 	// A database that never flushed, from before every database had a
@@ -609,7 +619,7 @@ func TestReadOnlyBesideWriterProcess(t *testing.T) {
 	// Read until the writer has gone well past where it was, so flushes and
 	// compactions ran under the reads.
 	prev, opens := 0, 0
-	for ; opens < 40 || (prev < 1500 && opens < 5000); opens++ {
+	for ; opens < 40 || (prev < 600 && opens < 5000); opens++ {
 		n := check(fmt.Sprintf("open %d", opens))
 		if n < prev {
 			t.Fatalf("open %d sees %d batches, the one before saw %d", opens, n, prev)
@@ -634,4 +644,50 @@ func TestReadOnlyBesideWriterProcess(t *testing.T) {
 		t.Fatalf("the writer flushed %d times and compacted %d times: too little churn under the reads", flushes, compactions)
 	}
 	t.Logf("writer wrote %d batches (%d flushes, %d compactions); %d read-only opens saw up to %d while it ran", total, flushes, compactions, opens, prev)
+}
+
+// TestOpenFormatV1Database opens a database written by the release before
+// manifest version 2 and WAL format version 2 (checked in under testdata:
+// two segments, one a compaction output, and 100 writes left in the WAL as
+// a crash leaves them), read-only and then writable.
+func TestOpenFormatV1Database(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	if err := os.CopyFS(dir, os.DirFS("testdata/format_v1_db")); err != nil {
+		t.Fatal(err)
+	}
+	if m := mustRead(t, filepath.Join(dir, manifestName)); m[4] != manifestVersionV1 {
+		t.Fatalf("fixture manifest version %d", m[4])
+	}
+	check := func(db *DB, n int) {
+		t.Helper()
+		got := samplesOf(t, mustQuery(t, db, rawAll("m")))
+		if len(got) != n {
+			t.Fatalf("%d samples, want %d", len(got), n)
+		}
+		for i, s := range got {
+			if s.Time != int64(i) || s.Value.Int() != int64(i) {
+				t.Fatalf("sample %d is %d=%v", i, s.Time, s.Value)
+			}
+		}
+	}
+	ro := quietOptions()
+	ro.ReadOnly = true
+	before := dirSnapshot(t, dir)
+	db, err := Open(dir, ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(db, 400)
+	db.Close()
+	if d := diffSnapshots(before, dirSnapshot(t, dir)); d != "" {
+		t.Fatalf("read-only open changed the old database: %s", d)
+	}
+	db = openDB(t, dir, quietOptions())
+	check(db, 400)
+	mustWrite(t, db, pt("m", []Tag{{Key: "k", Value: "a"}}, "v", Int(400), 400))
+	db = reopen(t, db, dir, quietOptions())
+	check(db, 401)
+	if m := mustRead(t, filepath.Join(dir, manifestName)); m[4] != manifestVersion {
+		t.Fatalf("manifest version %d after a writable open, want %d", m[4], manifestVersion)
+	}
 }

@@ -98,12 +98,14 @@ func ReplayDir(fs vfs.FS, dir string, opts ReplayOptions, fn func(file uint64, t
 	}
 	var r fileReader
 	r.readOnly = opts.ReadOnly
+	prevSize := int64(-1)
 	for i, num := range nums {
 		res.Files++
 		res.LastFile = num
-		if err := r.replayFile(fs, dir, num, i == len(nums)-1, fn, &res); err != nil {
+		if err := r.replayFile(fs, dir, num, i == len(nums)-1, prevSize, fn, &res); err != nil {
 			return res, err
 		}
+		prevSize = r.size
 	}
 	return res, nil
 }
@@ -123,7 +125,8 @@ func TruncateTail(fs vfs.FS, res *ReplayResult) error {
 // fileReader reads one file through a window buffer that is reused across
 // files. The buffer never grows past the bytes left in the file.
 type fileReader struct {
-	readOnly bool // report a torn tail, do not truncate it
+	readOnly bool  // report a torn tail, do not truncate it
+	hdrSize  int64 // header length of the current file, by its version
 	f        vfs.File
 	path     string
 	size     int64
@@ -231,7 +234,7 @@ func (r *fileReader) record(off int64) (typ byte, payload []byte, next int64, ba
 // returns the first one found. Each offset costs O(1): only a header that
 // passes its own checksum gets its payload read and checked.
 func (r *fileReader) validRecordAfter(start int64) (int64, bool, error) {
-	for p := max(start, fileHeaderSize); p+recordHeaderSize <= r.size; p++ {
+	for p := max(start, r.hdrSize); p+recordHeaderSize <= r.size; p++ {
 		h, err := r.bytes(p, recordHeaderSize)
 		if err != nil {
 			return 0, false, err
@@ -256,25 +259,44 @@ func (r *fileReader) validRecordAfter(start int64) (int64, bool, error) {
 	return 0, false, nil
 }
 
-// checkFileHeader validates the header h of file number num: magic, then
-// version, then checksum, then the fields the checksum covers.
-func checkFileHeader(h []byte, num uint64) error {
+// checkFileHeader validates the header h of file number num (of the
+// length its version says): magic, then version, then checksum, then the
+// fields the checksum covers. It returns the size the header records for
+// the previous file (noPreviousFile for version 1).
+func checkFileHeader(h []byte, num uint64) (uint64, error) {
 	if string(h[:4]) != fileMagic {
-		return fmt.Errorf("bad magic %q", h[:4])
+		return 0, fmt.Errorf("bad magic %q", h[:4])
 	}
-	if h[4] != formatVersion {
-		return fmt.Errorf("unsupported version %d", h[4])
-	}
-	if crc32.Checksum(h[:16], castagnoli) != binary.LittleEndian.Uint32(h[16:20]) {
-		return errors.New("file header checksum mismatch")
+	prev := uint64(noPreviousFile)
+	switch h[4] {
+	case formatVersion:
+		if len(h) < fileHeaderSize || crc32.Checksum(h[:24], castagnoli) != binary.LittleEndian.Uint32(h[24:28]) {
+			return 0, errors.New("file header checksum mismatch")
+		}
+		prev = binary.LittleEndian.Uint64(h[16:24])
+	case formatVersionV1:
+		if len(h) < fileHeaderSizeV1 || crc32.Checksum(h[:16], castagnoli) != binary.LittleEndian.Uint32(h[16:20]) {
+			return 0, errors.New("file header checksum mismatch")
+		}
+	default:
+		return 0, fmt.Errorf("unsupported version %d", h[4])
 	}
 	if h[5] != 0 || h[6] != 0 || h[7] != 0 {
-		return errors.New("nonzero reserved header bytes")
+		return 0, errors.New("nonzero reserved header bytes")
 	}
 	if got := binary.LittleEndian.Uint64(h[8:16]); got != num {
-		return fmt.Errorf("header names file %d, want %d", got, num)
+		return 0, fmt.Errorf("header names file %d, want %d", got, num)
 	}
-	return nil
+	return prev, nil
+}
+
+// headerSize returns the header length of a file starting with h (at least
+// 5 bytes): a version 1 file's is shorter.
+func headerSize(h []byte) int64 {
+	if len(h) >= 5 && string(h[:4]) == fileMagic && h[4] == formatVersionV1 {
+		return fileHeaderSizeV1
+	}
+	return fileHeaderSize
 }
 
 func allZero(b []byte) bool {
@@ -286,7 +308,9 @@ func allZero(b []byte) bool {
 	return true
 }
 
-func (r *fileReader) replayFile(fs vfs.FS, dir string, num uint64, last bool,
+// replayFile replays file num. prevSize is the size of the file before it
+// in this replay, or -1 for the first.
+func (r *fileReader) replayFile(fs vfs.FS, dir string, num uint64, last bool, prevSize int64,
 	fn func(file uint64, typ byte, payload []byte) error, res *ReplayResult) error {
 	path := filepath.Join(dir, FileName(num))
 	f, err := fs.Open(path)
@@ -299,6 +323,14 @@ func (r *fileReader) replayFile(fs vfs.FS, dir string, num uint64, last bool,
 		return fmt.Errorf("wal: replay: stat %s: %w", path, err)
 	}
 	r.f, r.path, r.size, r.buf, r.bufOff = f, path, fi.Size(), r.buf[:0], 0
+	r.hdrSize = fileHeaderSize
+	if r.size >= 5 {
+		h, err := r.bytes(0, 5)
+		if err != nil {
+			return err
+		}
+		r.hdrSize = headerSize(h)
+	}
 
 	// A torn tail at off: truncate it away when it is the end of the last
 	// file, and report cause as corruption anywhere else.
@@ -325,20 +357,25 @@ func (r *fileReader) replayFile(fs vfs.FS, dir string, num uint64, last bool,
 	if r.size == 0 {
 		return nil // created, then a crash before its header: no records
 	}
-	if r.size < fileHeaderSize {
+	if r.size < r.hdrSize {
 		return tail(0, fmt.Errorf("file of %d bytes is shorter than its header", r.size))
 	}
-	h, err := r.bytes(0, fileHeaderSize)
+	h, err := r.bytes(0, int(r.hdrSize))
 	if err != nil {
 		return err
 	}
-	if err := checkFileHeader(h, num); err != nil {
+	recorded, err := checkFileHeader(h, num)
+	if err != nil {
 		if allZero(h) {
 			return tail(0, errors.New("zeroed file header"))
 		}
 		return &base.CorruptionError{Path: path, Offset: 0, Err: err}
 	}
-	for off := int64(fileHeaderSize); off < r.size; {
+	if prevSize >= 0 && recorded != noPreviousFile && recorded != uint64(prevSize) {
+		return &base.CorruptionError{Path: path, Offset: 16, Err: fmt.Errorf(
+			"wal file %d is %d bytes, but was %d when this file was created: it was cut or extended", num-1, prevSize, recorded)}
+	}
+	for off := r.hdrSize; off < r.size; {
 		typ, payload, next, bad, err := r.record(off)
 		if err != nil {
 			return err
