@@ -36,12 +36,19 @@ type measIndex struct {
 }
 
 type keyIndex struct {
-	postings map[string][]uint64 // value -> ascending series ids
+	postings map[string]*posting // by value
 	n        int                 // series holding the key
 
 	mu     sync.Mutex
-	sorted []string // distinct values, sorted; never modified once published
-	fresh  []string // values added since sorted was built
+	sorted []*posting // by value; the slice is never modified once published
+	fresh  []*posting // values added since sorted was built
+}
+
+// posting is one value of a key and its series. ids grows under
+// catalog.mu.
+type posting struct {
+	value string
+	ids   []uint64 // ascending
 }
 
 func newIndex() index { return index{measurements: make(map[string]*measIndex)} }
@@ -60,31 +67,34 @@ func (x *index) add(id uint64, measurement string, tags []Tag) {
 	for _, t := range tags {
 		ki := mi.keys[t.Key]
 		if ki == nil {
-			ki = &keyIndex{postings: make(map[string][]uint64)}
+			ki = &keyIndex{postings: make(map[string]*posting)}
 			mi.keys[t.Key] = ki
 		}
-		l, ok := ki.postings[t.Value]
-		if !ok {
+		p := ki.postings[t.Value]
+		if p == nil {
+			p = &posting{value: t.Value}
+			ki.postings[t.Value] = p
 			ki.mu.Lock()
-			ki.fresh = append(ki.fresh, t.Value)
+			ki.fresh = append(ki.fresh, p)
 			ki.mu.Unlock()
 		}
-		ki.postings[t.Value] = append(l, id)
+		p.ids = append(p.ids, id)
 		ki.n++
 	}
 }
 
-// values returns the key's distinct values, sorted. The slice is shared:
-// callers must not modify it.
-func (ki *keyIndex) values() []string {
+// values returns the key's distinct values with their postings, sorted by
+// value. The slice is shared: callers must not modify it, and read the
+// postings' ids under catalog.mu.
+func (ki *keyIndex) values() []*posting {
 	ki.mu.Lock()
 	defer ki.mu.Unlock()
 	if len(ki.fresh) > 0 {
-		slices.Sort(ki.fresh)
-		merged := make([]string, 0, len(ki.sorted)+len(ki.fresh))
+		slices.SortFunc(ki.fresh, func(a, b *posting) int { return strings.Compare(a.value, b.value) })
+		merged := make([]*posting, 0, len(ki.sorted)+len(ki.fresh))
 		i, j := 0, 0
 		for i < len(ki.sorted) && j < len(ki.fresh) {
-			if ki.sorted[i] < ki.fresh[j] {
+			if ki.sorted[i].value < ki.fresh[j].value {
 				merged = append(merged, ki.sorted[i])
 				i++
 			} else {
@@ -102,20 +112,20 @@ func (ki *keyIndex) values() []string {
 // matching returns the values of the key that m matches (all when m
 // matches every non-empty value, as with `=~".+"`, the caller sees a long
 // list). Regexps test only the values from their literal prefix on.
-func (ki *keyIndex) matching(m *matcher, want bool, visit func(v string)) {
+func (ki *keyIndex) matching(m *matcher, want bool, visit func(p *posting)) {
 	switch m.op {
 	case MatchEqual, MatchNotEqual:
 		// Only the one value differs between "matched" and "not matched".
 		eq := m.op == MatchEqual
 		if eq == want {
-			if _, ok := ki.postings[m.value]; ok {
-				visit(m.value)
+			if p := ki.postings[m.value]; p != nil {
+				visit(p)
 			}
 			return
 		}
-		for _, v := range ki.values() {
-			if v != m.value {
-				visit(v)
+		for _, p := range ki.values() {
+			if p.value != m.value {
+				visit(p)
 			}
 		}
 		return
@@ -123,20 +133,20 @@ func (ki *keyIndex) matching(m *matcher, want bool, visit func(v string)) {
 	vals := ki.values()
 	if want == (m.op == MatchRegexp) && m.prefix != "" {
 		// Only values starting with the prefix can match (or, for !~, fail).
-		lo, _ := slices.BinarySearch(vals, m.prefix)
-		for _, v := range vals[lo:] {
-			if !strings.HasPrefix(v, m.prefix) {
+		lo, _ := slices.BinarySearchFunc(vals, m.prefix, func(p *posting, pre string) int { return strings.Compare(p.value, pre) })
+		for _, p := range vals[lo:] {
+			if !strings.HasPrefix(p.value, m.prefix) {
 				break
 			}
-			if m.matches(v) == want {
-				visit(v)
+			if m.matches(p.value) == want {
+				visit(p)
 			}
 		}
 		return
 	}
-	for _, v := range vals {
-		if m.matches(v) == want {
-			visit(v)
+	for _, p := range vals {
+		if m.matches(p.value) == want {
+			visit(p)
 		}
 	}
 }
@@ -205,11 +215,11 @@ func (mi *measIndex) selectIDs(ms []matcher, nseries int) []uint64 {
 			return nil // no series has the key, and m needs a value
 		}
 		if m.op == MatchEqual {
-			l := ki.postings[m.value]
-			if len(l) == 0 {
+			p := ki.postings[m.value]
+			if p == nil {
 				return nil
 			}
-			sets = append(sets, l)
+			sets = append(sets, p.ids)
 			continue
 		}
 		sets = append(sets, ki.union(m, true, nseries))
@@ -237,7 +247,9 @@ func (mi *measIndex) selectIDs(ms []matcher, nseries int) []uint64 {
 		}
 		var drop []uint64
 		if m.op == MatchNotEqual {
-			drop = ki.postings[m.value]
+			if p := ki.postings[m.value]; p != nil {
+				drop = p.ids
+			}
 		} else {
 			drop = ki.union(m, false, nseries)
 		}
@@ -257,10 +269,9 @@ func (mi *measIndex) selectIDs(ms []matcher, nseries int) []uint64 {
 func (ki *keyIndex) union(m *matcher, want bool, nseries int) []uint64 {
 	var lists [][]uint64
 	total := 0
-	ki.matching(m, want, func(v string) {
-		l := ki.postings[v]
-		lists = append(lists, l)
-		total += len(l)
+	ki.matching(m, want, func(p *posting) {
+		lists = append(lists, p.ids)
+		total += len(p.ids)
 	})
 	switch len(lists) {
 	case 0:
@@ -314,10 +325,7 @@ func (c *catalog) match(sel *Selector) []uint64 {
 func (c *catalog) matchCompiled(sel *Selector, ms []matcher) []uint64 {
 	var out []uint64
 	for _, mi := range c.measIndexes(sel.Measurement) {
-		ids := mi.selectIDs(ms, len(c.series))
-		if sel.Field != "" {
-			ids = slices.DeleteFunc(slices.Clone(ids), func(id uint64) bool { return c.series[id].field != sel.Field })
-		}
+		ids := c.fieldFilter(mi.selectIDs(ms, len(c.series)), sel.Field)
 		if len(out) == 0 {
 			out = slices.Clone(ids)
 		} else {
@@ -328,6 +336,15 @@ func (c *catalog) matchCompiled(sel *Selector, ms []matcher) []uint64 {
 		slices.Sort(out)
 	}
 	return out
+}
+
+// fieldFilter returns the ids of field (all when it is ""), in a new slice
+// when some are dropped. The caller holds mu.RLock.
+func (c *catalog) fieldFilter(ids []uint64, field string) []uint64 {
+	if field == "" {
+		return ids
+	}
+	return slices.DeleteFunc(slices.Clone(ids), func(id uint64) bool { return c.series[id].field != field })
 }
 
 // measIndexes returns the index of measurement, or of every measurement

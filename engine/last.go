@@ -47,10 +47,20 @@ func (db *DB) Last(ctx context.Context, s Selector) ([]Series, error) {
 			order[i] = i
 		}
 		slices.SortFunc(order, func(a, b int) int { return strings.Compare(metas[a].key, metas[b].key) })
+		// One allocation for every result's sample and one for the tags.
 		out = make([]Series, len(order))
+		ntags := 0
+		for i := range metas {
+			ntags += len(metas[i].set.tags)
+		}
+		tags := make([]Tag, 0, ntags)
+		samples := make([]Sample, len(order))
 		for n, i := range order {
 			m := &metas[i]
-			out[n] = Series{Measurement: m.set.measurement, Tags: slices.Clone(m.set.tags), Field: m.field, Samples: []Sample{smps[i]}}
+			t := len(tags)
+			tags = append(tags, m.set.tags...)
+			samples[n] = smps[i]
+			out[n] = Series{Measurement: m.set.measurement, Tags: tags[t:len(tags):len(tags)], Field: m.field, Samples: samples[n : n+1 : n+1]}
 		}
 		return nil
 	})
@@ -134,10 +144,15 @@ func (v *visibility) newest(ctx context.Context, ids []uint64, best []lastSample
 	return nil
 }
 
+// lastReadWindow is the read-ahead of Last's block reads: the newest
+// blocks of series adjacent in a segment are close together.
+const lastReadWindow = 256 << 10
+
 // segNewest updates best from segment h.
 func (v *visibility) segNewest(h *segHandle, rank int, ids []uint64, best []lastSample) error {
 	applied := h.tombApplied.Load()
 	anyTomb := v.hasTombsAbove(applied)
+	br := h.r.NewBlockReader(lastReadWindow)
 	visit := func(i int, si *segment.SeriesIndex) error {
 		if len(si.Blocks) == 0 || si.MinTime() > v.maxt || si.MaxTime() < v.mint || !best[i].beats(min(si.MaxTime(), v.maxt), rank) {
 			return nil
@@ -156,7 +171,7 @@ func (v *visibility) segNewest(h *segHandle, rank int, ids []uint64, best []last
 				return nil
 			}
 			var err error
-			v.buf, err = h.r.ReadBlock(si, b, v.buf[:0])
+			v.buf, err = br.ReadBlock(si, b, v.buf[:0])
 			if err != nil {
 				return err
 			}
@@ -176,36 +191,5 @@ func (v *visibility) segNewest(h *segHandle, rank int, ids []uint64, best []last
 		}
 		return nil
 	}
-	pairs, ok := v.db.segSeriesIDs(h)
-	if !ok || len(ids)*16 < h.r.NumSeries() {
-		for i, id := range ids {
-			v.db.cat.mu.RLock()
-			key := v.db.cat.series[id].key
-			v.db.cat.mu.RUnlock()
-			if key < string(h.meta.FirstKey) || key > string(h.meta.LastKey) {
-				continue
-			}
-			if si, found := h.r.Find([]byte(key)); found {
-				if err := visit(i, si); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	j := 0
-	for i, id := range ids {
-		for j < len(pairs) && pairs[j].id < id {
-			j++
-		}
-		if j == len(pairs) {
-			break
-		}
-		if pairs[j].id == id {
-			if err := visit(i, h.r.Series(int(pairs[j].pos))); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return v.eachSeries(h, ids, func(int) bool { return false }, visit)
 }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -92,35 +91,44 @@ func (db *DB) TagValues(ctx context.Context, key string, s Selector) ([]string, 
 	}
 	var out []string
 	err := db.withVisibility(ctx, &s, func(v *visibility) error {
-		// Only series that hold the key.
-		ids, err := v.selected(&matcher{key: key, op: MatchNotEqual})
-		if err != nil {
-			return err
-		}
-		visible := newIDSet(v.nseries)
-		visible.addAll(ids)
 		c := v.db.cat
 		var lists [][]string
 		c.mu.RLock()
 		mis := c.measIndexes(s.Measurement)
 		c.mu.RUnlock()
+		hasKey := matcher{key: key, op: MatchNotEqual}
 		for _, mi := range mis {
 			c.mu.RLock()
 			ki := mi.keys[key]
+			var ids []uint64
+			if ki != nil {
+				ms := v.ms
+				if ki.n*4 < len(mi.ids) {
+					// Few series hold the key: start from them.
+					ms = append(slices.Clip(ms), hasKey)
+				}
+				ids = c.fieldFilter(mi.selectIDs(ms, v.nseries), s.Field)
+			}
 			c.mu.RUnlock()
-			if ki == nil {
+			if len(ids) == 0 {
 				continue
 			}
+			ids, err := v.filter(ids)
+			if err != nil {
+				return err
+			}
+			visible := newIDSet(v.nseries)
+			visible.addAll(ids)
 			var vals []string
 			sorted := ki.values()
 			c.mu.RLock()
-			for i, val := range sorted {
+			for i, p := range sorted {
 				if i%4096 == 0 && ctx.Err() != nil {
 					c.mu.RUnlock()
 					return ctx.Err()
 				}
-				if slices.ContainsFunc(ki.postings[val], visible.has) {
-					vals = append(vals, val)
+				if slices.ContainsFunc(p.ids, visible.has) {
+					vals = append(vals, p.value)
 				}
 			}
 			c.mu.RUnlock()
@@ -226,6 +234,8 @@ type visibility struct {
 	ms         []matcher
 	buf        []point.Sample
 	ranges     []timeRange
+	idx        []int32  // indexOf's map
+	idxFor     []uint64 // the ids idx was built for
 }
 
 // ctomb is a tombstone with its matchers compiled once.
@@ -371,7 +381,7 @@ func (v *visibility) segFilter(h *segHandle, ids []uint64, visible []bool) (int,
 	applied := h.tombApplied.Load()
 	anyTomb := v.hasTombsAbove(applied)
 	marked := 0
-	check := func(i int, si *segment.SeriesIndex) error {
+	err := v.eachSeries(h, ids, func(i int) bool { return visible[i] }, func(i int, si *segment.SeriesIndex) error {
 		var ranges []timeRange
 		if anyTomb {
 			v.db.cat.mu.RLock()
@@ -387,50 +397,8 @@ func (v *visibility) segFilter(h *segHandle, ids []uint64, visible []bool) (int,
 			marked++
 		}
 		return nil
-	}
-	pairs, ok := v.db.segSeriesIDs(h)
-	if !ok || len(ids)*16 < h.r.NumSeries() {
-		// Few ids: look each one up by key.
-		for i, id := range ids {
-			if visible[i] {
-				continue
-			}
-			v.db.cat.mu.RLock()
-			key := v.db.cat.series[id].key
-			v.db.cat.mu.RUnlock()
-			if string(key) < string(h.meta.FirstKey) || string(key) > string(h.meta.LastKey) {
-				continue
-			}
-			si, found := h.r.Find([]byte(key))
-			if !found {
-				continue
-			}
-			if err := check(i, si); err != nil {
-				return marked, err
-			}
-		}
-		return marked, nil
-	}
-	// Many ids: merge them with the segment's series sorted by id.
-	j := 0
-	for i, id := range ids {
-		if visible[i] {
-			continue
-		}
-		for j < len(pairs) && pairs[j].id < id {
-			j++
-		}
-		if j == len(pairs) {
-			break
-		}
-		if pairs[j].id != id {
-			continue
-		}
-		if err := check(i, h.r.Series(int(pairs[j].pos))); err != nil {
-			return marked, err
-		}
-	}
-	return marked, nil
+	})
+	return marked, err
 }
 
 // segVisible reports whether si has a sample in [mint, maxt] that ranges
@@ -488,33 +456,88 @@ func (v *visibility) memVisible(m *memRef, id uint64, ranges []timeRange) bool {
 // segIDs maps a segment's series to catalog ids, built on first use.
 type segIDs struct {
 	once  sync.Once
-	pairs []idPos // sorted by id
+	byPos []uint64 // catalog id of the segment's i-th series
 	ok    bool
 }
 
-type idPos struct {
-	id  uint64
-	pos int32 // index of the series in the segment
-}
-
-// segSeriesIDs returns h's series sorted by catalog id. ok is false when
-// some series is unknown to the catalog (then callers look keys up).
-func (db *DB) segSeriesIDs(h *segHandle) ([]idPos, bool) {
+// segSeriesIDs returns the catalog ids of h's series in segment (key)
+// order. ok is false when some series is unknown to the catalog (then
+// callers look keys up).
+func (db *DB) segSeriesIDs(h *segHandle) ([]uint64, bool) {
 	h.ids.once.Do(func() {
 		n := h.r.NumSeries()
-		pairs := make([]idPos, 0, n)
+		ids := make([]uint64, 0, n)
 		db.cat.mu.RLock()
+		defer db.cat.mu.RUnlock()
 		for i := range n {
 			id, ok := db.cat.byKey[string(h.r.Series(i).Key)]
 			if !ok {
-				db.cat.mu.RUnlock()
 				return
 			}
-			pairs = append(pairs, idPos{id: id, pos: int32(i)})
+			ids = append(ids, id)
 		}
-		db.cat.mu.RUnlock()
-		slices.SortFunc(pairs, func(a, b idPos) int { return cmp.Compare(a.id, b.id) })
-		h.ids.pairs, h.ids.ok = pairs, true
+		h.ids.byPos, h.ids.ok = ids, true
 	})
-	return h.ids.pairs, h.ids.ok
+	return h.ids.byPos, h.ids.ok
+}
+
+// eachSeries calls f(i, si) for every ids[i] that segment h holds, with
+// its index entry: by key lookups when ids are few, otherwise by one sweep
+// of the segment's series in file order. skip(i) true leaves ids[i] out.
+func (v *visibility) eachSeries(h *segHandle, ids []uint64, skip func(i int) bool, f func(i int, si *segment.SeriesIndex) error) error {
+	byPos, ok := v.db.segSeriesIDs(h)
+	if !ok || len(ids)*16 < h.r.NumSeries() {
+		for i, id := range ids {
+			if skip(i) {
+				continue
+			}
+			v.db.cat.mu.RLock()
+			key := v.db.cat.series[id].key
+			v.db.cat.mu.RUnlock()
+			if key < string(h.meta.FirstKey) || key > string(h.meta.LastKey) {
+				continue
+			}
+			if si, found := h.r.Find([]byte(key)); found {
+				if err := f(i, si); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	idx := v.indexOf(ids)
+	for pos, id := range byPos {
+		if id >= uint64(len(idx)) {
+			continue
+		}
+		i := idx[id]
+		if i < 0 || skip(int(i)) {
+			continue
+		}
+		if err := f(int(i), h.r.Series(pos)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// indexOf returns a dense map from series id to its index in ids (-1 for
+// none), built once per ids slice.
+func (v *visibility) indexOf(ids []uint64) []int32 {
+	if v.idxFor != nil && len(v.idxFor) == len(ids) && &v.idxFor[0] == &ids[0] {
+		return v.idx
+	}
+	n := 0
+	if len(ids) > 0 {
+		n = int(ids[len(ids)-1]) + 1
+	}
+	idx := make([]int32, n)
+	for i := range idx {
+		idx[i] = -1
+	}
+	for i, id := range ids {
+		idx[id] = int32(i)
+	}
+	v.idx, v.idxFor = idx, ids
+	return idx
 }

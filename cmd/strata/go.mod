@@ -3,6 +3,7 @@ module github.com/stratadb/strata/cmd/strata
 go 1.26.7
 
 require (
+	github.com/prometheus/common v0.72.1
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/stratadb/strata v0.0.0
 	github.com/stratadb/strata/bench v0.0.0
@@ -82,7 +83,6 @@ require (
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_golang/exp v0.0.0-20261019101427-217707f26b14 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
-	github.com/prometheus/common v0.72.1 // indirect
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/prometheus/prometheus v0.316.0 // indirect

@@ -125,3 +125,48 @@ func TestValidate(t *testing.T) {
 	bad("newline field key", func(p *Point) { p.Fields[0].Key = "\nf" })
 	bad("dup field", func(p *Point) { p.Fields = append(p.Fields, Field{"f", Int(1)}) })
 }
+
+// FuzzReadMatchers decodes arbitrary bytes as matchers: never a panic, no
+// allocation sized beyond the input, and what decodes re-encodes to bytes
+// that decode to the same matchers.
+func FuzzReadMatchers(f *testing.F) {
+	f.Add([]byte{0})
+	f.Add(AppendMatchers(nil, []Matcher{{Key: "k", Op: MatchRegexp, Value: "a.*"}, {Key: "x", Op: MatchNotEqual}}))
+	f.Add([]byte{0xff, 0xff, 0xff, 0x0f, 1, 2})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ms, rest, err := ReadMatchers(data)
+		if err != nil {
+			return
+		}
+		if cap(ms) > len(data) {
+			t.Fatalf("%d matchers sized from %d bytes", cap(ms), len(data))
+		}
+		if len(rest) > len(data) {
+			t.Fatalf("rest longer than the input")
+		}
+		ms2, rest2, err := ReadMatchers(AppendMatchers(nil, ms))
+		if err != nil || len(rest2) != 0 || !slices.Equal(ms, ms2) {
+			t.Fatalf("re-encoded matchers: %+v, %v; want %+v", ms2, err, ms)
+		}
+	})
+}
+
+func TestSelectorTimeRange(t *testing.T) {
+	for _, c := range []struct {
+		s          Selector
+		mint, maxt int64
+	}{
+		{Selector{}, math.MinInt64, math.MaxInt64},
+		{Selector{Start: 5, End: 10}, 5, 9},
+		{Selector{Start: math.MinInt64, End: math.MaxInt64}, math.MinInt64, math.MaxInt64 - 1},
+		{Selector{Start: 0, End: 1}, 0, 0},
+	} {
+		if lo, hi := c.s.TimeRange(); lo != c.mint || hi != c.maxt {
+			t.Errorf("%+v: [%d, %d], want [%d, %d]", c.s, lo, hi, c.mint, c.maxt)
+		}
+	}
+	all := Selector{}
+	if !all.Covers(math.MaxInt64) || !all.Covers(math.MinInt64) {
+		t.Error("all time does not cover the int64 extremes")
+	}
+}
