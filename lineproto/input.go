@@ -121,6 +121,9 @@ func (in *input) readLoop(r io.Reader) {
 // close tells the reading goroutine to end. It ends at once unless it is
 // inside a Read of r; then it ends when that Read returns.
 func (in *input) close() {
+	in.mu.Lock()
+	in.stopped = true // no Read of r starts after Write returns
+	in.mu.Unlock()
 	close(in.done)
 	if in.timer != nil {
 		in.timer.Stop()
