@@ -17,10 +17,6 @@ import (
 // checkContextEvery is how many series Merge writes between two polls of ctx.
 const checkContextEvery = 128
 
-// defaultBlockSamples sizes the output buffer when MergeOptions.BlockSamples
-// is zero; it matches segment's default block size.
-const defaultBlockSamples = 1000
-
 // TimeRange is an inclusive range of timestamps.
 type TimeRange struct{ Min, Max int64 }
 
@@ -48,7 +44,7 @@ type MergeOptions struct {
 	// NewOutput creates the next output; the engine names it. Required.
 	NewOutput func() (*segment.Writer, error)
 	// BlockSamples sizes Merge's output buffer: samples are handed to the
-	// writer at most this many at a time. 0 = 1000.
+	// writer at most this many at a time. 0 = segment.DefaultBlockSamples.
 	BlockSamples int
 	// FS is the filesystem NewOutput creates the outputs on. Required: when
 	// Merge fails after finishing some outputs it removes them through FS,
@@ -109,7 +105,7 @@ func Merge(ctx context.Context, inputs []Input, opts MergeOptions) ([]segment.Me
 		}
 	}
 	if opts.BlockSamples <= 0 {
-		opts.BlockSamples = defaultBlockSamples
+		opts.BlockSamples = segment.DefaultBlockSamples
 	}
 	m := newMerger(inputs, opts)
 	if err := m.run(ctx); err != nil {

@@ -103,6 +103,7 @@ type segHandle struct {
 	meta        segment.Meta
 	refs        atomic.Int32 // versions that list it
 	obsolete    atomic.Bool  // removed from the current version: delete at last unref
+	ids         segIDs       // catalog ids of its series, built on first use (meta.go)
 }
 
 // version is an immutable set of live segments. Queries hold a reference
@@ -244,8 +245,9 @@ func (db *DB) applyDeleteToMem(t *memtable.Table, sel *Selector) {
 	db.cat.mu.RLock()
 	ids := db.cat.match(sel)
 	db.cat.mu.RUnlock()
+	mint, maxt := sel.TimeRange()
 	for _, id := range ids {
-		t.Delete(id, sel.Start, sel.End-1)
+		t.Delete(id, mint, maxt)
 	}
 }
 

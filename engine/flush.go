@@ -200,7 +200,7 @@ func (db *DB) applyTombstones(samples []point.Sample, id uint64, tombs []tombsto
 		if !ok {
 			continue
 		}
-		samples = slices.DeleteFunc(samples, func(s point.Sample) bool { return s.Time >= t.sel.Start && s.Time < t.sel.End })
+		samples = slices.DeleteFunc(samples, func(s point.Sample) bool { return t.sel.Covers(s.Time) })
 	}
 	return samples
 }

@@ -14,8 +14,9 @@ package engine
 //	             | nseg uvarint | segment{nseg} | ntomb uvarint | tombstone{ntomb}
 //	             | nobs uvarint | obsolete uvarint{nobs}                    (version 2 only)
 //	segment   := fileNum uvarint | level uvarint | tombApplied uvarint
-//	tombstone := a wal.Delete payload: seq uvarint | measurement str | field str
+//	tombstone := a wal.Delete: seq uvarint | measurement str | field str
 //	             | ntags uvarint | (key str | value str){ntags} | start varint | end varint
+//	             | nmatchers uvarint | (key str | op byte | value str){nmatchers} (version 2 only)
 //	str       := len uvarint | bytes
 //
 // nextFile: every segment file number in use is below it; a segment file
@@ -28,7 +29,8 @@ package engine
 // files that left the live set (compaction inputs, abandoned outputs) and
 // may still be on disk because their removal had not happened when the
 // manifest was written; Open removes them. Version 1 (written by earlier
-// releases, still read) has no obsolete list.
+// releases, still read) has no obsolete list and no matchers in its
+// tombstones.
 //
 // These constants are part of the durable format and must not be changed.
 
@@ -141,7 +143,11 @@ func unmarshalManifest(path string, b []byte) (*manifest, error) {
 	ntomb := d.Count("tombstone count", minManifestTombstone)
 	for range ntomb {
 		var del wal.Delete
-		del.Decode(&d)
+		if m.version >= 2 {
+			del.Decode(&d)
+		} else {
+			del.DecodeLegacy(&d)
+		}
 		if d.Err() != nil {
 			break
 		}

@@ -47,4 +47,12 @@
 // what the next file's header recorded: cut, even exactly at a record
 // boundary. The record header checksum lets Replay tell a torn tail from
 // damage by testing every later offset for a record start in O(1).
+//
+// # Compatibility
+//
+// This package is a building block of package engine, public so that the
+// layout of the storage engine can be read and tested piece by piece. Its
+// API has no compatibility promise and its signatures use types internal to
+// strata (vfs.FS, point.Kind, ...): programs use package engine. What is
+// stable is the durable format it documents.
 package wal

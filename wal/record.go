@@ -34,10 +34,19 @@ package wal
 //
 // RecordDelete payload (Delete):
 //
-//	+---------+-------------+-------+---------+---------------------+--------+--------+
-//	| seq     | measurement | field | nTags   | tag x nTags         | start  | end    |
-//	| uvarint | str         | str   | uvarint | key str, value str  | varint | varint |
-//	+---------+-------------+-------+---------+---------------------+--------+--------+
+//	+---------+-------------+-------+---------+---------------------+--------+--------+-----------+-------------------+
+//	| seq     | measurement | field | nTags   | tag x nTags         | start  | end    | nMatchers | matcher x nMatch. |
+//	| uvarint | str         | str   | uvarint | key str, value str  | varint | varint | uvarint   |                   |
+//	+---------+-------------+-------+---------+---------------------+--------+--------+-----------+-------------------+
+//
+//	matcher:     +---------+-------+-----------+
+//	             | key str | op 1B | value str |
+//	             +---------+-------+-----------+
+//
+//	start == end == 0 means all time. op is a point.MatchOp: 0 =, 1 !=,
+//	2 =~, 3 !~. A record that ends after end (every record written before
+//	matchers existed) has no matchers. The manifest stores its tombstones in
+//	this encoding too.
 
 import (
 	"encoding/binary"
@@ -124,6 +133,7 @@ const (
 	minSeriesDefBytes = 3 // id, kind, key length
 	minEntryBytes     = 4 // id, kind, dtime, a 1-byte value
 	minTagBytes       = 2 // key length, value length
+	minMatcherBytes   = 3 // key length, op, value length
 )
 
 // corrupt wraps a decoding failure of a what payload in base.ErrCorrupt.
@@ -216,7 +226,14 @@ func (d *Delete) Marshal(dst []byte) []byte {
 		dst = appendStr(dst, t.Value)
 	}
 	dst = binary.AppendVarint(dst, s.Start)
-	return binary.AppendVarint(dst, s.End)
+	dst = binary.AppendVarint(dst, s.End)
+	dst = binary.AppendUvarint(dst, uint64(len(s.Matchers)))
+	for _, m := range s.Matchers {
+		dst = appendStr(dst, m.Key)
+		dst = append(dst, byte(m.Op))
+		dst = appendStr(dst, m.Value)
+	}
+	return dst
 }
 
 func appendStr(dst []byte, s string) []byte {
@@ -227,6 +244,13 @@ func appendStr(dst []byte, s string) []byte {
 // Decode reads one encoded Delete from buf into d, reusing d.Selector.Tags.
 // Strings are copied. A failure sticks in buf (see package decbuf).
 func (d *Delete) Decode(buf *decbuf.Decbuf) {
+	d.DecodeLegacy(buf)
+	d.decodeMatchers(buf)
+}
+
+// DecodeLegacy reads one Delete encoded before matchers existed: the
+// encoding of Decode without its matcher part (version 1 manifests).
+func (d *Delete) DecodeLegacy(buf *decbuf.Decbuf) {
 	tags := d.Selector.Tags[:0]
 	*d = Delete{}
 	s := &d.Selector
@@ -247,12 +271,39 @@ func (d *Delete) Decode(buf *decbuf.Decbuf) {
 	s.End = buf.Varint("end")
 }
 
+func (d *Delete) decodeMatchers(buf *decbuf.Decbuf) {
+	n := buf.Count("matcher count", minMatcherBytes)
+	if n == 0 {
+		return
+	}
+	ms := make([]point.Matcher, 0, n)
+	for range n {
+		m := point.Matcher{Key: buf.UvarintStr("matcher key")}
+		op := point.MatchOp(buf.Byte("matcher op"))
+		m.Value = buf.UvarintStr("matcher value")
+		if buf.Err() != nil {
+			return
+		}
+		if !op.Valid() {
+			buf.Failf("unknown matcher op %d", op)
+			return
+		}
+		m.Op = op
+		ms = append(ms, m)
+	}
+	d.Selector.Matchers = ms
+}
+
 // Unmarshal decodes src, the whole payload of a RecordDelete, into d,
-// reusing d.Selector.Tags. Strings are copied. Malformed input is an error
-// wrapping base.ErrCorrupt.
+// reusing d.Selector.Tags. Strings are copied. A payload that ends before
+// the matcher part (written before matchers existed) has none. Malformed
+// input is an error wrapping base.ErrCorrupt.
 func (d *Delete) Unmarshal(src []byte) error {
 	buf := decbuf.New(src)
-	d.Decode(&buf)
+	d.DecodeLegacy(&buf)
+	if buf.Err() == nil && buf.Len() > 0 {
+		d.decodeMatchers(&buf)
+	}
 	buf.End("delete")
 	if err := buf.Err(); err != nil {
 		return corrupt("delete", err)
