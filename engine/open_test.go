@@ -512,6 +512,12 @@ func TestReadOnly(t *testing.T) {
 			t.Fatalf("%s on a read-only DB: %v, want ErrReadOnly", name, err)
 		}
 	}
+	if ms, err := db.Measurements(context.Background()); err != nil || len(ms) != 1 || ms[0] != "m" {
+		t.Fatalf("Measurements on a read-only DB: %v, %v", ms, err)
+	}
+	if last, err := db.Last(context.Background(), Selector{Measurement: "m"}); err != nil || len(last) != 2 || last[0].Samples[0].Time != int64(10*batches-1) {
+		t.Fatalf("Last on a read-only DB: %v, %v", last, err)
+	}
 	rep, err := db.Verify(context.Background())
 	if err != nil || rep.MemTableSamples == 0 || rep.Samples+rep.MemTableSamples < int64(2*10*batches-5) {
 		t.Fatalf("Verify: %+v, %v", rep, err)
