@@ -19,6 +19,9 @@ func (db *DB) Flush() error {
 	if err := db.checkOpen(); err != nil {
 		return err
 	}
+	if err := db.checkWritable(); err != nil {
+		return err
+	}
 	db.commitMu.Lock()
 	if err := db.checkOpen(); err != nil {
 		db.commitMu.Unlock()
@@ -92,6 +95,7 @@ func (db *DB) allocFileNum() uint64 {
 	defer db.mu.Unlock()
 	n := db.mu.nextFile
 	db.mu.nextFile++
+	db.noteFile(n)
 	return n
 }
 
@@ -159,7 +163,7 @@ func (db *DB) flushMemtable(m *memRef) error {
 			}
 			h = newSegHandle(num, 0, tombApplied, r)
 		} else {
-			db.fs.Remove(path)
+			db.removeSegmentFile(num)
 		}
 	}
 	// Count the flush before it becomes visible, so a caller that Flush
@@ -246,18 +250,19 @@ func (db *DB) logAndApply(edit func(levels *[maxLevels][]*segHandle), flushed *m
 	kept := pruneTombstones(tombstonesAsOf(tombs, db.vis.published.Load()), segOldest, nil)
 
 	m := manifest{
-		nextFile:      nextFile,
-		walStart:      walStart,
-		lastSeq:       db.seq.Load(),
-		seriesCount:   uint64(db.catf.n),
-		expiredBefore: max(expiredBefore, db.vis.floor.Load()),
+		nextFile:    nextFile,
+		walStart:    walStart,
+		lastSeq:     db.seq.Load(),
+		seriesCount: uint64(db.catf.n),
 	}
+	m.setExpiredBefore(max(expiredBefore, db.vis.floor.Load()))
 	for l, level := range nv.levels {
 		for _, h := range level {
 			m.segments = append(m.segments, manifestSegment{fileNum: h.fileNum, level: l, tombApplied: h.tombApplied.Load()})
 		}
 	}
 	m.tombstones = kept
+	m.obsolete = db.obsoleteFiles(nv)
 	if err := vfs.WriteFileAtomic(db.fs, filepath.Join(db.dir, manifestName), m.marshal()); err != nil {
 		// Undo the references newVersion took. Which manifest is on disk is
 		// now unknown, so stop: later writes fail until the DB is reopened,
@@ -286,7 +291,7 @@ func (db *DB) logAndApply(edit func(levels *[maxLevels][]*segHandle), flushed *m
 	}
 	// The floor rises only once the manifest holds it, and before any
 	// reader can miss the data the edit dropped.
-	db.vis.raiseFloor(m.expiredBefore)
+	db.vis.raiseFloor(m.expiredBefore())
 	// Deletes may have added tombstones and seals memtables since the
 	// snapshot: prune what is in memory now.
 	db.mu.tombstones = pruneTombstones(db.mu.tombstones, segOldest, append(slices.Clip(db.mu.imm), db.mu.mem))

@@ -41,8 +41,8 @@ import (
 	"github.com/stratadb/strata/memtable"
 )
 
-// visibility publishes sequence numbers and tracks the readers' ones.
-type visibility struct {
+// seqVisibility publishes sequence numbers and tracks the readers' ones.
+type seqVisibility struct {
 	published atomic.Uint64
 	// floor: samples with a time below it are gone for good (see above);
 	// math.MinInt64 until a compaction applies a retention cutoff.
@@ -57,16 +57,14 @@ type visibility struct {
 
 // start sets the state of a freshly opened DB: every sequence number up to
 // last is resolved.
-func (v *visibility) start(last uint64, floor int64) {
-	v.cond = sync.NewCond(&v.mu)
-	v.readers = make(map[uint64]int)
+func (v *seqVisibility) start(last uint64, floor int64) {
 	v.published.Store(last)
 	v.floor.Store(floor)
 }
 
 // resolve marks seq resolved: its operation is visible, or undone. The
 // caller has undone a failed operation before resolving it.
-func (v *visibility) resolve(seq uint64) {
+func (v *seqVisibility) resolve(seq uint64) {
 	v.mu.Lock()
 	p := v.published.Load()
 	if seq == p+1 {
@@ -87,11 +85,14 @@ func (v *visibility) resolve(seq uint64) {
 }
 
 // wait returns once every sequence number up to seq is resolved.
-func (v *visibility) wait(seq uint64) {
+func (v *seqVisibility) wait(seq uint64) {
 	if v.published.Load() >= seq {
 		return
 	}
 	v.mu.Lock()
+	if v.cond == nil {
+		v.cond = sync.NewCond(&v.mu)
+	}
 	v.waiting++
 	for v.published.Load() < seq {
 		v.cond.Wait()
@@ -103,16 +104,19 @@ func (v *visibility) wait(seq uint64) {
 // acquire registers a reader as of the current published sequence number
 // and returns it, with the oldest sequence number any live reader reads as
 // of (see memtable.View.Oldest).
-func (v *visibility) acquire() (asOf, oldest uint64) {
+func (v *seqVisibility) acquire() (asOf, oldest uint64) {
 	v.mu.Lock()
 	asOf = v.published.Load()
+	if v.readers == nil {
+		v.readers = make(map[uint64]int)
+	}
 	v.readers[asOf]++
 	oldest = v.oldestLocked()
 	v.mu.Unlock()
 	return asOf, oldest
 }
 
-func (v *visibility) release(asOf uint64) {
+func (v *seqVisibility) release(asOf uint64) {
 	v.mu.Lock()
 	if v.readers[asOf]--; v.readers[asOf] <= 0 {
 		delete(v.readers, asOf)
@@ -123,13 +127,13 @@ func (v *visibility) release(asOf uint64) {
 // oldest returns the oldest sequence number a reader reads as of, or the
 // published one when no reader is live. A reader that starts later reads
 // as of a newer one.
-func (v *visibility) oldest() uint64 {
+func (v *seqVisibility) oldest() uint64 {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.oldestLocked()
 }
 
-func (v *visibility) oldestLocked() uint64 {
+func (v *seqVisibility) oldestLocked() uint64 {
 	o := v.published.Load()
 	for s := range v.readers {
 		o = min(o, s)
@@ -138,7 +142,7 @@ func (v *visibility) oldestLocked() uint64 {
 }
 
 // raiseFloor raises the expiry floor to cutoff and returns the new floor.
-func (v *visibility) raiseFloor(cutoff int64) int64 {
+func (v *seqVisibility) raiseFloor(cutoff int64) int64 {
 	for {
 		f := v.floor.Load()
 		if cutoff <= f || v.floor.CompareAndSwap(f, cutoff) {
@@ -201,8 +205,9 @@ func (db *DB) applyDeleteToMem(t *memtable.Table, sel *Selector) {
 	db.cat.mu.RLock()
 	ids := db.cat.match(sel)
 	db.cat.mu.RUnlock()
+	mint, maxt := sel.TimeRange()
 	for _, id := range ids {
-		t.Delete(id, sel.Start, sel.End-1)
+		t.Delete(id, mint, maxt)
 	}
 }
 
@@ -220,11 +225,23 @@ func (db *DB) reclaimDeleted(sel *Selector, seq uint64) {
 	db.cat.mu.RLock()
 	ids := db.cat.match(sel)
 	db.cat.mu.RUnlock()
+	mint, maxt := sel.TimeRange()
 	for _, m := range mems {
 		for _, id := range ids {
-			m.t.DeleteBefore(id, sel.Start, sel.End-1, seq)
+			m.t.DeleteBefore(id, mint, maxt, seq)
 		}
 	}
+}
+
+// memSamples appends to buf the samples of series id in [mint, maxt] that
+// snapshot s sees in memtable m: as of s.asOf, without what its tombstones
+// delete. Every read of a memtable goes through a view like this one.
+func (db *DB) memSamples(s *snapshot, m *memRef, id uint64, mint, maxt int64, buf []point.Sample) []point.Sample {
+	db.cat.mu.RLock()
+	tombs := db.seriesTombstones(id, s.tombstones, m.tombApplied, nil)
+	db.cat.mu.RUnlock()
+	view := s.memView(m, tombs)
+	return m.t.Read(id, mint, maxt, &view, buf)
 }
 
 // tombstonesAsOf returns the tombstones with seq <= asOf; tombs is never
@@ -260,7 +277,8 @@ func (db *DB) seriesTombstones(id uint64, tombs []tombstone, applied uint64, dst
 func masks(tombs []tombstone, applied uint64, dst []memtable.Mask) []memtable.Mask {
 	for _, t := range tombs {
 		if t.seq > applied {
-			dst = append(dst, memtable.Mask{Seq: t.seq, Min: t.sel.Start, Max: t.sel.End - 1})
+			mint, maxt := t.sel.TimeRange()
+			dst = append(dst, memtable.Mask{Seq: t.seq, Min: mint, Max: maxt})
 		}
 	}
 	return dst
@@ -276,7 +294,7 @@ func deleteTombstoned(samples []point.Sample, tombs []tombstone, applied uint64)
 		if t.seq <= applied || len(samples) == 0 {
 			continue
 		}
-		samples = slices.DeleteFunc(samples, func(s point.Sample) bool { return s.Time >= t.sel.Start && s.Time < t.sel.End })
+		samples = slices.DeleteFunc(samples, func(s point.Sample) bool { return t.sel.Covers(s.Time) })
 	}
 	return samples
 }
@@ -306,7 +324,8 @@ const maxAffectCheck = 4096
 // created after the delete match too, which only makes the answer
 // conservative.
 func (db *DB) tombstoneAffects(h *segHandle, t *tombstone) bool {
-	if t.sel.End <= h.meta.MinTime || t.sel.Start > h.meta.MaxTime {
+	tmin, tmax := t.sel.TimeRange()
+	if tmax < h.meta.MinTime || tmin > h.meta.MaxTime {
 		return false
 	}
 	db.cat.mu.RLock()
@@ -324,7 +343,7 @@ func (db *DB) tombstoneAffects(h *segHandle, t *tombstone) bool {
 		if key < string(h.meta.FirstKey) || key > string(h.meta.LastKey) {
 			continue
 		}
-		if idx, ok := h.r.Find([]byte(key)); ok && idx.MinTime() < t.sel.End && idx.MaxTime() >= t.sel.Start {
+		if idx, ok := h.r.Find([]byte(key)); ok && idx.MinTime() <= tmax && idx.MaxTime() >= tmin {
 			return true
 		}
 	}
@@ -353,7 +372,8 @@ func (db *DB) dropFunc(applied uint64, tombs []tombstone) func(key []byte) []com
 		var out []compaction.TimeRange
 		for _, t := range live {
 			if db.cat.matches(id, &t.sel) {
-				out = append(out, compaction.TimeRange{Min: t.sel.Start, Max: t.sel.End - 1})
+				tmin, tmax := t.sel.TimeRange()
+				out = append(out, compaction.TimeRange{Min: tmin, Max: tmax})
 			}
 		}
 		return out

@@ -17,7 +17,7 @@ import (
 // sequence number only once every one below it is resolved, in whatever
 // order they resolve, and wait returns exactly then.
 func TestVisibilityResolveInOrder(t *testing.T) {
-	var v visibility
+	var v seqVisibility
 	v.start(10, math.MinInt64)
 	v.resolve(13)
 	v.resolve(12)
