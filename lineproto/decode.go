@@ -80,9 +80,12 @@ func (w *writer) decodeEntry(d *lineprotocol.Decoder, e entry) error {
 	w.lines = append(w.lines, e.line)
 	if e.prefix > 0 {
 		// Remember the series section for the lines to come.
-		if len(w.series) >= maxSeries {
+		cost := e.prefix + len(p.Measurement) + entryCost*(1+len(p.Tags))
+		if len(w.series) >= maxSeries || w.seriesBytes+cost > maxSeriesBytes {
 			clear(w.series)
+			w.seriesBytes = 0
 		}
+		w.seriesBytes += cost
 		w.series[string(w.chunk[e.off:e.off+e.prefix])] = &series{
 			measurement: p.Measurement,
 			tags:        slices.Clone(p.Tags),
@@ -297,9 +300,11 @@ func (w *writer) intern(b []byte) string {
 	}
 	s := string(b)
 	if len(b) <= maxInternLen {
-		if len(w.names) >= maxInterned {
+		if len(w.names) >= maxInterned || w.namesBytes+len(b)+entryCost > maxInternBytes {
 			clear(w.names)
+			w.namesBytes = 0
 		}
+		w.namesBytes += len(b) + entryCost
 		w.names[s] = s
 	}
 	return s
