@@ -16,9 +16,13 @@ import (
 // map by canonical series key; nothing is encoded, compressed, logged or
 // written to disk. Close keeps the data in the process, as a RAM disk
 // would, so that the queries after reopening find it (the bench runs them in
-// the same process). No engine can be faster, so
-// the figure says how much of an engine's time is the engine and how much
-// is the bench (generating batches, building keys, the Go runtime). A
+// the same process). With few series no engine can be faster, so the
+// figure says how much of an engine's time is the engine and how much is
+// the bench (generating batches, building keys, the Go runtime). It is the
+// floor of the plain in-memory approach, not a physical bound: with many
+// series and few points each, its allocations per series (a map entry, a
+// key, two slices grown by append) and the garbage collector scanning
+// them all can cost more than an engine that lays a batch out at once. A
 // query binary-searches each selected series.
 //
 // It is not durable and has no configuration: it runs in default/fast only
