@@ -134,7 +134,6 @@ func containsAll(s string, subs ...string) bool {
 	return true
 }
 
-
 func newLoopback(t testing.TB, h http.Handler) *httptest.Server {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
