@@ -116,10 +116,19 @@ func TestServeSignals(t *testing.T) {
 			addr := waitLine("strata serve: listening on ")
 			url := "http://" + addr
 
+			// Each request on a connection of its own: the server closes
+			// idle keep-alive connections at shutdown, and one that is
+			// about to carry a request looks idle to it.
+			// With Expect: 100-continue the body is sent only once the
+			// handler reads it, so a body write that returned proves the
+			// request is being served (not waiting in the accept queue).
 			post := func(body io.Reader) (*http.Response, error) {
 				req, _ := http.NewRequest("POST", url+"/api/v2/write?precision=s", body)
 				req.Header.Set("Authorization", "Token tok")
-				return http.DefaultClient.Do(req)
+				req.Header.Set("Expect", "100-continue")
+				tr := &http.Transport{DisableKeepAlives: true, ExpectContinueTimeout: time.Minute}
+				defer tr.CloseIdleConnections()
+				return (&http.Client{Transport: tr}).Do(req)
 			}
 			resp, err := post(strings.NewReader("m v=1 1\nm v=2 2\n"))
 			if err != nil {
