@@ -506,7 +506,7 @@ func (s *Server) labels(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) labelValues(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
+	name := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, labelValuesPrefix), "/values")
 	if strings.HasPrefix(name, "U__") {
 		name = model.UnescapeName(name, model.ValueEncodingEscaping)
 	}

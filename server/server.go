@@ -140,6 +140,8 @@ type Server struct {
 	engine  *promql.Engine
 	store   *Storage
 	token   []byte
+
+	labelValuesHandler http.HandlerFunc
 }
 
 // New returns an http.Handler that serves db (see the package comment). The
@@ -174,19 +176,34 @@ func New(db *engine.DB, opts *Options) (http.Handler, error) {
 	s.handle("/api/v1/query_range", "prom_query_range", true, s.queryRange, http.MethodGet, http.MethodPost)
 	s.handle("/api/v1/series", "prom_series", true, s.series, http.MethodGet, http.MethodPost)
 	s.handle("/api/v1/labels", "prom_labels", true, s.labels, http.MethodGet, http.MethodPost)
-	s.handle("/api/v1/label/{name}/values", "prom_label_values", true, s.labelValues, http.MethodGet)
+	s.labelValuesHandler = s.wrap("prom_label_values", true, s.labelValues, http.MethodGet, http.MethodPost)
 	s.handle("/api/v1/status/buildinfo", "prom_buildinfo", true, s.buildInfo, http.MethodGet)
 	return s, nil
 }
 
-// ServeHTTP serves one request.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// labelValuesPrefix starts the path /api/v1/label/<name>/values.
+const labelValuesPrefix = "/api/v1/label/"
 
-// handle registers h for path: it checks the method and, when auth, the
-// token, and counts the request and its latency under name.
+// ServeHTTP serves one request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// A label name may hold what ServeMux would clean away ("", "..").
+	if strings.HasPrefix(r.URL.Path, labelValuesPrefix) && strings.HasSuffix(r.URL.Path, "/values") {
+		s.labelValuesHandler(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// handle registers h for path (see wrap).
 func (s *Server) handle(path, name string, auth bool, h http.HandlerFunc, methods ...string) {
+	s.mux.HandleFunc(path, s.wrap(name, auth, h, methods...))
+}
+
+// wrap returns h behind a check of the method and, when auth, of the
+// token, counting the request and its latency under name.
+func (s *Server) wrap(name string, auth bool, h http.HandlerFunc, methods ...string) http.HandlerFunc {
 	allow := strings.Join(methods, ", ")
-	counted := s.metrics.instrument(name, func(w http.ResponseWriter, r *http.Request) {
+	return s.metrics.instrument(name, func(w http.ResponseWriter, r *http.Request) {
 		if !containsMethod(methods, r.Method) {
 			w.Header().Set("Allow", allow)
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
@@ -201,7 +218,6 @@ func (s *Server) handle(path, name string, auth bool, h http.HandlerFunc, method
 		}
 		h(w, r)
 	})
-	s.mux.HandleFunc(path, counted)
 }
 
 func containsMethod(methods []string, m string) bool {
