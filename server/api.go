@@ -21,6 +21,8 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/stratadb/strata/engine"
 )
 
 // The Prometheus HTTP API (GET or POST, form-encoded): the envelope
@@ -338,16 +340,34 @@ func execError(err error) *apiError {
 		canceled promql.ErrQueryCanceled
 		timeout  promql.ErrQueryTimeout
 		stor     promql.ErrStorage
+		se       *StorageError
 	)
 	switch {
 	case errors.As(err, &canceled), errors.Is(err, context.Canceled):
 		return &apiError{"canceled", http.StatusServiceUnavailable, err}
 	case errors.As(err, &timeout), errors.Is(err, context.DeadlineExceeded):
 		return &apiError{"timeout", http.StatusServiceUnavailable, err}
+	case errors.As(err, &se):
+		return storageError(err)
 	case errors.As(err, &stor):
 		return &apiError{"internal", http.StatusInternalServerError, err}
 	}
 	return &apiError{"execution", http.StatusUnprocessableEntity, err}
+}
+
+// storageError maps a failure of the database.
+func storageError(err error) *apiError {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return &apiError{"canceled", http.StatusServiceUnavailable, err}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &apiError{"timeout", http.StatusServiceUnavailable, err}
+	case errors.Is(err, engine.ErrInvalid):
+		return &apiError{"bad_data", http.StatusBadRequest, err}
+	case errors.Is(err, engine.ErrClosed):
+		return &apiError{"unavailable", http.StatusServiceUnavailable, err}
+	}
+	return &apiError{"internal", http.StatusInternalServerError, err}
 }
 
 func appendLabels(b []byte, ls labels.Labels) []byte {
@@ -480,7 +500,7 @@ func (s *Server) series(w http.ResponseWriter, r *http.Request) {
 			all = append(all, ss.At().Labels())
 		}
 		if err := ss.Err(); err != nil {
-			apiFail(w, &apiError{"execution", http.StatusUnprocessableEntity, err})
+			apiFail(w, storageError(err))
 			return
 		}
 	}
@@ -553,7 +573,7 @@ func (s *Server) labelMeta(w http.ResponseWriter, r *http.Request, name string) 
 			vals, _, err = q.LabelValues(r.Context(), name, nil, ms...)
 		}
 		if err != nil {
-			apiFail(w, &apiError{"execution", http.StatusUnprocessableEntity, err})
+			apiFail(w, storageError(err))
 			return
 		}
 		for _, v := range vals {

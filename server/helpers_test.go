@@ -42,7 +42,7 @@ func newTestServerDB(t testing.TB, dbOpts *engine.Options, opts *Options) *testS
 	ts := &testServer{t: t, db: db, h: h, srv: httptest.NewServer(h)}
 	t.Cleanup(func() {
 		ts.srv.Close()
-		if err := db.Close(); err != nil {
+		if err := ts.db.Close(); err != nil {
 			t.Error(err)
 		}
 	})

@@ -114,8 +114,9 @@ func TestInfluxClientBatching(t *testing.T) {
 	api := client.WriteAPI("org", "bucket")
 	var errs []error
 	done := make(chan struct{})
+	errCh := api.Errors()
 	go func() {
-		for err := range api.Errors() {
+		for err := range errCh {
 			errs = append(errs, err)
 		}
 		close(done)

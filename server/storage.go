@@ -54,6 +54,21 @@ func (s *Storage) Querier(mint, maxt int64) (storage.Querier, error) {
 	return &querier{db: s.db, mint: mint, maxt: maxt}, nil
 }
 
+// StorageError is a failure of the database under a query; the HTTP API
+// answers it by its cause (engine.ErrInvalid 400, engine.ErrClosed 503,
+// anything else 500) rather than as a PromQL execution error (422).
+type StorageError struct{ Err error }
+
+func (e *StorageError) Error() string { return e.Err.Error() }
+func (e *StorageError) Unwrap() error { return e.Err }
+
+func storageErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &StorageError{Err: err}
+}
+
 type querier struct {
 	db         *engine.DB
 	mint, maxt int64
@@ -299,7 +314,7 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 	}
 	plans, err := q.plan(ctx, mint, maxt, ms)
 	if err != nil {
-		return storage.ErrSeriesSet(err)
+		return storage.ErrSeriesSet(storageErr(err))
 	}
 	var out []*memSeries
 	labelsOnly := hints != nil && hints.Func == "series"
@@ -324,7 +339,7 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 		qry.Field = field
 		res, err := q.db.Query(ctx, qry)
 		if err != nil {
-			return storage.ErrSeriesSet(err)
+			return storage.ErrSeriesSet(storageErr(err))
 		}
 		for i := range res {
 			r := &res[i]
@@ -423,7 +438,7 @@ func mergeSeries(a, b *memSeries) *memSeries {
 func (q *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
 	plans, err := q.plan(ctx, q.mint, q.maxt, ms)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, storageErr(err)
 	}
 	set := map[string]struct{}{}
 	for _, p := range plans {
@@ -439,7 +454,7 @@ func (q *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms 
 func (q *querier) LabelValues(ctx context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
 	plans, err := q.plan(ctx, q.mint, q.maxt, ms)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, storageErr(err)
 	}
 	set := map[string]struct{}{}
 	for _, p := range plans {
