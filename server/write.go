@@ -57,7 +57,7 @@ func (s *Server) influxWrite(w http.ResponseWriter, r *http.Request, api influxA
 		return
 	}
 
-	opts := lineproto.Options{Now: s.opts.Now}
+	opts := lineproto.Options{Now: s.opts.Now, MaxRejected: maxReportedLines}
 	var db lineproto.DB = s.db
 	switch unit {
 	case time.Nanosecond:
@@ -75,7 +75,7 @@ func (s *Server) influxWrite(w http.ResponseWriter, r *http.Request, api influxA
 	}
 	res, err := lineproto.Write(r.Context(), db, bytes.NewReader(buf.Bytes()), opts)
 	s.metrics.pointsWritten.Add(float64(res.Points))
-	s.metrics.linesRejected.Add(float64(len(res.Rejected)))
+	s.metrics.linesRejected.Add(float64(res.RejectedCount))
 	if err != nil {
 		switch {
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -91,7 +91,7 @@ func (s *Server) influxWrite(w http.ResponseWriter, r *http.Request, api influxA
 		}
 		return
 	}
-	if len(res.Rejected) == 0 {
+	if res.RejectedCount == 0 {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
@@ -103,16 +103,15 @@ func partialMessage(res lineproto.Result) string {
 	var b strings.Builder
 	b.WriteString("partial write: ")
 	for i, le := range res.Rejected {
-		if i == maxReportedLines {
-			fmt.Fprintf(&b, "; and %d more", len(res.Rejected)-i)
-			break
-		}
 		if i > 0 {
 			b.WriteString("; ")
 		}
 		b.WriteString(le.Error())
 	}
-	fmt.Fprintf(&b, " dropped=%d written=%d", len(res.Rejected), res.Points)
+	if more := res.RejectedCount - len(res.Rejected); more > 0 {
+		fmt.Fprintf(&b, "; and %d more", more)
+	}
+	fmt.Fprintf(&b, " dropped=%d written=%d", res.RejectedCount, res.Points)
 	return b.String()
 }
 

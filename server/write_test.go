@@ -143,6 +143,18 @@ func TestPartialWrite(t *testing.T) {
 	if ts.count("pw1") != 1 {
 		t.Errorf("v1 stored %d", ts.count("pw1"))
 	}
+
+	// Many bad lines: the first ten are named, the rest counted.
+	var many strings.Builder
+	for i := range 50 {
+		fmt.Fprintf(&many, "pw2 v=%d %d\npw2 v=bad\n", i, i)
+	}
+	code, _, resp = ts.do("POST", "/api/v2/write", []byte(many.String()))
+	msg, _ = decodeJSON(t, resp)["message"].(string)
+	if code != http.StatusBadRequest || !containsAll(msg, "line 2:", "line 20:", "and 40 more", "dropped=50 written=50") ||
+		strings.Contains(msg, "line 22:") || ts.count("pw2") != 50 {
+		t.Errorf("many rejected: %d %s, %d stored", code, msg, ts.count("pw2"))
+	}
 }
 
 func TestBodyLimit(t *testing.T) {
