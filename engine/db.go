@@ -161,6 +161,8 @@ type DB struct {
 
 	st stats
 
+	feed feed // change feed subscribers (feed.go)
+
 	// testAfterCompactionSnapshot, when set by a test, runs in compactOnce
 	// right after the compaction has taken its snapshot.
 	testAfterCompactionSnapshot func()
@@ -231,6 +233,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 		db.releaseAfterFailedOpen()
 		return nil, err
 	}
+	db.feed.recovered = db.seq.Load()
 	db.bgCtx, db.bgCancel = context.WithCancel(context.Background())
 	db.wg.Go(db.flushLoop)
 	db.wg.Go(db.compactLoop)

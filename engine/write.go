@@ -45,8 +45,10 @@ func (db *DB) Write(points []Point) error {
 	}
 	b := wal.Batch{Seq: seq, Series: w.defs, Entries: w.entries}
 	w.buf = b.Marshal(w.buf[:0])
+	subs := db.feedPrepare(seq, len(w.entries), w.buf) // change feed (feed.go)
 	pos, err := db.wal.Write(wal.RecordBatch, w.buf)
 	if err != nil {
+		feedCommit(subs, seq, false)
 		db.commitMu.Unlock()
 		return fmt.Errorf("write wal: %w", err)
 	}
@@ -59,6 +61,8 @@ func (db *DB) Write(points []Point) error {
 		}
 		db.cat.mu.Unlock()
 	}
+	// Fed after the catalog knows the batch's series.
+	feedCommit(subs, seq, true)
 	mem := db.mu.mem // only commitMu holders replace it
 	mem.t.Apply(w.entries)
 	db.st.pointsWritten.Add(int64(len(points)))
