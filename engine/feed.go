@@ -100,6 +100,13 @@ func (db *DB) Subscribe(s FeedSubscriber) (FeedInfo, error) {
 	return FeedInfo{RecoveredSeq: db.feed.recovered, Seq: db.seq.Load()}, nil
 }
 
+// FeedState returns the database's sequence numbers now, as Subscribe
+// would: a subscriber that keeps records on disk reads RecoveredSeq to
+// reconcile them before it subscribes.
+func (db *DB) FeedState() FeedInfo {
+	return FeedInfo{RecoveredSeq: db.feed.recovered, Seq: db.seq.Load()}
+}
+
 // Unsubscribe removes s; when it returns, s receives no further call.
 func (db *DB) Unsubscribe(s FeedSubscriber) {
 	db.commitMu.Lock()
