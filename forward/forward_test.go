@@ -39,7 +39,7 @@ func TestPrometheusDelivers(t *testing.T) {
 	}
 	waitFor(t, "the kinds", 10*time.Second, func() bool { return f.Stats().SamplesSent == devices*steps+5 })
 	want := map[string]bool{
-		`{__name__="m_x",host="a",we_ird="1"} 1700000000123 1.5`: true,
+		`{__name__="m_x",host="a",we_ird="1"} 1700000000123 1.5`:  true,
 		`{__name__="m_x_n",host="a",we_ird="1"} 1700000000123 -3`: true,
 		`{__name__="m_x_u",host="a",we_ird="1"} 1700000000123 7`:  true,
 		`{__name__="m_x_ok",host="a",we_ird="1"} 1700000000123 1`: true,
