@@ -26,8 +26,8 @@ package forward
 // damaged frame elsewhere loses the rest of its file (counted and logged),
 // never the other files.
 //
-// Cursor file, named "cursor", replaced atomically (write cursor.tmp,
-// fsync, rename, fsync the directory):
+// Cursor file, named "cursor", overwritten in place with one write (a
+// checksum mismatch after a power loss means: deliver the whole queue):
 //
 //	+------------------+-----------+---------------+-----------------+---------------+
 //	| magic "SFWC" (4) | version 1 | seq uint64 LE | done uint32 LE  | crc32c of the |
@@ -244,6 +244,8 @@ type queue struct {
 	wbuf     []byte
 	rollNext bool // the active file failed a write: start a new one
 
+	cursorFile *os.File // the sender's, overwritten in place
+
 	mu    sync.Mutex
 	files []*qfile // ascending; the last one is active
 	rd    readPos
@@ -263,18 +265,31 @@ func openQueue(dir string, segBytes int64, recovered uint64, logger *slog.Logger
 	}
 	q := &queue{dir: dir, segBytes: segBytes, logger: logger, now: now, notify: make(chan struct{}, 1)}
 	var cur cursor
-	switch b, err := os.ReadFile(filepath.Join(dir, cursorName)); {
-	case err == nil:
+	cpath := filepath.Join(dir, cursorName)
+	switch b, err := os.ReadFile(cpath); {
+	case err == nil && len(b) > 0:
 		if cur, err = unmarshalCursor(b); err != nil {
-			return nil, cursor{}, fmt.Errorf("read %s: %w", filepath.Join(dir, cursorName), err)
+			// Only a power loss mid-write does this: start over from the
+			// oldest queued frame (duplicates, never a loss).
+			logger.Warn("forward: damaged cursor; delivering the whole queue again", "file", cpath, "err", err)
+			cur = cursor{}
 		}
-	case errors.Is(err, fs.ErrNotExist):
+	case err == nil || errors.Is(err, fs.ErrNotExist):
 	default:
 		return nil, cursor{}, fmt.Errorf("read cursor: %w", err)
 	}
+	cf, err := os.OpenFile(cpath, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, cursor{}, fmt.Errorf("open cursor: %w", err)
+	}
+	q.cursorFile = cf
+	fail := func(err error) (*queue, cursor, error) {
+		cf.Close()
+		return nil, cursor{}, err
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, cursor{}, fmt.Errorf("list queue dir: %w", err)
+		return fail(fmt.Errorf("list queue dir: %w", err))
 	}
 	var nums []uint64
 	for _, e := range entries {
@@ -287,7 +302,7 @@ func openQueue(dir string, segBytes int64, recovered uint64, logger *slog.Logger
 	for i, n := range nums {
 		f, err := q.scanFile(n, i == len(nums)-1, recovered, &lastSeq)
 		if err != nil {
-			return nil, cursor{}, err
+			return fail(err)
 		}
 		q.files = append(q.files, f)
 	}
@@ -295,7 +310,7 @@ func openQueue(dir string, segBytes int64, recovered uint64, logger *slog.Logger
 	// frame not wholly acknowledged.
 	for len(q.files) > 0 && q.files[0].lastSeq < cur.seq {
 		if err := q.removeFile(q.files[0].num); err != nil {
-			return nil, cursor{}, err
+			return fail(err)
 		}
 		q.files = q.files[1:]
 	}
@@ -311,7 +326,7 @@ func openQueue(dir string, segBytes int64, recovered uint64, logger *slog.Logger
 		q.rd.num = q.files[0].num
 	}
 	if err := q.createFile(next); err != nil {
-		return nil, cursor{}, err
+		return fail(err)
 	}
 	return q, cur, nil
 }
@@ -726,43 +741,35 @@ func (q *queue) removeFile(num uint64) error {
 	return nil
 }
 
-// saveCursor makes c the durable acknowledged position.
+// saveCursor records c as the acknowledged position, overwriting the
+// cursor file in place with one write: the page cache keeps it through a
+// kill -9 at any instant. It is fsynced on close only: after a power loss
+// the cursor may be older than the truth, or fail its checksum, and delivery
+// then resumes earlier (duplicates, never a loss).
 func (q *queue) saveCursor(c cursor) error {
-	tmp := filepath.Join(q.dir, cursorName+".tmp")
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return fmt.Errorf("write cursor: %w", err)
-	}
-	_, err = f.Write(c.marshal())
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(q.dir, cursorName))
-	}
-	if err == nil {
-		err = syncDir(q.dir)
-	}
-	if err != nil {
+	if _, err := q.cursorFile.WriteAt(c.marshal(), 0); err != nil {
 		return fmt.Errorf("write cursor: %w", err)
 	}
 	return nil
 }
 
-// close syncs and closes the active file.
+// close syncs and closes the active file and the cursor.
 func (q *queue) close() error {
 	q.wmu.Lock()
 	defer q.wmu.Unlock()
-	if q.active == nil {
-		return nil
+	var err error
+	for _, f := range []**os.File{&q.active, &q.cursorFile} {
+		if *f == nil {
+			continue
+		}
+		serr := (*f).Sync()
+		if cerr := (*f).Close(); serr == nil {
+			serr = cerr
+		}
+		if err == nil {
+			err = serr
+		}
+		*f = nil
 	}
-	err := q.active.Sync()
-	if cerr := q.active.Close(); err == nil {
-		err = cerr
-	}
-	q.active = nil
 	return err
 }

@@ -1,0 +1,176 @@
+package forward
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/engine"
+)
+
+// baseline returns the DESIGN.md 1M-point dataset (devices x steps points
+// of sensor,device_id,site temperature) in batches of 10,000.
+func baseline(devices, steps int) [][]engine.Point {
+	tags := make([][]engine.Tag, devices)
+	rngs := make([]*rand.Rand, devices)
+	temps := make([]float64, devices)
+	for i := range devices {
+		tags[i] = []engine.Tag{{Key: "device_id", Value: fmt.Sprintf("dev-%04d", i)}, {Key: "site", Value: fmt.Sprintf("site-%02d", i%10)}}
+		rngs[i] = rand.New(rand.NewPCG(904, uint64(i)))
+		temps[i] = 20 + float64(i%7)
+	}
+	pts := make([]engine.Point, 0, devices*steps)
+	for s := range steps {
+		for i := range devices {
+			if s > 0 {
+				temps[i] = math.Round((temps[i]+rngs[i].Float64()*0.5-0.25)*100) / 100
+			}
+			pts = append(pts, engine.Point{Measurement: "sensor", Tags: tags[i],
+				Fields: []engine.Field{{Key: "temperature", Value: engine.Float(temps[i])}}, Time: t0 + int64(s)*int64(time.Second)})
+		}
+	}
+	var batches [][]engine.Point
+	for len(pts) > 0 {
+		n := min(10_000, len(pts))
+		batches = append(batches, pts[:n:n])
+		pts = pts[n:]
+	}
+	return batches
+}
+
+// discardServer accepts every request, reading its body.
+func discardServer(tb testing.TB) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	tb.Cleanup(srv.Close)
+	return srv
+}
+
+// BenchmarkIngest measures what forwarding costs local ingest: the 1M-point
+// baseline written with SyncNever (timed from Open to Close) without a
+// forwarder, with the queue only (forwarder not started), and with
+// delivery running to a loopback server that discards what it gets.
+func BenchmarkIngest(b *testing.B) {
+	batches := baseline(1000, 1000)
+	srv := discardServer(b)
+	for _, mode := range []string{"off", "queue", "forwarding"} {
+		b.Run(mode, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				dir := b.TempDir()
+				db, err := engine.Open(dir, &engine.Options{Sync: engine.SyncNever, Logger: quiet()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				var f *Forwarder
+				if mode != "off" {
+					if f, err = New(db, Options{URL: srv.URL, Protocol: Prometheus, Logger: quiet()}); err != nil {
+						b.Fatal(err)
+					}
+					if mode == "forwarding" {
+						f.Start()
+					}
+				}
+				for _, batch := range batches {
+					if err := db.Write(batch); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if f != nil {
+					f.Close()
+				}
+				if err := db.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(1e6*float64(b.N)/b.Elapsed().Seconds(), "points/s")
+		})
+	}
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkThroughput measures delivery alone: 1M queued points (1,000
+// series) sent from the queue to a loopback remote, timed from Start until
+// the last is acknowledged, with this process's CPU time per point (the
+// remote's own work is in it for the discarding server, not for
+// VictoriaMetrics, which runs in its own process).
+func BenchmarkThroughput(b *testing.B) {
+	batches := baseline(1000, 1000)
+	const n = 1_000_000
+	for _, c := range []struct {
+		name  string
+		proto Protocol
+		vm    bool
+	}{{"prometheus/discard", Prometheus, false}, {"influx/discard", Influx, false},
+		{"prometheus/victoria-metrics", Prometheus, true}, {"influx/victoria-metrics", Influx, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			var url string
+			if c.vm {
+				v := startVM(b)
+				url = v.url("/api/v1/write")
+				if c.proto == Influx {
+					url = v.url("/write")
+				}
+			} else {
+				url = discardServer(b).URL
+			}
+			var cpu, wall time.Duration
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				db, err := engine.Open(b.TempDir(), &engine.Options{Sync: engine.SyncNever, Logger: quiet()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				f, err := New(db, Options{URL: url, Protocol: c.proto, Logger: quiet(), Linger: time.Millisecond})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for j, batch := range batches {
+					// Shift each iteration's timestamps so VictoriaMetrics
+					// gets new samples, not duplicates.
+					if err := db.Write(shifted(batch, int64(i)*int64(time.Hour))); err != nil {
+						b.Fatal(err, j)
+					}
+				}
+				c0, w0 := cpuTime(), time.Now()
+				b.StartTimer()
+				f.Start()
+				for f.Stats().SamplesSent < n {
+					time.Sleep(time.Millisecond) // polling interval
+				}
+				b.StopTimer()
+				cpu += cpuTime() - c0
+				wall += time.Since(w0)
+				f.Close()
+				db.Close()
+			}
+			b.ReportMetric(float64(n*b.N)/wall.Seconds(), "points/s")
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(n*b.N), "cpu-ns/point")
+		})
+	}
+}
+
+func shifted(batch []engine.Point, d int64) []engine.Point {
+	if d == 0 {
+		return batch
+	}
+	out := make([]engine.Point, len(batch))
+	for i, p := range batch {
+		p.Time += d
+		out[i] = p
+	}
+	return out
+}
