@@ -56,44 +56,59 @@ func discardServer(tb testing.TB) *httptest.Server {
 
 // BenchmarkIngest measures what forwarding costs local ingest: the 1M-point
 // baseline written with SyncNever (timed from Open to Close) without a
-// forwarder, with the queue only (forwarder not started), and with
-// delivery running to a loopback server that discards what it gets.
+// forwarder ("off"), with the queue only (forwarder not started: the
+// engine-side cost), and with delivery running to a loopback server that
+// discards what it gets. Each iteration runs the three modes one after the
+// other, so that the load of a shared machine weighs on them alike; it
+// reports each mode's rate and the slowdown of the other two against off.
 func BenchmarkIngest(b *testing.B) {
 	batches := baseline(1000, 1000)
 	srv := discardServer(b)
-	for _, mode := range []string{"off", "queue", "forwarding"} {
-		b.Run(mode, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				dir := b.TempDir()
-				db, err := engine.Open(dir, &engine.Options{Sync: engine.SyncNever, Logger: quiet()})
-				if err != nil {
-					b.Fatal(err)
-				}
-				var f *Forwarder
-				if mode != "off" {
-					if f, err = New(db, Options{URL: srv.URL, Protocol: Prometheus, Logger: quiet()}); err != nil {
-						b.Fatal(err)
-					}
-					if mode == "forwarding" {
-						f.Start()
-					}
-				}
-				for _, batch := range batches {
-					if err := db.Write(batch); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if f != nil {
-					f.Close()
-				}
-				if err := db.Close(); err != nil {
-					b.Fatal(err)
-				}
+	modes := []string{"off", "queue", "forwarding"}
+	var took, cpu [3]time.Duration
+	run := func(mode string) (time.Duration, time.Duration) {
+		dir := b.TempDir()
+		start, c0 := time.Now(), cpuTime()
+		db, err := engine.Open(dir, &engine.Options{Sync: engine.SyncNever, Logger: quiet()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var f *Forwarder
+		if mode != "off" {
+			if f, err = New(db, Options{URL: srv.URL, Protocol: Prometheus, Logger: quiet()}); err != nil {
+				b.Fatal(err)
 			}
-			b.ReportMetric(1e6*float64(b.N)/b.Elapsed().Seconds(), "points/s")
-		})
+			if mode == "forwarding" {
+				f.Start()
+			}
+		}
+		for _, batch := range batches {
+			if err := db.Write(batch); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if f != nil {
+			f.Close()
+		}
+		if err := db.Close(); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start), cpuTime() - c0
 	}
+	b.ReportAllocs()
+	for b.Loop() {
+		for i, m := range modes {
+			w, c := run(m)
+			took[i] += w
+			cpu[i] += c
+		}
+	}
+	for i, m := range modes {
+		b.ReportMetric(1e6*float64(b.N)/took[i].Seconds(), m+"-points/s")
+		b.ReportMetric(float64(cpu[i].Nanoseconds())/(1e6*float64(b.N)), m+"-cpu-ns/point")
+	}
+	b.ReportMetric(100*(took[1].Seconds()/took[0].Seconds()-1), "queue-slowdown-%")
+	b.ReportMetric(100*(took[2].Seconds()/took[0].Seconds()-1), "forwarding-slowdown-%")
 }
 
 func cpuTime() time.Duration {

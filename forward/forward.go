@@ -94,6 +94,10 @@ type Options struct {
 	// (default: MaxBacklogBytes/16, between 64 KiB and 64 MiB). The backlog
 	// bounds drop whole files.
 	SegmentBytes int64
+	// SyncInterval is how often the queue is fsynced in the background
+	// (default 1 s), so that a power loss loses at most that much of the
+	// queue's tail; a process crash loses nothing at any setting.
+	SyncInterval time.Duration
 	Now          func() time.Time // clock; default time.Now
 }
 
@@ -131,6 +135,9 @@ func (o *Options) ensureDefaults(db *engine.DB) {
 	if o.SegmentBytes == 0 {
 		o.SegmentBytes = min(max(o.MaxBacklogBytes/16, minSegBytes), defaultSegBytes)
 	}
+	if o.SyncInterval == 0 {
+		o.SyncInterval = time.Second
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -144,7 +151,7 @@ func (o *Options) validate() error {
 		return fmt.Errorf("%w: unknown protocol %q (want prometheus or influx)", ErrInvalid, o.Protocol)
 	case o.BatchSize < 1:
 		return fmt.Errorf("%w: BatchSize must be positive", ErrInvalid)
-	case o.Linger < 0 || o.MaxBacklogAge < 0 || o.MinBackoff < 0 || o.MaxBackoff < 0 || o.Timeout < 0:
+	case o.Linger < 0 || o.MaxBacklogAge < 0 || o.MinBackoff < 0 || o.MaxBackoff < 0 || o.Timeout < 0 || o.SyncInterval < 0:
 		return fmt.Errorf("%w: negative duration", ErrInvalid)
 	case o.MaxBacklogBytes < 0 || o.SegmentBytes < 0:
 		return fmt.Errorf("%w: negative size", ErrInvalid)
@@ -214,8 +221,8 @@ func (h *hook) FeedCommit(seq uint64, logged bool) {
 
 // New opens (or creates) the forwarder's queue for db, reconciles it with
 // the database's recovered WAL position, and subscribes to the database's
-// change feed: every batch written from now on is queued. Nothing is sent
-// before Start.
+// change feed: every batch written from now on is queued, within the
+// backlog bounds. Nothing is sent before Start.
 func New(db *engine.DB, opts Options) (*Forwarder, error) {
 	opts.ensureDefaults(db)
 	if err := opts.validate(); err != nil {
@@ -253,6 +260,9 @@ func New(db *engine.DB, opts Options) (*Forwarder, error) {
 		f.st.unforwarded.Add(int64(info.Seq - state.RecoveredSeq))
 	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
+	// The queue is bounded and synced from now on; delivery waits for Start.
+	f.wg.Go(f.trimLoop)
+	f.wg.Go(f.syncLoop)
 	return f, nil
 }
 
@@ -264,7 +274,6 @@ func (f *Forwarder) Start() error {
 	if f.started.Swap(true) {
 		return fmt.Errorf("forward: already started")
 	}
-	f.wg.Go(f.trimLoop)
 	f.wg.Go(f.sendLoop)
 	return nil
 }
@@ -299,6 +308,21 @@ func (f *Forwarder) trimLoop() {
 		case <-f.trimCh:
 		}
 		f.enforceBounds()
+	}
+}
+
+func (f *Forwarder) syncLoop() {
+	t := time.NewTicker(f.opts.SyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-f.ctx.Done():
+			return
+		case <-t.C:
+			if err := f.q.sync(); err != nil {
+				f.logger.Warn("forward: sync queue", "err", err)
+			}
+		}
 	}
 }
 

@@ -753,6 +753,21 @@ func (q *queue) saveCursor(c cursor) error {
 	return nil
 }
 
+// sync fsyncs the active file, outside the writer's lock (a file rolled
+// meanwhile was fsynced by roll).
+func (q *queue) sync() error {
+	q.wmu.Lock()
+	f := q.active
+	q.wmu.Unlock()
+	if f == nil {
+		return nil
+	}
+	if err := f.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+		return fmt.Errorf("sync queue file: %w", err)
+	}
+	return nil
+}
+
 // close syncs and closes the active file and the cursor.
 func (q *queue) close() error {
 	q.wmu.Lock()
