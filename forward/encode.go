@@ -145,60 +145,68 @@ func promValue(v engine.Value) (float64, bool) {
 
 // promEncoder builds WriteRequests, reusing its buffers.
 type promEncoder struct {
-	order []int          // series index by first appearance
-	index map[uint64]int // series id -> position in groups
-	group [][]int        // sample indexes per series, in order
-	ts    []byte
-	buf   []byte
+	slot  []int32  // by series id (ids are dense): 1 + its group, 0 for none
+	ids   []uint64 // ids with a group, in order of first appearance
+	group [][]int32
 }
 
 // encode appends the WriteRequest for samples to dst (uncompressed) and
 // returns it with the number of samples skipped.
 func (e *promEncoder) encode(dst []byte, samples []engine.FeedSample, meta func(id uint64) *seriesMeta) ([]byte, int) {
-	if e.index == nil {
-		e.index = make(map[uint64]int)
-	}
-	clear(e.index)
-	for i := range e.group {
-		e.group[i] = e.group[i][:0]
-	}
-	n := 0
 	skipped := 0
 	for i := range samples {
-		if samples[i].Value.Kind() == engine.KindString {
+		s := &samples[i]
+		if s.Value.Kind() == engine.KindString {
 			skipped++
 			continue
 		}
-		g, ok := e.index[samples[i].ID]
-		if !ok {
-			g = n
-			n++
-			e.index[samples[i].ID] = g
-			if g == len(e.group) {
+		if s.ID >= uint64(len(e.slot)) {
+			e.slot = slices.Grow(e.slot, int(s.ID)+1-len(e.slot))[:s.ID+1]
+		}
+		g := e.slot[s.ID]
+		if g == 0 {
+			e.ids = append(e.ids, s.ID)
+			g = int32(len(e.ids))
+			e.slot[s.ID] = g
+			if len(e.group) < len(e.ids) {
 				e.group = append(e.group, nil)
 			}
 		}
-		e.group[g] = append(e.group[g], i)
+		e.group[g-1] = append(e.group[g-1], int32(i))
 	}
-	for g := range n {
+	for g, id := range e.ids {
 		idx := e.group[g]
-		m := meta(samples[idx[0]].ID)
-		ts := append(e.ts[:0], m.labels...)
+		m := meta(id)
+		size := len(m.labels)
 		for _, i := range idx {
-			v, _ := promValue(samples[i].Value)
-			s := protowire.AppendTag(e.buf[:0], 1, protowire.Fixed64Type)
-			s = protowire.AppendFixed64(s, math.Float64bits(v))
-			s = protowire.AppendTag(s, 2, protowire.VarintType)
-			s = protowire.AppendVarint(s, uint64(floorMillis(samples[i].Time)))
-			e.buf = s
-			ts = protowire.AppendTag(ts, 2, protowire.BytesType)
-			ts = protowire.AppendBytes(ts, s)
+			n := sampleSize(samples[i].Time)
+			size += 1 + protowire.SizeVarint(uint64(n)) + n
 		}
-		e.ts = ts
 		dst = protowire.AppendTag(dst, 1, protowire.BytesType)
-		dst = protowire.AppendBytes(dst, ts)
+		dst = protowire.AppendVarint(dst, uint64(size))
+		dst = append(dst, m.labels...)
+		for _, i := range idx {
+			s := &samples[i]
+			v, _ := promValue(s.Value)
+			ms := uint64(floorMillis(s.Time))
+			dst = protowire.AppendTag(dst, 2, protowire.BytesType)
+			dst = protowire.AppendVarint(dst, uint64(sampleSize(s.Time)))
+			dst = protowire.AppendTag(dst, 1, protowire.Fixed64Type)
+			dst = protowire.AppendFixed64(dst, math.Float64bits(v))
+			dst = protowire.AppendTag(dst, 2, protowire.VarintType)
+			dst = protowire.AppendVarint(dst, ms)
+		}
+		e.slot[id] = 0
+		e.group[g] = idx[:0]
 	}
+	e.ids = e.ids[:0]
 	return dst, skipped
+}
+
+// sampleSize is the encoded size of a Sample message at time ns: a tagged
+// double and a tagged varint.
+func sampleSize(ns int64) int {
+	return 1 + 8 + 1 + protowire.SizeVarint(uint64(floorMillis(ns)))
 }
 
 // encodeInflux appends the line protocol of samples to dst.
