@@ -370,3 +370,44 @@ func TestOptions(t *testing.T) {
 		t.Errorf("Start after Close: %v", err)
 	}
 }
+
+// Two forwarders of one database, each with its own queue, deliver
+// everything to their own remote.
+func TestTwoTargets(t *testing.T) {
+	dir := t.TempDir()
+	db := openDB(t, dir)
+	defer db.Close()
+	a, b := newFakeRemote(t, Prometheus), newFakeRemote(t, Influx)
+	fa := newForwarder(t, db, Options{URL: a.srv.URL, Protocol: Prometheus, Linger: time.Millisecond})
+	defer fa.Close()
+	fb := newForwarder(t, db, Options{URL: b.srv.URL, Protocol: Influx, Linger: time.Millisecond, Dir: filepath.Join(dir, "forward-influx")})
+	defer fb.Close()
+	writeBatches(t, db, sensorPoints(10, 20, t0), 30)
+	waitFor(t, "both targets", 10*time.Second, func() bool {
+		return fa.Stats().SamplesSent == 200 && fb.Stats().SamplesSent == 200
+	})
+	checkSensor(t, a.received(), 10, 20, t0, 1e6)
+	checkSensor(t, b.received(), 10, 20, t0, 1)
+}
+
+func TestMetrics(t *testing.T) {
+	s := Stats{SamplesSent: 5, DroppedBacklog: 2, DroppedRejected: 1, Lag: 1500 * time.Millisecond}
+	var buf strings.Builder
+	if err := WriteMetrics(&buf, s.Metrics()); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		"# TYPE strata_forward_samples_sent_total counter\nstrata_forward_samples_sent_total 5\n",
+		"strata_forward_samples_dropped_total{reason=\"backlog\"} 2\n",
+		"strata_forward_samples_dropped_total{reason=\"rejected\"} 1\n",
+		"# TYPE strata_forward_lag_seconds gauge\nstrata_forward_lag_seconds 1.5\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in\n%s", want, out)
+		}
+	}
+	if strings.Count(out, "# TYPE strata_forward_samples_dropped_total") != 1 {
+		t.Errorf("dropped family declared more than once:\n%s", out)
+	}
+}
