@@ -177,24 +177,24 @@ func (e *promEncoder) encode(dst []byte, samples []engine.FeedSample, meta func(
 	for g, id := range e.ids {
 		idx := e.group[g]
 		m := meta(id)
+		// A Sample is at most 20 bytes, so its length is one byte.
 		size := len(m.labels)
 		for _, i := range idx {
-			n := sampleSize(samples[i].Time)
-			size += 1 + protowire.SizeVarint(uint64(n)) + n
+			size += len(tagTSSample) + 1 + sampleSize(samples[i].Time)
 		}
-		dst = protowire.AppendTag(dst, 1, protowire.BytesType)
+		dst = append(dst, tagWRSeries...)
 		dst = protowire.AppendVarint(dst, uint64(size))
 		dst = append(dst, m.labels...)
 		for _, i := range idx {
 			s := &samples[i]
 			v, _ := promValue(s.Value)
-			ms := uint64(floorMillis(s.Time))
-			dst = protowire.AppendTag(dst, 2, protowire.BytesType)
+			ms := floorMillis(s.Time)
+			dst = append(dst, tagTSSample...)
 			dst = protowire.AppendVarint(dst, uint64(sampleSize(s.Time)))
-			dst = protowire.AppendTag(dst, 1, protowire.Fixed64Type)
+			dst = append(dst, tagSampleValue...)
 			dst = protowire.AppendFixed64(dst, math.Float64bits(v))
-			dst = protowire.AppendTag(dst, 2, protowire.VarintType)
-			dst = protowire.AppendVarint(dst, ms)
+			dst = append(dst, tagSampleTime...)
+			dst = protowire.AppendVarint(dst, uint64(ms))
 		}
 		e.slot[id] = 0
 		e.group[g] = idx[:0]
@@ -203,10 +203,18 @@ func (e *promEncoder) encode(dst []byte, samples []engine.FeedSample, meta func(
 	return dst, skipped
 }
 
+// The field tags of the messages, encoded once.
+var (
+	tagWRSeries    = protowire.AppendTag(nil, 1, protowire.BytesType)   // WriteRequest.timeseries
+	tagTSSample    = protowire.AppendTag(nil, 2, protowire.BytesType)   // TimeSeries.samples
+	tagSampleValue = protowire.AppendTag(nil, 1, protowire.Fixed64Type) // Sample.value
+	tagSampleTime  = protowire.AppendTag(nil, 2, protowire.VarintType)  // Sample.timestamp
+)
+
 // sampleSize is the encoded size of a Sample message at time ns: a tagged
 // double and a tagged varint.
 func sampleSize(ns int64) int {
-	return 1 + 8 + 1 + protowire.SizeVarint(uint64(floorMillis(ns)))
+	return len(tagSampleValue) + 8 + len(tagSampleTime) + protowire.SizeVarint(uint64(floorMillis(ns)))
 }
 
 // encodeInflux appends the line protocol of samples to dst.
