@@ -19,6 +19,9 @@ func (db *DB) Compact() error {
 	if err := db.checkOpen(); err != nil {
 		return err
 	}
+	if err := db.checkWritable(); err != nil {
+		return err
+	}
 	for {
 		did, err := db.compactOnce()
 		if err != nil {
@@ -164,6 +167,7 @@ func (db *DB) compactOnce() (bool, error) {
 			MinTime:            cutoff,
 			TargetSegmentBytes: db.opts.TargetSegmentBytes,
 			BlockSamples:       db.opts.BlockSamples,
+			FS:                 db.fs,
 			NewOutput: func() (*segment.Writer, error) {
 				path := filepath.Join(db.dir, segName(db.allocFileNum()))
 				return segment.Create(path, segment.WriterOptions{FS: db.fs, BlockSamples: db.opts.BlockSamples})
@@ -240,7 +244,8 @@ const maxAffectCheck = 4096
 // created after the delete match too, which only makes the answer
 // conservative.
 func (db *DB) tombstoneAffects(h *segHandle, t *tombstone) bool {
-	if t.sel.End <= h.meta.MinTime || t.sel.Start > h.meta.MaxTime {
+	tmin, tmax := t.sel.TimeRange()
+	if tmax < h.meta.MinTime || tmin > h.meta.MaxTime {
 		return false
 	}
 	db.cat.mu.RLock()
@@ -258,7 +263,7 @@ func (db *DB) tombstoneAffects(h *segHandle, t *tombstone) bool {
 		if key < string(h.meta.FirstKey) || key > string(h.meta.LastKey) {
 			continue
 		}
-		if idx, ok := h.r.Find([]byte(key)); ok && idx.MinTime() < t.sel.End && idx.MaxTime() >= t.sel.Start {
+		if idx, ok := h.r.Find([]byte(key)); ok && idx.MinTime() <= tmax && idx.MaxTime() >= tmin {
 			return true
 		}
 	}
@@ -287,7 +292,8 @@ func (db *DB) dropFunc(applied uint64, tombs []tombstone) func(key []byte) []com
 		var out []compaction.TimeRange
 		for _, t := range live {
 			if db.cat.matches(id, &t.sel) {
-				out = append(out, compaction.TimeRange{Min: t.sel.Start, Max: t.sel.End - 1})
+				tmin, tmax := t.sel.TimeRange()
+				out = append(out, compaction.TimeRange{Min: tmin, Max: tmax})
 			}
 		}
 		return out

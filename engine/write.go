@@ -20,6 +20,9 @@ func (db *DB) Write(points []Point) error {
 	if err := db.checkOpen(); err != nil {
 		return err
 	}
+	if err := db.checkWritable(); err != nil {
+		return err
+	}
 	if len(points) == 0 {
 		return nil
 	}
@@ -227,9 +230,13 @@ func (db *DB) Delete(ctx context.Context, s Selector) error {
 	if err := db.checkOpen(); err != nil {
 		return err
 	}
+	if err := db.checkWritable(); err != nil {
+		return err
+	}
 	sel := s
 	sel.Tags = slices.Clone(s.Tags)
 	point.SortTags(sel.Tags)
+	sel.Matchers = slices.Clone(s.Matchers)
 
 	db.commitMu.Lock()
 	if err := db.checkOpen(); err != nil {
@@ -260,18 +267,5 @@ func validateSelector(s *Selector) error {
 	if s.Measurement == "" {
 		return fmt.Errorf("%w: empty measurement", ErrInvalid)
 	}
-	if s.Start >= s.End {
-		return fmt.Errorf("%w: start %d is not before end %d", ErrInvalid, s.Start, s.End)
-	}
-	for i, t := range s.Tags {
-		if t.Key == "" || t.Value == "" {
-			return fmt.Errorf("%w: empty tag key or value in selector", ErrInvalid)
-		}
-		for _, u := range s.Tags[:i] {
-			if u.Key == t.Key {
-				return fmt.Errorf("%w: duplicate tag key %q in selector", ErrInvalid, t.Key)
-			}
-		}
-	}
-	return nil
+	return validateSelectorFilters(s)
 }
