@@ -148,18 +148,21 @@ type promEncoder struct {
 	slot  []int32  // by series id (ids are dense): 1 + its group, 0 for none
 	ids   []uint64 // ids with a group, in order of first appearance
 	group [][]int32
+	ms    []uint64 // by sample: its time in ms, as encoded
 }
 
 // encode appends the WriteRequest for samples to dst (uncompressed) and
 // returns it with the number of samples skipped.
 func (e *promEncoder) encode(dst []byte, samples []engine.FeedSample, meta func(id uint64) *seriesMeta) ([]byte, int) {
 	skipped := 0
+	e.ms = slices.Grow(e.ms[:0], len(samples))[:len(samples)]
 	for i := range samples {
 		s := &samples[i]
 		if s.Value.Kind() == engine.KindString {
 			skipped++
 			continue
 		}
+		e.ms[i] = uint64(floorMillis(s.Time))
 		if s.ID >= uint64(len(e.slot)) {
 			e.slot = slices.Grow(e.slot, int(s.ID)+1-len(e.slot))[:s.ID+1]
 		}
@@ -180,7 +183,7 @@ func (e *promEncoder) encode(dst []byte, samples []engine.FeedSample, meta func(
 		// A Sample is at most 20 bytes, so its length is one byte.
 		size := len(m.labels)
 		for _, i := range idx {
-			size += len(tagTSSample) + 1 + sampleSize(samples[i].Time)
+			size += len(tagTSSample) + 1 + sampleSize(e.ms[i])
 		}
 		dst = append(dst, tagWRSeries...)
 		dst = protowire.AppendVarint(dst, uint64(size))
@@ -188,13 +191,13 @@ func (e *promEncoder) encode(dst []byte, samples []engine.FeedSample, meta func(
 		for _, i := range idx {
 			s := &samples[i]
 			v, _ := promValue(s.Value)
-			ms := floorMillis(s.Time)
+			ms := e.ms[i]
 			dst = append(dst, tagTSSample...)
-			dst = protowire.AppendVarint(dst, uint64(sampleSize(s.Time)))
+			dst = protowire.AppendVarint(dst, uint64(sampleSize(ms)))
 			dst = append(dst, tagSampleValue...)
 			dst = protowire.AppendFixed64(dst, math.Float64bits(v))
 			dst = append(dst, tagSampleTime...)
-			dst = protowire.AppendVarint(dst, uint64(ms))
+			dst = protowire.AppendVarint(dst, ms)
 		}
 		e.slot[id] = 0
 		e.group[g] = idx[:0]
@@ -211,10 +214,10 @@ var (
 	tagSampleTime  = protowire.AppendTag(nil, 2, protowire.VarintType)  // Sample.timestamp
 )
 
-// sampleSize is the encoded size of a Sample message at time ns: a tagged
+// sampleSize is the encoded size of a Sample message at ms: a tagged
 // double and a tagged varint.
-func sampleSize(ns int64) int {
-	return len(tagSampleValue) + 8 + len(tagSampleTime) + protowire.SizeVarint(uint64(floorMillis(ns)))
+func sampleSize(ms uint64) int {
+	return len(tagSampleValue) + 8 + len(tagSampleTime) + protowire.SizeVarint(ms)
 }
 
 // encodeInflux appends the line protocol of samples to dst.
