@@ -174,6 +174,8 @@ type DB struct {
 
 	st stats
 
+	feed feed // change feed subscribers (feed.go)
+
 	// testAfterCompactionSnapshot, when set by a test, runs in compactOnce
 	// right after the compaction has taken its snapshot.
 	testAfterCompactionSnapshot func()

@@ -281,6 +281,7 @@ func openWritable(dir string, opts *Options, fsys vfs.FS) (*DB, error) {
 		return nil, err
 	}
 	db.vis.start(db.seq.Load(), db.vis.floor.Load())
+	db.feed.recovered = db.seq.Load()
 	db.bgCtx, db.bgCancel = context.WithCancel(context.Background())
 	db.wg.Go(db.flushLoop)
 	db.wg.Go(db.compactLoop)

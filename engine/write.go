@@ -67,8 +67,10 @@ func (db *DB) Write(points []Point) error {
 	}
 	b := wal.Batch{Seq: seq, Series: w.defs, Entries: w.entries}
 	w.buf = b.Marshal(w.buf[:0])
+	subs := db.feedPrepare(seq, len(w.entries), w.buf) // change feed (feed.go)
 	pos, err := db.wal.Write(wal.RecordBatch, w.buf)
 	if err != nil {
+		feedCommit(subs, seq, false)
 		db.commitMu.Unlock()
 		return fmt.Errorf("write wal: %w", err)
 	}
@@ -81,6 +83,8 @@ func (db *DB) Write(points []Point) error {
 		}
 		db.cat.mu.Unlock()
 	}
+	// Fed after the catalog knows the batch's series.
+	feedCommit(subs, seq, true)
 	// Applied now, invisible to readers until seq is published. Only
 	// commitMu holders replace mem; Fits was checked above, and sequence
 	// numbers only grow, so ApplySeq cannot refuse.
