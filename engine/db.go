@@ -18,6 +18,24 @@
 // commit lock (so WAL order is apply order); SyncAlways writers wait for
 // their fsync outside it, sharing fsyncs (group commit). Queries read a
 // consistent snapshot of memtables and segments without blocking writers.
+//
+// # Errors
+//
+// One convention holds in every strata package, so that a message reads
+// each piece of context once:
+//
+//   - Conditions callers act on are sentinels, matched with errors.Is:
+//     ErrInvalid, ErrCorrupt, ErrClosed, ... Their text starts "strata: ".
+//   - An error that is such a condition puts the sentinel first and the
+//     detail after it: "strata: invalid input: empty measurement".
+//   - A leaf package starts the errors it makes with its name ("wal: ",
+//     "segment: ", "compaction: ") and names the file it was working on;
+//     errors of the filesystem already name their path.
+//   - A caller that wraps a lower error adds its own operation before it,
+//     never the callee's ("flush: segment: sync /db/000007.seg.tmp: ..."),
+//     and returns the error unwrapped when it has nothing to add.
+//   - Damaged bytes are a *CorruptionError: file, offset and cause; it
+//     matches ErrCorrupt.
 package engine
 
 import (

@@ -132,7 +132,7 @@ func (db *DB) flushMemtable(m *memRef) error {
 		path := filepath.Join(db.dir, segName(num))
 		w, err := segment.Create(path, segment.WriterOptions{FS: db.fs, BlockSamples: db.opts.BlockSamples})
 		if err != nil {
-			return fmt.Errorf("create segment: %w", err)
+			return err
 		}
 		var buf []point.Sample
 		var stombs []tombstone
@@ -148,13 +148,13 @@ func (db *DB) flushMemtable(m *memRef) error {
 			}
 			if err := w.Add([]byte(meta.key), meta.kind, buf); err != nil {
 				w.Abort()
-				return fmt.Errorf("write segment: %w", err)
+				return err
 			}
 		}
 		sm, err := w.Finish()
 		if err != nil {
 			w.Abort()
-			return fmt.Errorf("finish segment: %w", err)
+			return err
 		}
 		if sm.Series > 0 {
 			r, err := segment.Open(db.fs, path)
@@ -213,7 +213,7 @@ func (db *DB) logAndApply(edit func(levels *[maxLevels][]*segHandle), flushed *m
 	// needs no WAL fsync.
 	if flushed == nil || flushed.walEnd <= db.wal.CurrentFile() {
 		if err := db.wal.Sync(); err != nil {
-			return fmt.Errorf("sync wal: %w", err)
+			return err // wal errors name the log and file
 		}
 	}
 

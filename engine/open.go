@@ -266,7 +266,7 @@ func openWritable(dir string, opts *Options, fsys vfs.FS) (*DB, error) {
 	lock, err := fsys.Lock(filepath.Join(dir, lockName))
 	if err != nil {
 		if errors.Is(err, vfs.ErrLocked) {
-			return nil, fmt.Errorf("open %s: %w", dir, ErrLocked)
+			return nil, fmt.Errorf("%w: open %s", ErrLocked, dir)
 		}
 		return nil, fmt.Errorf("open %s: %w", dir, err)
 	}

@@ -72,7 +72,7 @@ func (db *DB) Write(points []Point) error {
 	if err != nil {
 		feedCommit(subs, seq, false)
 		db.commitMu.Unlock()
-		return fmt.Errorf("write wal: %w", err)
+		return err // wal errors name the log and file
 	}
 	db.seq.Store(seq)
 	if len(w.pend) > 0 {
@@ -309,7 +309,7 @@ func (db *DB) Delete(ctx context.Context, s Selector) error {
 	pos, err := db.wal.Write(wal.RecordDelete, rec.Marshal(nil))
 	if err != nil {
 		db.commitMu.Unlock()
-		return fmt.Errorf("write wal: %w", err)
+		return err // wal errors name the log and file
 	}
 	db.seq.Store(seq)
 	// Readers ignore the tombstone until seq is published.

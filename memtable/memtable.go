@@ -356,23 +356,6 @@ func (t *Table) Read(id uint64, mint, maxt int64, v *View, dst []point.Sample) [
 	return dst
 }
 
-// Columns is Samples in columnar form, for encoders. It appends the times
-// of series id's samples in [mint, maxt] to times, and their values to vals
-// (the payload of point.Value.Bits) for a non-string series or to strs for a
-// string series; the other one of vals and strs is returned unchanged.
-func (t *Table) Columns(id uint64, mint, maxt int64, times []int64, vals []uint64, strs []string) ([]int64, []uint64, []string) {
-	if mint > maxt {
-		return times, vals, strs
-	}
-	s, excl := t.readSeries(id, Latest.Oldest)
-	if s != nil {
-		rv := t.relView(&Latest)
-		times, vals, strs = s.appendColumns(times, vals, strs, mint, maxt, &rv)
-	}
-	t.unlock(excl)
-	return times, vals, strs
-}
-
 // relView is a View in the table's 32-bit sequence offsets.
 type relView struct {
 	asOf  uint32
