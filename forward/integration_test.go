@@ -115,6 +115,7 @@ func (v *vm) start() {
 		"-search.disableCache",
 	)
 	v.cmd.Stdout, v.cmd.Stderr = io.Discard, os.Stderr
+	dieWithParent(v.cmd)
 	if err := v.cmd.Start(); err != nil {
 		v.t.Fatal(err)
 	}
@@ -329,6 +330,7 @@ func TestVictoriaMetricsKill9(t *testing.T) {
 			t.Fatal(err)
 		}
 		cmd.Stderr = os.Stderr
+		dieWithParent(cmd)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
