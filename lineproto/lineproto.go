@@ -226,7 +226,7 @@ func Write(ctx context.Context, db DB, r io.Reader, opts Options) (Result, error
 		series: make(map[string]*series),
 
 		chunkEntries: 1,
-		points:       make([]point.Point, 0, min(o.BatchSize, 1024)),
+		points:       make([]point.Point, 0, min(o.BatchSize, 64)),
 	}
 	in := newInput(ctx, r)
 	defer in.close()
