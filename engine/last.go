@@ -106,11 +106,6 @@ func (v *visibility) newest(ctx context.Context, ids []uint64, best []lastSample
 		if m.t.Len() == 0 || m.t.MaxTime() < v.mint || m.t.MinTime() > v.maxt {
 			continue
 		}
-		applied := m.tombApplied
-		if m == v.snap.mem {
-			applied = ^uint64(0)
-		}
-		anyTomb := v.hasTombsAbove(applied)
 		for i, id := range ids {
 			if i%checkContextEvery == 0 && ctx.Err() != nil {
 				return ctx.Err()
@@ -119,24 +114,18 @@ func (v *visibility) newest(ctx context.Context, ids []uint64, best []lastSample
 			if !ok || hi < v.mint || lo > v.maxt || !best[i].beats(min(hi, v.maxt), rank) {
 				continue
 			}
-			var ranges []timeRange
-			if anyTomb {
-				v.db.cat.mu.RLock()
-				ranges = v.tombRanges(id, applied)
-				v.db.cat.mu.RUnlock()
+			// Memtable reads see what the snapshot sees (its sequence
+			// number, its tombstones as masks): try the newest sample first.
+			v.buf = v.buf[:0]
+			if hi <= v.maxt {
+				v.buf = v.db.memSamples(v.snap, m, id, hi, hi, v.buf)
 			}
-			if hi <= v.maxt && !covered(hi, ranges) {
-				v.buf = m.t.Samples(id, hi, hi, v.buf[:0])
-			} else {
-				v.buf = m.t.Samples(id, v.mint, v.maxt, v.buf[:0])
+			if len(v.buf) == 0 {
+				v.buf = v.db.memSamples(v.snap, m, id, v.mint, v.maxt, v.buf)
 			}
-			for j := len(v.buf) - 1; j >= 0; j-- {
-				s := v.buf[j]
-				if !covered(s.Time, ranges) {
-					if best[i].beats(s.Time, rank) {
-						best[i] = lastSample{s: s, rank: rank, found: true}
-					}
-					break
+			if j := len(v.buf) - 1; j >= 0 {
+				if s := v.buf[j]; best[i].beats(s.Time, rank) {
+					best[i] = lastSample{s: s, rank: rank, found: true}
 				}
 			}
 		}

@@ -58,7 +58,6 @@ import (
 
 	"github.com/stratadb/strata/compaction"
 	"github.com/stratadb/strata/internal/vfs"
-	"github.com/stratadb/strata/memtable"
 	"github.com/stratadb/strata/segment"
 	"github.com/stratadb/strata/wal"
 )
@@ -242,15 +241,14 @@ func openWritable(dir string, opts *Options, fsys vfs.FS) (*DB, error) {
 	}
 	switch kind {
 	case dirForeign:
-		return nil, fmt.Errorf("open %s: %w: the directory is not empty and holds no strata database", dir, ErrNotDatabase)
+		return nil, fmt.Errorf("open %s: %w (the directory is not empty)", dir, ErrNotDatabase)
 	case dirDatabase, dirNoManifest:
 		// Check the manifest before taking the lock, which creates LOCK
 		// when it is missing: a damaged database is reported unchanged.
 		// Under the lock it is read again.
-		probe := newDB(dir, opts, fsys)
 		var err error
 		if kind == dirDatabase {
-			_, err = probe.readManifest()
+			_, err = readManifest(fsys, dir)
 		} else if m, lerr := legacyManifest(fsys, dir); lerr != nil || m == nil {
 			err = cmp.Or(lerr, errNoManifest(dir))
 		}
@@ -268,7 +266,7 @@ func openWritable(dir string, opts *Options, fsys vfs.FS) (*DB, error) {
 	lock, err := fsys.Lock(filepath.Join(dir, lockName))
 	if err != nil {
 		if errors.Is(err, vfs.ErrLocked) {
-			return nil, fmt.Errorf("open %s: %w", dir, ErrLocked)
+			return nil, fmt.Errorf("%w: open %s", ErrLocked, dir)
 		}
 		return nil, fmt.Errorf("open %s: %w", dir, err)
 	}
@@ -282,6 +280,8 @@ func openWritable(dir string, opts *Options, fsys vfs.FS) (*DB, error) {
 		db.releaseAfterFailedOpen()
 		return nil, err
 	}
+	db.vis.start(db.seq.Load(), db.vis.floor.Load())
+	db.feed.recovered = db.seq.Load()
 	db.bgCtx, db.bgCancel = context.WithCancel(context.Background())
 	db.wg.Go(db.flushLoop)
 	db.wg.Go(db.compactLoop)
@@ -299,7 +299,7 @@ func (db *DB) writableManifest() (*manifest, error) {
 	}
 	switch kind {
 	case dirDatabase:
-		return db.readManifest()
+		return readManifest(db.fs, db.dir)
 	case dirEmpty, dirMissing:
 		m := newManifest()
 		if err := vfs.WriteFileAtomic(db.fs, filepath.Join(db.dir, manifestName), m.marshal()); err != nil {
@@ -316,14 +316,15 @@ func (db *DB) writableManifest() (*manifest, error) {
 		}
 		return m, nil
 	}
-	return nil, fmt.Errorf("open %s: %w: the directory is not empty and holds no strata database", db.dir, ErrNotDatabase)
+	return nil, fmt.Errorf("open %s: %w (the directory is not empty)", db.dir, ErrNotDatabase)
 }
 
-func (db *DB) readManifest() (*manifest, error) {
-	path := filepath.Join(db.dir, manifestName)
-	data, err := vfs.ReadFile(db.fs, path)
+// readManifest reads and decodes the manifest of the database in dir.
+func readManifest(fs vfs.FS, dir string) (*manifest, error) {
+	path := filepath.Join(dir, manifestName)
+	data, err := vfs.ReadFile(fs, path)
 	if errors.Is(err, iofs.ErrNotExist) {
-		return nil, errNoManifest(db.dir)
+		return nil, errNoManifest(dir)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read manifest: %w", err)
@@ -339,9 +340,9 @@ func openReadOnly(dir string, opts *Options, fsys vfs.FS) (*DB, error) {
 	}
 	switch kind {
 	case dirMissing, dirEmpty:
-		return nil, fmt.Errorf("open %s read-only: %w: the directory is missing or empty", dir, ErrNotDatabase)
+		return nil, fmt.Errorf("open %s read-only: %w (the directory is missing or empty)", dir, ErrNotDatabase)
 	case dirForeign:
-		return nil, fmt.Errorf("open %s: %w: the directory is not empty and holds no strata database", dir, ErrNotDatabase)
+		return nil, fmt.Errorf("open %s: %w (the directory is not empty)", dir, ErrNotDatabase)
 	}
 	var lastErr error
 	for range readOnlyAttempts {
@@ -360,6 +361,7 @@ func openReadOnly(dir string, opts *Options, fsys vfs.FS) (*DB, error) {
 		}
 		if err == nil {
 			if err = db.recover(m); err == nil {
+				db.vis.start(db.seq.Load(), db.vis.floor.Load())
 				db.bgCtx, db.bgCancel = context.WithCancel(context.Background())
 				return db, nil
 			}
@@ -420,6 +422,7 @@ func (db *DB) recover(m *manifest) error {
 	db.mu.walStart = m.walStart
 	db.mu.tombstones = m.tombstones
 	db.seq.Store(m.lastSeq)
+	db.vis.floor.Store(m.expiredBefore())
 
 	// Read-only, the check alone: a leftover stays for the writer to remove.
 	leftovers, err := db.findLeftovers(m, live)
@@ -536,7 +539,7 @@ func mustParseSeg(name string) uint64 {
 // and start no later than just past the manifest's. It changes nothing: a
 // torn tail is reported in the result.
 func (db *DB) replayWAL(m *manifest, walDir string) (wal.ReplayResult, error) {
-	mem := &memRef{t: memtable.New()}
+	mem := db.newMemRef(0)
 	var batch wal.Batch
 	var del wal.Delete
 	// A delete that every segment has applied is not a live tombstone, even
@@ -596,7 +599,9 @@ func (db *DB) replayWAL(m *manifest, walDir string) (wal.ReplayResult, error) {
 					return fmt.Errorf("%w: wal entry for unknown series %d or wrong kind", ErrCorrupt, e.ID)
 				}
 			}
-			mem.t.Apply(batch.Entries)
+			if err := mem.t.ApplySeq(batch.Entries, batch.Seq); err != nil {
+				return fmt.Errorf("%w: wal batch %d: %v", ErrCorrupt, batch.Seq, err)
+			}
 		case wal.RecordDelete:
 			if err := del.Unmarshal(payload); err != nil {
 				return err

@@ -1,7 +1,6 @@
 package lineproto
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -248,16 +247,23 @@ const (
 	// the points ahead of a refused one are written on their own, which
 	// bounds the work for a batch full of conflicts.
 	wholeRetries = 8
-	// maxInterned and maxInternLen bound the table of names, maxSeries and
-	// maxSeriesLen the table of series sections.
-	maxInterned  = 1 << 16
-	maxInternLen = 256
-	maxSeries    = 1 << 16
-	maxSeriesLen = 1024
+	// maxInterned, maxInternLen and maxInternBytes bound the table of
+	// names, maxSeries, maxSeriesLen and maxSeriesBytes the table of series
+	// sections: a table is emptied when it would go past its bound. The
+	// bytes count the keys and strings, and entryCost for each entry, tag
+	// or name besides.
+	maxInterned    = 1 << 16
+	maxInternLen   = 256
+	maxInternBytes = 4 << 20
+	maxSeries      = 1 << 16
+	maxSeriesLen   = 1024
+	maxSeriesBytes = 8 << 20
+	entryCost      = 64
 )
 
-// readBufSize is the size of the bufio.Reader; longer lines arrive in
-// several pieces. Tests make it small to send every line through pieces.
+// readBufSize is the longest piece of a line that the splitter gets at once;
+// longer lines arrive in several pieces. Tests make it small to send lines
+// through pieces.
 var readBufSize = 64 << 10
 
 // entry is one split entry, on a line of writer.chunk.
@@ -316,6 +322,8 @@ type writer struct {
 	recent [16]string         // the name last seen at each position of a line
 	series map[string]*series // series sections decoded before, by their bytes
 
+	namesBytes, seriesBytes int // what the tables hold, as maxInternBytes counts
+
 	nowSet  bool
 	nowNS   int64 // Options.Now for this batch
 	retries int   // points refused by the DB in this batch
@@ -347,24 +355,16 @@ func (w *writer) reject(line int, err error) {
 	}
 }
 
-func (w *writer) run(r io.Reader) error {
-	br := bufio.NewReaderSize(r, readBufSize)
+func (w *writer) run(in *input) error {
 	for {
-		seg, rerr := br.ReadSlice('\n')
+		seg, rerr := in.readSlice(readBufSize)
 		// A piece that ends neither its line nor the input: more of the
 		// line follows, now or after an idle wait or never (stop).
-		more := rerr == bufio.ErrBufferFull || rerr == errLinger || rerr == errStop
+		more := rerr == errPiece || rerr == errLinger || rerr == errStop
 		final := rerr != nil && !more
 		nl := len(seg) > 0 && seg[len(seg)-1] == '\n'
 		body := seg
 		if nl {
-			body = seg[:len(seg)-1]
-		} else if !final && endsWithCR(seg) {
-			// Whether this CR ends the line depends on the next byte:
-			// read it again with what follows.
-			if err := br.UnreadByte(); err != nil {
-				return fmt.Errorf("lineproto: %w", err)
-			}
 			body = seg[:len(seg)-1]
 		}
 		var err error
@@ -387,10 +387,10 @@ func (w *writer) run(r io.Reader) error {
 			return err
 		}
 		switch {
-		case rerr == nil || rerr == bufio.ErrBufferFull:
+		case rerr == nil || rerr == errPiece:
 			if w.pieces++; w.pieces%checkContextEvery == 0 && w.ctx.Err() != nil {
 				// Take in what was read; the input then reports errStop.
-				w.in.drain()
+				in.drain()
 			}
 			continue
 		case rerr == errLinger:
