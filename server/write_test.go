@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -336,5 +338,48 @@ func TestWriteAfterCloseIs503(t *testing.T) {
 	code, hdr, _ := ts.do("POST", "/api/v2/write", []byte("c v=1 1\n"))
 	if code != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" {
 		t.Errorf("closed db: %d", code)
+	}
+}
+
+// endless is a body of n bytes of line protocol that counts what was read.
+type endless struct {
+	n, read int64
+}
+
+func (e *endless) Read(p []byte) (int, error) {
+	if e.read >= e.n {
+		return 0, io.EOF
+	}
+	k := int64(len(p))
+	if rest := e.n - e.read; k > rest {
+		k = rest
+	}
+	for i := range p[:k] {
+		p[i] = "m v=1\n"[(e.read+int64(i))%6]
+	}
+	e.read += k
+	return int(k), nil
+}
+
+// TestBodyReadBounded: a body far over the limit is read no further than
+// the limit (plus a read buffer) before the 413, whatever its length claims.
+func TestBodyReadBounded(t *testing.T) {
+	const limit = 64 << 10
+	ts := newTestServer(t, &Options{MaxBodyBytes: limit})
+	for _, path := range []string{"/api/v2/write", "/write", "/api/v1/write"} {
+		body := &endless{n: 100 * limit}
+		req := httptest.NewRequest("POST", path, body)
+		req.ContentLength = -1 // unknown, as with chunked encoding
+		rec := httptest.NewRecorder()
+		ts.h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusRequestEntityTooLarge {
+			t.Errorf("%s: %d %s", path, rec.Code, rec.Body)
+		}
+		if body.read > 2*limit {
+			t.Errorf("%s: read %d bytes of the body for a limit of %d", path, body.read, limit)
+		}
+	}
+	if n := ts.count("m"); n != 0 {
+		t.Errorf("%d stored", n)
 	}
 }
