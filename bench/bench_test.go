@@ -45,6 +45,7 @@ func BenchmarkInsert(b *testing.B) {
 						b.Fatal(err)
 					}
 					os.RemoveAll(dir)
+					forgetMem(dir)
 					b.StartTimer()
 				}
 				b.ReportMetric(float64(n*ds.Len())/b.Elapsed().Seconds(), "points/s")
