@@ -54,7 +54,8 @@ func runBench(args []string) int {
 func benchMain(ctx context.Context, args, child []string, stdout, stderr io.Writer) int {
 	fs := newFlags("bench", "usage: strata bench [flags]\n\n"+
 		"Insert the same deterministic IoT dataset into strata, SQLite, LevelDB, Pebble and\n"+
-		"Prometheus TSDB (and memlimit, an in-memory floor), each engine and run in a fresh\n"+
+		"Prometheus TSDB (and memlimit, an in-memory line, and strata-http, strata behind\n"+
+		"strata serve's /api/v2/write), each engine and run in a fresh\n"+
 		"directory and process, then time three queries and check that every engine returns\n"+
 		"the same answers. Prints a Markdown table.\n\n"+
 		"--scale points|series sweeps the data size or the series count instead; --mixed\n"+
