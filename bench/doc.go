@@ -16,11 +16,12 @@
 // floor; it builds every point's canonical key as a string for its map
 // lookup, so an engine that hashes the tag set (strata) inserts faster: it
 // is the cost of the plain in-memory approach, not a bound. EngineNotes
-// states each engine's fsync parity; Supports which configuration and durability it runs in (Prometheus fast only: it fsyncs
-// its WAL when a 128 MiB segment fills and on Close, never per commit;
-// the floor default/fast only). An HTTP row (strata-http: line protocol
-// through `strata serve`) is reserved: an opener whose write posts the
-// batch as line protocol is all it needs.
+// states each engine's fsync parity; Supports which configuration and
+// durability it runs in (Prometheus fast only: it fsyncs its WAL when a
+// 128 MiB segment fills and on Close, never per commit; the in-memory line
+// default/fast only). strata-http is strata behind
+// `strata serve`'s /api/v2/write on loopback, one line-protocol request
+// per batch: the cost of ingesting over HTTP.
 //
 // # Dataset
 //

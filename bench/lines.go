@@ -122,7 +122,7 @@ func (c *lineChart) plot() (*plot.Plot, error) {
 			ln.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
 			pts.Color = ln.Color
 			pts.Shape = draw.CrossGlyph{}
-			p.Legend.Add(l.name+" (floor)", ln)
+			p.Legend.Add(l.name+" (in memory)", ln)
 		} else {
 			ln.Color = plotutil.Color(n)
 			pts.Color = ln.Color
