@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/segment"
@@ -32,36 +31,31 @@ func (db *DB) Last(ctx context.Context, s Selector) ([]Series, error) {
 		if err := v.newest(ctx, ids, best); err != nil {
 			return err
 		}
-		metas := make([]seriesMeta, 0, len(ids))
-		smps := make([]point.Sample, 0, len(ids))
-		v.db.cat.mu.RLock()
+		found := make([]uint64, 0, len(ids))
 		for i, id := range ids {
 			if best[i].found {
-				metas = append(metas, v.db.cat.series[id])
-				smps = append(smps, best[i].s)
+				found = append(found, id)
 			}
 		}
-		v.db.cat.mu.RUnlock()
-		order := make([]int, len(metas))
-		for i := range order {
-			order[i] = i
-		}
-		slices.SortFunc(order, func(a, b int) int { return strings.Compare(metas[a].key, metas[b].key) })
+		v.db.cat.sortByKey(found)
 		// One allocation for every result's sample and one for the tags.
-		out = make([]Series, len(order))
+		out = make([]Series, len(found))
+		samples := make([]Sample, len(found))
+		v.db.cat.mu.RLock()
 		ntags := 0
-		for i := range metas {
-			ntags += len(metas[i].set.tags)
+		for _, id := range found {
+			ntags += len(v.db.cat.series[id].set.tags)
 		}
 		tags := make([]Tag, 0, ntags)
-		samples := make([]Sample, len(order))
-		for n, i := range order {
-			m := &metas[i]
+		for n, id := range found {
+			m := &v.db.cat.series[id]
 			t := len(tags)
 			tags = append(tags, m.set.tags...)
-			samples[n] = smps[i]
+			i, _ := slices.BinarySearch(ids, id) // ids is ascending
+			samples[n] = best[i].s
 			out[n] = Series{Measurement: m.set.measurement, Tags: tags[t:len(tags):len(tags)], Field: m.field, Samples: samples[n : n+1 : n+1]}
 		}
+		v.db.cat.mu.RUnlock()
 		return nil
 	})
 	return out, err
@@ -171,7 +165,11 @@ func (v *visibility) segNewest(h *segHandle, rank int, ids []uint64, best []last
 				return nil
 			}
 			var err error
-			v.buf, err = br.ReadBlock(si, b, v.buf[:0])
+			if v.sweeping {
+				v.buf, err = br.ReadBlock(si, b, v.buf[:0])
+			} else {
+				v.buf, err = h.r.ReadBlock(si, b, v.buf[:0])
+			}
 			if err != nil {
 				return err
 			}

@@ -166,17 +166,14 @@ func (db *DB) SeriesInfo(ctx context.Context, s Selector) ([]SeriesInfo, error) 
 		if err != nil {
 			return err
 		}
-		metas := make([]seriesMeta, len(ids))
+		v.db.cat.sortByKey(ids)
+		out = make([]SeriesInfo, len(ids))
 		v.db.cat.mu.RLock()
 		for i, id := range ids {
-			metas[i] = v.db.cat.series[id]
-		}
-		v.db.cat.mu.RUnlock()
-		slices.SortFunc(metas, func(a, b seriesMeta) int { return strings.Compare(a.key, b.key) })
-		out = make([]SeriesInfo, len(metas))
-		for i, m := range metas {
+			m := &v.db.cat.series[id]
 			out[i] = SeriesInfo{Measurement: m.set.measurement, Tags: slices.Clone(m.set.tags), Field: m.field, Kind: m.kind}
 		}
+		v.db.cat.mu.RUnlock()
 		return nil
 	})
 	return out, err
@@ -234,6 +231,7 @@ type visibility struct {
 	ms         []matcher
 	buf        []point.Sample
 	ranges     []timeRange
+	sweeping   bool     // eachSeries is sweeping a segment in file order
 	idx        []int32  // indexOf's map
 	idxFor     []uint64 // the ids idx was built for
 }
@@ -485,8 +483,13 @@ func (db *DB) segSeriesIDs(h *segHandle) ([]uint64, bool) {
 // its index entry: by key lookups when ids are few, otherwise by one sweep
 // of the segment's series in file order. skip(i) true leaves ids[i] out.
 func (v *visibility) eachSeries(h *segHandle, ids []uint64, skip func(i int) bool, f func(i int, si *segment.SeriesIndex) error) error {
-	byPos, ok := v.db.segSeriesIDs(h)
-	if !ok || len(ids)*16 < h.r.NumSeries() {
+	var byPos []uint64
+	ok := len(ids)*16 >= h.r.NumSeries()
+	if ok {
+		byPos, ok = v.db.segSeriesIDs(h)
+	}
+	v.sweeping = ok
+	if !ok {
 		for i, id := range ids {
 			if skip(i) {
 				continue
