@@ -37,16 +37,57 @@ const (
 
 // Engine names.
 const (
-	EngineStrata  = "strata"
-	EngineSQLite  = "sqlite"
-	EngineLevelDB = "leveldb"
-	EnginePebble  = "pebble"
+	EngineStrata     = "strata"
+	EngineSQLite     = "sqlite"
+	EngineLevelDB    = "leveldb"
+	EnginePebble     = "pebble"
+	EnginePrometheus = "prometheus"
+	// EngineMemLimit is the in-memory floor, not a competitor.
+	EngineMemLimit = "memlimit"
+	// EngineStrataHTTP is the name reserved for strata ingesting line
+	// protocol through `strata serve`'s /api/v2/write, 10,000 lines per
+	// request: an opener whose write encodes the batch as line protocol
+	// and posts it to a server it started on the directory. Pending: it is
+	// registered in openers once the server package exists.
+	EngineStrataHTTP = "strata-http"
 )
 
 // Engines returns the names of the engines the bench knows, in the default
 // order.
 func Engines() []string {
-	return []string{EngineStrata, EngineSQLite, EngineLevelDB, EnginePebble}
+	return []string{EngineStrata, EngineSQLite, EngineLevelDB, EnginePebble, EnginePrometheus, EngineMemLimit}
+}
+
+// Supports reports whether an engine runs in a configuration and
+// durability. Prometheus fsyncs no commit, so it has no durable column;
+// the floor has neither durability nor configuration and runs in
+// default/fast only.
+func Supports(eng string, cfg Config, dur Durability) bool {
+	switch eng {
+	case EnginePrometheus:
+		return dur == Fast
+	case EngineMemLimit:
+		return dur == Fast && cfg == ConfigDefault
+	}
+	return true
+}
+
+// IsFloor reports whether an engine is a floor (drawn as a line, never
+// ranked) rather than a competitor.
+func IsFloor(eng string) bool { return eng == EngineMemLimit }
+
+// EngineNotes says, per engine, what its fast and durable columns fsync
+// and what its equal-memory configuration changes: the parity the table
+// rests on.
+func EngineNotes() map[string]string {
+	return map[string]string{
+		EngineStrata:     "fast: SyncNever (WAL written, fsynced on roll and Close); durable: SyncAlways (fsync per Write); equal-memory: MemTableBytes 64 MiB (its default)",
+		EngineSQLite:     "fast: WAL journal, synchronous=NORMAL (fsync at checkpoints); durable: synchronous=FULL (fsync per transaction); equal-memory: cache_size 64 MiB",
+		EngineLevelDB:    "fast: Sync=false; durable: Sync=true (fsync per batch); equal-memory: WriteBuffer 64 MiB",
+		EnginePebble:     "fast: NoSync; durable: Sync (fsync per batch); equal-memory: MemTableSize 64 MiB",
+		EnginePrometheus: "fast only: the head's WAL is fsynced when a 128 MiB segment fills and on Close, never per commit; equal-memory: no matching knob (the head keeps 1.5 block ranges in memory), run with its defaults",
+		EngineMemLimit:   "floor: per-series slices in a map, no WAL, no disk, no fsync; default/fast only",
+	}
 }
 
 // store is one engine's database, opened by an opener.
@@ -69,6 +110,9 @@ var openers = map[string]opener{
 	EngineSQLite:  openSQLite,
 	EngineLevelDB: openLevelDB,
 	EnginePebble:  openPebble,
+
+	EnginePrometheus: openPrometheus,
+	EngineMemLimit:   openMemLimit,
 }
 
 func lookup(name string) (opener, error) {

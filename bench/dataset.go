@@ -21,6 +21,19 @@ const (
 	// ShapeSonnetDB is one series of uniform random values in [0, 100)
 	// rounded to 4 decimals, as in SonnetDB's published insert benchmark.
 	ShapeSonnetDB Shape = "sonnetdb"
+	// ShapeWide is SonnetDB's server comparison: the IoT walk with 30
+	// float fields per point, 1,000 devices x 12 timestamps by default.
+	ShapeWide Shape = "wide"
+)
+
+// Shapes returns the dataset shapes.
+func Shapes() []Shape { return []Shape{ShapeIoT, ShapeSonnetDB, ShapeWide} }
+
+// Default sizes of ShapeWide.
+const (
+	WidePoints  = 12_000
+	WideDevices = 1000
+	WideFields  = 30
 )
 
 // Start is the first timestamp of every dataset: 2023-11-14T22:13:20Z.
@@ -127,8 +140,14 @@ func NewDataset(shape Shape, points, devices, fields int) (*Dataset, error) {
 		return IoT(points, devices, fields)
 	case ShapeSonnetDB:
 		return SonnetDB(points, fields)
+	case ShapeWide:
+		d, err := IoT(points, devices, fields)
+		if d != nil {
+			d.Shape = ShapeWide
+		}
+		return d, err
 	}
-	return nil, fmt.Errorf("bench: unknown shape %q (want iot or sonnetdb)", shape)
+	return nil, fmt.Errorf("bench: unknown shape %q (want iot, sonnetdb or wide)", shape)
 }
 
 func checkSize(points, devices, fields int) error {

@@ -17,10 +17,6 @@ import (
 // checkContextEvery is how many series Merge writes between two polls of ctx.
 const checkContextEvery = 128
 
-// defaultBlockSamples sizes the output buffer when MergeOptions.BlockSamples
-// is zero; it matches segment's default block size.
-const defaultBlockSamples = 1000
-
 // TimeRange is an inclusive range of timestamps.
 type TimeRange struct{ Min, Max int64 }
 
@@ -48,10 +44,11 @@ type MergeOptions struct {
 	// NewOutput creates the next output; the engine names it. Required.
 	NewOutput func() (*segment.Writer, error)
 	// BlockSamples sizes Merge's output buffer: samples are handed to the
-	// writer at most this many at a time. 0 = 1000.
+	// writer at most this many at a time. 0 = segment.DefaultBlockSamples.
 	BlockSamples int
-	// FS removes outputs that were already finished when Merge fails later;
-	// nil = vfs.Default. It must be the FS the outputs were created on.
+	// FS is the filesystem NewOutput creates the outputs on. Required: when
+	// Merge fails after finishing some outputs it removes them through FS,
+	// and only them, so it must be the FS they were written with.
 	FS vfs.FS
 }
 
@@ -75,8 +72,11 @@ type MergeStats struct {
 	MaxResidentSamples int64
 }
 
-// errNoOutput is returned when MergeOptions.NewOutput is nil.
-var errNoOutput = fmt.Errorf("compaction: MergeOptions.NewOutput is nil: %w", base.ErrInvalid)
+// errNoOutput and errNoFS are returned when MergeOptions.NewOutput or FS is nil.
+var (
+	errNoOutput = fmt.Errorf("compaction: MergeOptions.NewOutput is nil: %w", base.ErrInvalid)
+	errNoFS     = fmt.Errorf("compaction: MergeOptions.FS is nil: %w", base.ErrInvalid)
+)
 
 // Merge is a streaming k-way merge over the inputs' series (in key order) and,
 // within a series, over the inputs' samples in time order. Memory is bounded
@@ -93,6 +93,9 @@ func Merge(ctx context.Context, inputs []Input, opts MergeOptions) ([]segment.Me
 	if opts.NewOutput == nil {
 		return nil, MergeStats{}, errNoOutput
 	}
+	if opts.FS == nil {
+		return nil, MergeStats{}, errNoFS
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, MergeStats{}, err
 	}
@@ -102,10 +105,7 @@ func Merge(ctx context.Context, inputs []Input, opts MergeOptions) ([]segment.Me
 		}
 	}
 	if opts.BlockSamples <= 0 {
-		opts.BlockSamples = defaultBlockSamples
-	}
-	if opts.FS == nil {
-		opts.FS = vfs.Default
+		opts.BlockSamples = segment.DefaultBlockSamples
 	}
 	m := newMerger(inputs, opts)
 	if err := m.run(ctx); err != nil {

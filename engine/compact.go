@@ -19,6 +19,9 @@ func (db *DB) Compact() error {
 	if err := db.checkOpen(); err != nil {
 		return err
 	}
+	if err := db.checkWritable(); err != nil {
+		return err
+	}
 	for {
 		did, err := db.compactOnce()
 		if err != nil {
@@ -164,6 +167,7 @@ func (db *DB) compactOnce() (bool, error) {
 			MinTime:            cutoff,
 			TargetSegmentBytes: db.opts.TargetSegmentBytes,
 			BlockSamples:       db.opts.BlockSamples,
+			FS:                 db.fs,
 			NewOutput: func() (*segment.Writer, error) {
 				path := filepath.Join(db.dir, segName(db.allocFileNum()))
 				return segment.Create(path, segment.WriterOptions{FS: db.fs, BlockSamples: db.opts.BlockSamples})

@@ -19,6 +19,9 @@ func (db *DB) Flush() error {
 	if err := db.checkOpen(); err != nil {
 		return err
 	}
+	if err := db.checkWritable(); err != nil {
+		return err
+	}
 	db.commitMu.Lock()
 	if err := db.checkOpen(); err != nil {
 		db.commitMu.Unlock()
@@ -92,6 +95,7 @@ func (db *DB) allocFileNum() uint64 {
 	defer db.mu.Unlock()
 	n := db.mu.nextFile
 	db.mu.nextFile++
+	db.noteFile(n)
 	return n
 }
 
@@ -148,7 +152,7 @@ func (db *DB) flushMemtable(m *memRef) error {
 			}
 			h = newSegHandle(num, 0, tombApplied, r)
 		} else {
-			db.fs.Remove(path)
+			db.removeSegmentFile(num)
 		}
 	}
 	// Count the flush before it becomes visible, so a caller that Flush
@@ -287,6 +291,7 @@ func (db *DB) logAndApply(edit func(levels *[maxLevels][]*segHandle), flushed *m
 		}
 	}
 	m.tombstones = kept
+	m.obsolete = db.obsoleteFiles(nv)
 	if err := vfs.WriteFileAtomic(db.fs, filepath.Join(db.dir, manifestName), m.marshal()); err != nil {
 		// Undo the references newVersion took. Which manifest is on disk is
 		// now unknown, so stop: later writes fail until the DB is reopened,

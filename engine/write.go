@@ -20,6 +20,9 @@ func (db *DB) Write(points []Point) error {
 	if err := db.checkOpen(); err != nil {
 		return err
 	}
+	if err := db.checkWritable(); err != nil {
+		return err
+	}
 	if len(points) == 0 {
 		return nil
 	}
@@ -221,6 +224,9 @@ func (db *DB) Delete(ctx context.Context, s Selector) error {
 		return err
 	}
 	if err := db.checkOpen(); err != nil {
+		return err
+	}
+	if err := db.checkWritable(); err != nil {
 		return err
 	}
 	sel := s

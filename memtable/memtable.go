@@ -27,6 +27,13 @@
 // One writer at a time calls Apply or Delete (the engine serialises them);
 // any number of readers may call the other methods concurrently with it and
 // with each other. Bytes, Len, MinTime and MaxTime are atomic loads.
+//
+// # Compatibility
+//
+// This package is a building block of package engine, public so that the
+// layout of the storage engine can be read and tested piece by piece. Its
+// API has no compatibility promise and its signatures use types internal to
+// strata (vfs.FS, point.Kind, ...): programs use package engine.
 package memtable
 
 import (

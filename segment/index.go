@@ -10,6 +10,7 @@ import (
 	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/stratadb/strata/internal/decbuf"
 	"github.com/stratadb/strata/internal/encoding"
 	"github.com/stratadb/strata/internal/point"
 )
@@ -81,59 +82,6 @@ func appendSeriesEntry(dst, key []byte, kind point.Kind, blocks []BlockMeta) []b
 	return dst
 }
 
-// cursor reads the raw index; the first error sticks and later reads
-// return zeros.
-type cursor struct {
-	b   []byte
-	err error
-}
-
-func (c *cursor) fail(format string, args ...any) {
-	if c.err == nil {
-		c.err = fmt.Errorf(format, args...)
-	}
-	c.b = nil
-}
-
-func (c *cursor) uvarint(what string) uint64 {
-	if c.err != nil {
-		return 0
-	}
-	v, rest, err := encoding.Uvarint(c.b)
-	if err != nil {
-		c.fail("%s: %w", what, err)
-		return 0
-	}
-	c.b = rest
-	return v
-}
-
-func (c *cursor) u64(what string) uint64 {
-	if c.err != nil {
-		return 0
-	}
-	if len(c.b) < 8 {
-		c.fail("%s: truncated", what)
-		return 0
-	}
-	v := binary.LittleEndian.Uint64(c.b)
-	c.b = c.b[8:]
-	return v
-}
-
-func (c *cursor) bytes(n uint64, what string) []byte {
-	if c.err != nil {
-		return nil
-	}
-	if n > uint64(len(c.b)) {
-		c.fail("%s: %d bytes, %d left", what, n, len(c.b))
-		return nil
-	}
-	v := c.b[:n:n]
-	c.b = c.b[n:]
-	return v
-}
-
 // Smallest encodings, used to bound counts before allocating.
 const (
 	minBlockEntry  = 4                             // length, minTime, span, count
@@ -144,13 +92,10 @@ const (
 // parseIndex decodes the raw index. Block offsets are assigned from
 // dataStart, and the blocks must end exactly at dataEnd.
 func parseIndex(raw []byte, dataStart, dataEnd int64) ([]SeriesIndex, error) {
-	c := cursor{b: raw}
-	n := c.uvarint("series count")
-	if c.err != nil {
-		return nil, c.err
-	}
-	if n > uint64(len(c.b)/minSeriesEntry) {
-		return nil, fmt.Errorf("%d series in %d bytes", n, len(c.b))
+	c := decbuf.New(raw)
+	n := c.Count("series count", minSeriesEntry)
+	if c.Err() != nil {
+		return nil, c.Err()
 	}
 	series := make([]SeriesIndex, n)
 	var blocks []BlockMeta
@@ -159,11 +104,11 @@ func parseIndex(raw []byte, dataStart, dataEnd int64) ([]SeriesIndex, error) {
 	var prevKey []byte
 	for i := range series {
 		s := &series[i]
-		s.Key = c.bytes(c.uvarint("key length"), "key")
-		kb := c.bytes(1, "kind")
-		nb := c.uvarint("block count")
-		if c.err != nil {
-			return nil, fmt.Errorf("series %d: %w", i, c.err)
+		s.Key = c.UvarintBytes("key")
+		kb := c.Byte("kind")
+		nb := c.Uvarint("block count")
+		if c.Err() != nil {
+			return nil, fmt.Errorf("series %d: %w", i, c.Err())
 		}
 		if len(s.Key) == 0 {
 			return nil, fmt.Errorf("series %d: empty key", i)
@@ -172,12 +117,12 @@ func parseIndex(raw []byte, dataStart, dataEnd int64) ([]SeriesIndex, error) {
 			return nil, fmt.Errorf("series %d: key %q not after %q", i, s.Key, prevKey)
 		}
 		prevKey = s.Key
-		s.Kind = point.Kind(kb[0])
+		s.Kind = point.Kind(kb)
 		if !s.Kind.Valid() {
-			return nil, fmt.Errorf("series %q: kind %d", s.Key, kb[0])
+			return nil, fmt.Errorf("series %q: kind %d", s.Key, kb)
 		}
-		if nb == 0 || nb > uint64(len(c.b)/minBlockEntry) {
-			return nil, fmt.Errorf("series %q: %d blocks in %d bytes", s.Key, nb, len(c.b))
+		if nb == 0 || nb > uint64(c.Len()/minBlockEntry) {
+			return nil, fmt.Errorf("series %q: %d blocks in %d bytes", s.Key, nb, c.Len())
 		}
 		starts[i] = len(blocks)
 		for j := range int(nb) {
@@ -193,8 +138,8 @@ func parseIndex(raw []byte, dataStart, dataEnd int64) ([]SeriesIndex, error) {
 			blocks = append(blocks, bm)
 		}
 	}
-	if len(c.b) != 0 {
-		return nil, fmt.Errorf("%d bytes after the last series", len(c.b))
+	if c.Len() != 0 {
+		return nil, fmt.Errorf("%d bytes after the last series", c.Len())
 	}
 	if off != dataEnd {
 		return nil, fmt.Errorf("blocks end at %d, data at %d", off, dataEnd)
@@ -209,34 +154,33 @@ func parseIndex(raw []byte, dataStart, dataEnd int64) ([]SeriesIndex, error) {
 	return series, nil
 }
 
-func parseBlockEntry(c *cursor, kind point.Kind, j int, prev []BlockMeta) (BlockMeta, error) {
+func parseBlockEntry(c *decbuf.Decbuf, kind point.Kind, j int, prev []BlockMeta) (BlockMeta, error) {
 	var bm BlockMeta
-	length := c.uvarint("length")
+	length := c.Uvarint("length")
 	if j == 0 {
-		bm.MinTime = encoding.Unzigzag(c.uvarint("min time"))
+		bm.MinTime = c.Varint("min time")
 	} else {
-		gap := c.uvarint("time gap")
+		gap := c.Uvarint("time gap")
 		last := prev[j-1].MaxTime
 		bm.MinTime = last + int64(gap)
-		if c.err == nil && (gap == 0 || bm.MinTime <= last) {
+		if c.Err() == nil && (gap == 0 || bm.MinTime <= last) {
 			return bm, fmt.Errorf("starts at %d, not after %d", bm.MinTime, last)
 		}
 	}
-	span := c.uvarint("span")
-	count := c.uvarint("count")
+	span := c.Uvarint("span")
+	count := c.Uvarint("count")
 	bm.MaxTime = bm.MinTime + int64(span)
 	var mn, mx, sum uint64
 	switch kind {
 	case point.KindFloat:
-		mn, mx, sum = c.u64("min"), c.u64("max"), c.u64("sum")
-	case point.KindInt, point.KindUint:
-		mn, mx, sum = c.uvarint("min"), c.uvarint("max"), c.uvarint("sum")
-		if kind == point.KindInt {
-			mn, mx, sum = uint64(encoding.Unzigzag(mn)), uint64(encoding.Unzigzag(mx)), uint64(encoding.Unzigzag(sum))
-		}
+		mn, mx, sum = c.Uint64("min"), c.Uint64("max"), c.Uint64("sum")
+	case point.KindInt:
+		mn, mx, sum = uint64(c.Varint("min")), uint64(c.Varint("max")), uint64(c.Varint("sum"))
+	case point.KindUint:
+		mn, mx, sum = c.Uvarint("min"), c.Uvarint("max"), c.Uvarint("sum")
 	}
-	if c.err != nil {
-		return bm, c.err
+	if c.Err() != nil {
+		return bm, c.Err()
 	}
 	switch {
 	case length < minBlockLen || length > math.MaxUint32:

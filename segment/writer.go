@@ -124,6 +124,14 @@
 // version and checksum, in that order, each failure with its own error (ErrMagic, ErrVersion,
 // ErrChecksum), all wrapped in a *base.CorruptionError naming the file and
 // offset, which matches base.ErrCorrupt.
+//
+// # Compatibility
+//
+// This package is a building block of package engine, public so that the
+// layout of the storage engine can be read and tested piece by piece. Its
+// API has no compatibility promise and its signatures use types internal to
+// strata (vfs.FS, point.Kind, ...): programs use package engine. What is
+// stable is the durable format it documents.
 package segment
 
 import (

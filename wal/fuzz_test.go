@@ -48,8 +48,8 @@ func (noSyncFile) Sync() error { return nil }
 // repaired file must replay again to the same records with nothing to
 // repair.
 func FuzzReader(f *testing.F) {
-	f.Add(appendFileHeader(nil, 1))
-	f.Add(appendRecord(appendFileHeader(nil, 1), RecordBatch, []byte("payload")))
+	f.Add(appendFileHeader(nil, 1, noPreviousFile))
+	f.Add(appendRecord(appendFileHeader(nil, 1, noPreviousFile), RecordBatch, []byte("payload")))
 	dir := f.TempDir()
 	path := filepath.Join(dir, FileName(1))
 	fs := noSyncFS{vfs.Default}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -21,7 +22,7 @@ import (
 
 func init() {
 	commands["bench"] = command{
-		summary: "run the 1M-point IoT insert baseline: strata vs SQLite, LevelDB, Pebble",
+		summary: "run the insert baseline, scale sweeps or a mixed workload: strata vs SQLite, LevelDB, Pebble, Prometheus",
 		run:     runBench,
 	}
 }
@@ -52,9 +53,12 @@ func runBench(args []string) int {
 // and 2 on any other error.
 func benchMain(ctx context.Context, args, child []string, stdout, stderr io.Writer) int {
 	fs := newFlags("bench", "usage: strata bench [flags]\n\n"+
-		"Insert the same deterministic IoT dataset into strata, SQLite, LevelDB and Pebble,\n"+
-		"each engine and run in a fresh directory and process, then time three queries and\n"+
-		"check that every engine returns the same answers. Prints a Markdown table.", stderr)
+		"Insert the same deterministic IoT dataset into strata, SQLite, LevelDB, Pebble and\n"+
+		"Prometheus TSDB (and memlimit, an in-memory floor), each engine and run in a fresh\n"+
+		"directory and process, then time three queries and check that every engine returns\n"+
+		"the same answers. Prints a Markdown table.\n\n"+
+		"--scale points|series sweeps the data size or the series count instead; --mixed\n"+
+		"runs writers and readers together for --duration.", stderr)
 	points := fs.Int("points", 1_000_000, "points to insert (a multiple of --devices)")
 	devices := fs.Int("devices", 1000, "devices, one series per field each (shape iot)")
 	batch := fs.Int("batch", 10_000, "points per write call")
@@ -68,7 +72,10 @@ func benchMain(ctx context.Context, args, child []string, stdout, stderr io.Writ
 	svgFile := fs.String("svg", "", "draw bar charts of points/s and bytes/point to this SVG file")
 	queries := fs.Bool("queries", true, "time and cross-check the point, range and aggregate queries")
 	fields := fs.Int("fields", 1, "float fields per point (temperature, temperature2, ...)")
-	shape := fs.String("shape", "iot", "dataset: iot (devices x timestamps) or sonnetdb (one series)")
+	shape := fs.String("shape", "iot", "dataset: iot (devices x timestamps), sonnetdb (one series) or wide (1,000 devices x 30 fields x 12 timestamps unless --points, --devices, --fields say otherwise)")
+	scale := fs.String("scale", "", "sweep instead of the baseline: points (1M, 10M, 100M points at 1,000 series) or series (1k to 1M series, 10 points each, 3 at 1M)")
+	sizes := fs.String("sizes", "", "with --scale: the sizes to sweep instead of the defaults, as points/series pairs, e.g. 1000000/1000,10000000/1000")
+	limit := fs.Duration("limit", bench.DefaultScaleLimit, "with --scale: the time one engine may take for one size (insert and queries); it runs no larger size after")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -112,11 +119,57 @@ func benchMain(ctx context.Context, args, child []string, stdout, stderr io.Writ
 	default:
 		return usageErr("--config must be default, equal-memory or both, not %q", *config)
 	}
-	if o.Shape != bench.ShapeIoT && o.Shape != bench.ShapeSonnetDB {
-		return usageErr("--shape must be iot or sonnetdb, not %q", *shape)
+	if !slices.Contains(bench.Shapes(), o.Shape) {
+		return usageErr("--shape must be iot, sonnetdb or wide, not %q", *shape)
 	}
-	if o.Shape == bench.ShapeIoT && *points%*devices != 0 {
-		return usageErr("--points (%d) must be a multiple of --devices (%d)", *points, *devices)
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.Shape == bench.ShapeWide {
+		// The wide shape's own sizes, unless given.
+		if !set["points"] {
+			o.Points = bench.WidePoints
+		}
+		if !set["devices"] {
+			o.Devices = bench.WideDevices
+		}
+		if !set["fields"] {
+			o.Fields = bench.WideFields
+		}
+	}
+	if o.Shape != bench.ShapeSonnetDB && o.Points%o.Devices != 0 {
+		return usageErr("--points (%d) must be a multiple of --devices (%d)", o.Points, o.Devices)
+	}
+	if *limit <= 0 {
+		return usageErr("--limit must be positive")
+	}
+	if *scale != "" {
+		so := bench.ScaleOptions{Kind: bench.ScaleKind(*scale), Engines: o.Engines, Batch: o.Batch, Limit: *limit,
+			Dir: o.Dir, Child: child, SkipQueries: o.SkipQueries}
+		if so.Kind != bench.ScalePoints && so.Kind != bench.ScaleSeries {
+			return usageErr("--scale must be points or series, not %q", *scale)
+		}
+		if set["durability"] {
+			if len(o.Durabilities) != 1 {
+				return usageErr("--scale runs one durability: --durability fast or durable")
+			}
+			so.Durability = o.Durabilities[0]
+		}
+		if set["config"] {
+			if len(o.Configs) != 1 {
+				return usageErr("--scale runs one configuration: --config default or equal-memory")
+			}
+			so.Config = o.Configs[0]
+		}
+		if *sizes != "" {
+			var err error
+			if so.Sizes, err = parseSizes(*sizes); err != nil {
+				return usageErr("--sizes: %v", err)
+			}
+		}
+		return scaleMain(ctx, so, stdout, stderr, *jsonFile, *csvFile, *svgFile)
+	}
+	if *sizes != "" {
+		return usageErr("--sizes needs --scale")
 	}
 
 	prog := newBenchProgress(stderr)
@@ -131,14 +184,63 @@ func benchMain(ctx context.Context, args, child []string, stdout, stderr io.Writ
 			}
 		}
 	}
-	if err != nil {
-		fmt.Fprintln(stderr, "strata bench:", err)
-		if errors.Is(err, bench.ErrMismatch) {
-			return 1
+	return exitCode(err, stderr)
+}
+
+// parseSizes parses "points/series,points/series,...".
+func parseSizes(s string) ([]bench.ScaleSize, error) {
+	var out []bench.ScaleSize
+	for part := range strings.SplitSeq(s, ",") {
+		p, d, ok := strings.Cut(strings.TrimSpace(part), "/")
+		points, err1 := strconv.Atoi(p)
+		devices, err2 := strconv.Atoi(d)
+		if !ok || err1 != nil || err2 != nil || points <= 0 || devices <= 0 || points%devices != 0 {
+			return nil, fmt.Errorf("%q is not points/series with points a positive multiple of series", part)
 		}
-		return 2
+		out = append(out, bench.ScaleSize{Points: points, Devices: devices})
 	}
-	return 0
+	return out, nil
+}
+
+// scaleMain runs a sweep and writes its table and files.
+func scaleMain(ctx context.Context, so bench.ScaleOptions, stdout, stderr io.Writer, jsonFile, csvFile, svgFile string) int {
+	prog := newBenchProgress(stderr)
+	so.Progress = prog.event
+	rep, err := bench.RunScale(ctx, so)
+	prog.stop()
+	if rep != nil {
+		werr := rep.WriteMarkdown(stdout)
+		for _, f := range []struct {
+			path  string
+			write func(io.Writer) error
+		}{{jsonFile, rep.WriteJSON}, {csvFile, rep.WriteCSV}, {svgFile, rep.WriteSVG}} {
+			if werr == nil && f.path != "" {
+				if werr = writeFile(f.path, f.write); werr != nil {
+					werr = fmt.Errorf("write %s: %w", f.path, werr)
+				}
+			}
+		}
+		if werr != nil {
+			fmt.Fprintln(stderr, "strata bench:", werr)
+			if err == nil {
+				return 2
+			}
+		}
+	}
+	return exitCode(err, stderr)
+}
+
+// exitCode reports err and returns the command's exit status: 1 for a
+// wrong query answer, 2 for any other error.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(stderr, "strata bench:", err)
+	if errors.Is(err, bench.ErrMismatch) {
+		return 1
+	}
+	return 2
 }
 
 func writeReports(rep *bench.Report, stdout io.Writer, jsonFile, csvFile, svgFile string) error {

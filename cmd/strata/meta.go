@@ -33,7 +33,9 @@ func init() {
 	}
 }
 
-// metaRun is the shared skeleton: parse, open read-only, run f, close.
+// metaRun is the shared skeleton: open read-only, run f, close. Exit
+// status 0 on success, 1 on an error, 2 when the database cannot be opened
+// (or, from parseFlags, on bad flags).
 func metaRun(name string, fs interface {
 	NArg() int
 	Arg(int) string
@@ -45,7 +47,7 @@ func metaRun(name string, fs interface {
 	db, err := openExisting(dir)
 	if err != nil {
 		fmt.Fprintf(stderr, "strata %s: %v\n", name, err)
-		return 1
+		return 2
 	}
 	defer db.Close()
 	if err := f(db); err != nil {

@@ -34,7 +34,7 @@ func withSignals(args []string, main func(context.Context, []string, io.Writer, 
 
 // queryMain is the query command: the selected series' samples or
 // aggregates, streamed as CSV, JSON or a table. Exit status 0 on success,
-// 1 on an error, 2 on bad flags.
+// 1 on an error, 2 on bad flags or a database that cannot be opened.
 func queryMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("query", `usage: strata query --db DIR --measurement M [flags]
 
@@ -92,7 +92,8 @@ examples:
 	}
 	db, err := openExisting(*sf.db)
 	if err != nil {
-		return fail(err)
+		fail(err)
+		return 2 // as verify: 2 means the database cannot be opened
 	}
 	defer db.Close()
 	if err := checkMeasurement(ctx, db, q.Measurement); err != nil {
@@ -161,8 +162,10 @@ func (g *groupFlag) Set(s string) error {
 // intact, 1 when damage is found, 2 when the database cannot be opened.
 func verifyMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("verify", "usage: strata verify --db DIR\n\n"+
-		"Open the database read-only, read every block of every segment and check\n"+
-		"every checksum. Exit status: 0 intact, 1 damage found, 2 cannot open.\n\n"+
+		"Open the database read-only (replaying its WAL in memory; nothing on disk changes,\n"+
+		"and a running writer may keep the database open), read every block of every segment\n"+
+		"and check every checksum. Exit status: 0 intact, 1 damage found (run strata repair),\n"+
+		"2 cannot open.\n\n"+
 		"example:\n  strata verify --db ./data", stderr)
 	dir := fs.String("db", "", "database directory (required)")
 	if st, done := parseFlags(fs, args); done {
@@ -179,8 +182,8 @@ func verifyMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	defer db.Close()
 	start := time.Now()
 	rep, err := db.Verify(ctx)
-	fmt.Fprintf(stdout, "segments %d, series %d, blocks %d, samples %d, bytes %d, in %v\n",
-		rep.Segments, rep.Series, rep.Blocks, rep.Samples, rep.Bytes, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "segments %d, series %d, blocks %d, samples %d, bytes %d, wal samples %d, in %v\n",
+		rep.Segments, rep.Series, rep.Blocks, rep.Samples, rep.Bytes, rep.MemTableSamples, time.Since(start).Round(time.Millisecond))
 	if err != nil {
 		fmt.Fprintf(stderr, "strata verify: %v\n", err)
 		if errors.Is(err, engine.ErrCorrupt) {

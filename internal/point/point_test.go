@@ -126,31 +126,6 @@ func TestValidate(t *testing.T) {
 	bad("dup field", func(p *Point) { p.Fields = append(p.Fields, Field{"f", Int(1)}) })
 }
 
-// FuzzReadMatchers decodes arbitrary bytes as matchers: never a panic, no
-// allocation sized beyond the input, and what decodes re-encodes to bytes
-// that decode to the same matchers.
-func FuzzReadMatchers(f *testing.F) {
-	f.Add([]byte{0})
-	f.Add(AppendMatchers(nil, []Matcher{{Key: "k", Op: MatchRegexp, Value: "a.*"}, {Key: "x", Op: MatchNotEqual}}))
-	f.Add([]byte{0xff, 0xff, 0xff, 0x0f, 1, 2})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		ms, rest, err := ReadMatchers(data)
-		if err != nil {
-			return
-		}
-		if cap(ms) > len(data) {
-			t.Fatalf("%d matchers sized from %d bytes", cap(ms), len(data))
-		}
-		if len(rest) > len(data) {
-			t.Fatalf("rest longer than the input")
-		}
-		ms2, rest2, err := ReadMatchers(AppendMatchers(nil, ms))
-		if err != nil || len(rest2) != 0 || !slices.Equal(ms, ms2) {
-			t.Fatalf("re-encoded matchers: %+v, %v; want %+v", ms2, err, ms)
-		}
-	})
-}
-
 func TestSelectorTimeRange(t *testing.T) {
 	for _, c := range []struct {
 		s          Selector
