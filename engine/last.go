@@ -2,8 +2,11 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"runtime"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/segment"
@@ -89,7 +92,7 @@ func (v *visibility) newest(ctx context.Context, ids []uint64, best []lastSample
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if err := v.segNewest(h, rank, ids, best); err != nil {
+			if err := v.segNewest(ctx, h, rank, ids, best); err != nil {
 				return err
 			}
 		}
@@ -143,51 +146,111 @@ func (v *visibility) newest(ctx context.Context, ids []uint64, best []lastSample
 const lastReadWindow = 256 << 10
 
 // segNewest updates best from segment h.
-func (v *visibility) segNewest(h *segHandle, rank int, ids []uint64, best []lastSample) error {
+func (v *visibility) segNewest(ctx context.Context, h *segHandle, rank int, ids []uint64, best []lastSample) error {
 	applied := h.tombApplied.Load()
 	anyTomb := v.hasTombsAbove(applied)
-	br := h.r.NewBlockReader(lastReadWindow)
-	visit := func(i int, si *segment.SeriesIndex) error {
-		if len(si.Blocks) == 0 || si.MinTime() > v.maxt || si.MaxTime() < v.mint || !best[i].beats(min(si.MaxTime(), v.maxt), rank) {
-			return nil
-		}
-		var ranges []timeRange
-		if anyTomb {
-			v.db.cat.mu.RLock()
-			ranges = v.tombRanges(ids[i], applied)
-			v.db.cat.mu.RUnlock()
-		}
-		bs := si.Blocks
-		// The last block starting at or before maxt, then older ones.
-		b := sort.Search(len(bs), func(i int) bool { return bs[i].MinTime > v.maxt }) - 1
-		for ; b >= 0 && bs[b].MaxTime >= v.mint; b-- {
-			if !best[i].beats(min(bs[b].MaxTime, v.maxt), rank) {
-				return nil
-			}
-			var err error
-			if v.sweeping {
-				v.buf, err = br.ReadBlock(si, b, v.buf[:0])
-			} else {
-				v.buf, err = h.r.ReadBlock(si, b, v.buf[:0])
-			}
-			if err != nil {
-				return err
-			}
-			for j := len(v.buf) - 1; j >= 0; j-- {
-				s := v.buf[j]
-				if s.Time > v.maxt || covered(s.Time, ranges) {
+	var byPos []uint64
+	sweep := len(ids)*16 >= h.r.NumSeries()
+	if sweep {
+		byPos, sweep = v.db.segSeriesIDs(h)
+	}
+	if !sweep {
+		w := lastWorker{v: v, h: h, rank: rank, ids: ids, best: best, applied: applied, anyTomb: anyTomb}
+		return v.eachSeries(h, ids, func(int) bool { return false }, w.visit)
+	}
+	// Sweep the segment in file order, split among workers: each decodes
+	// the newest blocks of its share of the series through its own
+	// read-ahead window. Each id appears once in a segment, so workers
+	// write disjoint entries of best.
+	idx := v.indexOf(ids)
+	workers := max(1, min(runtime.GOMAXPROCS(0), 8, len(byPos)/lastParallelMin))
+	per := (len(byPos) + workers - 1) / workers
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for n := range workers {
+		lo, hi := n*per, min(len(byPos), (n+1)*per)
+		wg.Go(func() {
+			w := lastWorker{v: v, h: h, rank: rank, ids: ids, best: best, applied: applied, anyTomb: anyTomb,
+				br: h.r.NewBlockReader(lastReadWindow)}
+			for pos := lo; pos < hi; pos++ {
+				if pos%(16*checkContextEvery) == 0 && ctx.Err() != nil {
+					errs[n] = ctx.Err()
+					return
+				}
+				id := byPos[pos]
+				if id >= uint64(len(idx)) || idx[id] < 0 {
 					continue
 				}
-				if s.Time < v.mint {
-					return nil
+				if err := w.visit(int(idx[id]), h.r.Series(pos)); err != nil {
+					errs[n] = err
+					return
 				}
-				if best[i].beats(s.Time, rank) {
-					best[i] = lastSample{s: s, rank: rank, found: true}
-				}
-				return nil
 			}
-		}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// lastParallelMin is the fewest series per worker of a segment sweep; a
+// variable so that tests can run several workers on small data.
+var lastParallelMin = 16 << 10
+
+// lastWorker finds the newest samples of series in one segment.
+type lastWorker struct {
+	v       *visibility
+	h       *segHandle
+	rank    int
+	ids     []uint64
+	best    []lastSample
+	applied uint64
+	anyTomb bool
+	br      *segment.BlockReader // nil: plain reads
+	buf     []point.Sample
+	ranges  []timeRange
+}
+
+func (w *lastWorker) visit(i int, si *segment.SeriesIndex) error {
+	v, best, rank := w.v, w.best, w.rank
+	if len(si.Blocks) == 0 || si.MinTime() > v.maxt || si.MaxTime() < v.mint || !best[i].beats(min(si.MaxTime(), v.maxt), rank) {
 		return nil
 	}
-	return v.eachSeries(h, ids, func(int) bool { return false }, visit)
+	var ranges []timeRange
+	if w.anyTomb {
+		v.db.cat.mu.RLock()
+		w.ranges = v.appendTombRanges(w.ranges[:0], w.ids[i], w.applied)
+		v.db.cat.mu.RUnlock()
+		ranges = w.ranges
+	}
+	bs := si.Blocks
+	// The last block starting at or before maxt, then older ones.
+	b := sort.Search(len(bs), func(i int) bool { return bs[i].MinTime > v.maxt }) - 1
+	for ; b >= 0 && bs[b].MaxTime >= v.mint; b-- {
+		if !best[i].beats(min(bs[b].MaxTime, v.maxt), rank) {
+			return nil
+		}
+		var err error
+		if w.br != nil {
+			w.buf, err = w.br.ReadBlock(si, b, w.buf[:0])
+		} else {
+			w.buf, err = w.h.r.ReadBlock(si, b, w.buf[:0])
+		}
+		if err != nil {
+			return err
+		}
+		for j := len(w.buf) - 1; j >= 0; j-- {
+			s := w.buf[j]
+			if s.Time > v.maxt || covered(s.Time, ranges) {
+				continue
+			}
+			if s.Time < v.mint {
+				return nil
+			}
+			if best[i].beats(s.Time, rank) {
+				best[i] = lastSample{s: s, rank: rank, found: true}
+			}
+			return nil
+		}
+	}
+	return nil
 }

@@ -119,8 +119,8 @@ func (db *DB) TagValues(ctx context.Context, key string, s Selector) ([]string, 
 			}
 			visible := newIDSet(v.nseries)
 			visible.addAll(ids)
-			var vals []string
 			sorted := ki.values()
+			vals := make([]string, 0, min(len(sorted), len(ids)))
 			c.mu.RLock()
 			for i, p := range sorted {
 				if i%4096 == 0 && ctx.Err() != nil {
@@ -231,7 +231,6 @@ type visibility struct {
 	ms         []matcher
 	buf        []point.Sample
 	ranges     []timeRange
-	sweeping   bool     // eachSeries is sweeping a segment in file order
 	idx        []int32  // indexOf's map
 	idxFor     []uint64 // the ids idx was built for
 }
@@ -278,7 +277,14 @@ func (v *visibility) selected(extra *matcher) ([]uint64, error) {
 // tombRanges returns the ranges that tombstones newer than applied delete
 // from series id. The caller holds cat.mu.RLock.
 func (v *visibility) tombRanges(id uint64, applied uint64) []timeRange {
-	v.ranges = v.ranges[:0]
+	v.ranges = v.appendTombRanges(v.ranges[:0], id, applied)
+	return v.ranges
+}
+
+// appendTombRanges appends to dst the ranges that tombstones newer than
+// applied delete from series id. The caller holds cat.mu.RLock. It only
+// reads v, so concurrent workers may call it.
+func (v *visibility) appendTombRanges(dst []timeRange, id uint64, applied uint64) []timeRange {
 	for i := range v.tombs {
 		t := &v.tombs[i]
 		if t.seq <= applied || !t.ok {
@@ -288,9 +294,9 @@ func (v *visibility) tombRanges(id uint64, applied uint64) []timeRange {
 		if s.set.measurement != t.sel.Measurement || (t.sel.Field != "" && s.field != t.sel.Field) || !matchTags(s.set.tags, t.ms) {
 			continue
 		}
-		v.ranges = append(v.ranges, timeRange{t.mint, t.maxt})
+		dst = append(dst, timeRange{t.mint, t.maxt})
 	}
-	return v.ranges
+	return dst
 }
 
 func covered(t int64, ranges []timeRange) bool {
@@ -488,7 +494,6 @@ func (v *visibility) eachSeries(h *segHandle, ids []uint64, skip func(i int) boo
 	if ok {
 		byPos, ok = v.db.segSeriesIDs(h)
 	}
-	v.sweeping = ok
 	if !ok {
 		for i, id := range ids {
 			if skip(i) {

@@ -23,6 +23,10 @@ import (
 // grouped aggregates (missing keys, mixed kinds), selector timestamps,
 // Measurements, TagKeys, TagValues, SeriesInfo and Last.
 func TestQueryModel(t *testing.T) {
+	// Several workers sweep each segment in Last, even on small data.
+	old := lastParallelMin
+	lastParallelMin = 2
+	t.Cleanup(func() { lastParallelMin = old })
 	steps := 260
 	if raceEnabled {
 		steps = 140
