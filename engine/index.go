@@ -396,7 +396,7 @@ func (c *catalog) orderFor() (ranks, byRank []uint32) {
 	defer o.mu.Unlock()
 	c.mu.RLock()
 	n := len(c.series)
-	if n > len(o.ranks)+len(o.ranks)/4+1024 && n < math.MaxUint32 {
+	if n > len(o.ranks)+len(o.ranks)/4+1024 && uint64(n) < math.MaxUint32 {
 		ids := make([]uint32, n)
 		for i := range ids {
 			ids[i] = uint32(i)

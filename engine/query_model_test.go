@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -633,5 +634,88 @@ func TestQuerySeqStops(t *testing.T) {
 		if !errors.Is(err, ErrInvalid) {
 			t.Fatalf("bad regexp: %v", err)
 		}
+	}
+}
+
+// TestMetadataConcurrent runs the metadata calls, Last and grouped queries
+// while another goroutine writes, deletes, flushes and compacts, and checks
+// that every answer is well formed (the race detector checks the rest).
+func TestMetadataConcurrent(t *testing.T) {
+	opts := quietOptions()
+	opts.MemTableBytes = 16 << 10
+	opts.L0CompactionTrigger = 2
+	opts.Sync = SyncNever
+	db := openDB(t, t.TempDir(), opts)
+	ctx := context.Background()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(stop)
+		g := newGen(rand.New(rand.NewPCG(77, 78)))
+		for i := range 150 {
+			if err := db.Write(g.batch()); err != nil && !errors.Is(err, ErrFieldTypeConflict) {
+				t.Errorf("write: %v", err)
+				return
+			}
+			switch i % 50 {
+			case 10:
+				sel := g.qmSelector()
+				if err := db.Delete(ctx, sel); err != nil {
+					t.Errorf("delete: %v", err)
+					return
+				}
+			case 20:
+				if err := db.Flush(); err != nil {
+					t.Errorf("flush: %v", err)
+					return
+				}
+			case 30:
+				if err := db.Compact(); err != nil {
+					t.Errorf("compact: %v", err)
+					return
+				}
+			}
+		}
+	})
+	reads := 0
+	for done := false; !done; reads++ {
+		select {
+		case <-stop:
+			done = true
+		default:
+		}
+		ms, err := db.Measurements(ctx)
+		if err != nil || !slices.IsSorted(ms) {
+			t.Fatalf("Measurements: %q, %v", ms, err)
+		}
+		for _, k := range genTagKeys {
+			vals, err := db.TagValues(ctx, k, Selector{})
+			if err != nil || !slices.IsSorted(vals) || slices.Contains(vals, "") {
+				t.Fatalf("TagValues %q: %q, %v", k, vals, err)
+			}
+		}
+		last, err := db.Last(ctx, Selector{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range last {
+			if len(s.Samples) != 1 || (i > 0 && s.Key() <= last[i-1].Key()) {
+				t.Fatalf("Last: result %d %s malformed", i, s.Key())
+			}
+		}
+		q := Query{Selector: Selector{Measurement: "cpu"}, Agg: AggCount, GroupBy: []string{"host"}}
+		res, err := db.Query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i < len(res); i++ {
+			if res[i].Key() <= res[i-1].Key() {
+				t.Fatalf("groups out of order: %s after %s", res[i].Key(), res[i-1].Key())
+			}
+		}
+	}
+	wg.Wait()
+	if reads < 2 {
+		t.Errorf("only %d rounds of reads ran", reads)
 	}
 }
