@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -175,5 +176,28 @@ func TestVersion(t *testing.T) {
 	v := versionString()
 	if !strings.HasPrefix(v, "strata ") || !strings.Contains(v, "go1.") {
 		t.Fatalf("version %q lacks the version or the Go version", v)
+	}
+}
+
+// TestEveryCommandHasExample runs each command's --help and checks that it
+// exits 0 and shows an example.
+func TestEveryCommandHasExample(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := os.Stderr
+	os.Stderr = f
+	defer func() { os.Stderr = saved }()
+	for name, c := range commands {
+		f.Truncate(0)
+		f.Seek(0, 0)
+		if code := c.run([]string{"--help"}); code != 0 {
+			t.Errorf("%s --help exited %d", name, code)
+		}
+		help, _ := os.ReadFile(f.Name())
+		if !strings.Contains(string(help), "example") || !strings.Contains(string(help), "strata "+name) {
+			t.Errorf("%s --help shows no example:\n%s", name, help)
+		}
 	}
 }
