@@ -103,9 +103,12 @@ func (v *visibility) newest(ctx context.Context, ids []uint64, best []lastSample
 		if m.t.Len() == 0 || m.t.MaxTime() < v.mint || m.t.MinTime() > v.maxt {
 			continue
 		}
-		applied := m.tombApplied
-		if m == v.snap.mem {
-			applied = ^uint64(0)
+		// The active memtable has every tombstone applied; a sealed one
+		// records how far (the snapshot's active one may be sealed
+		// meanwhile, so its field is not read).
+		applied := ^uint64(0)
+		if m != v.snap.mem {
+			applied = m.tombApplied
 		}
 		anyTomb := v.hasTombsAbove(applied)
 		for i, id := range ids {

@@ -107,7 +107,7 @@ func (db *DB) TagValues(ctx context.Context, key string, s Selector) ([]string, 
 					// Few series hold the key: start from them.
 					ms = append(slices.Clip(ms), hasKey)
 				}
-				ids = c.fieldFilter(mi.selectIDs(ms, v.nseries), s.Field)
+				ids = c.fieldFilter(mi.selectIDs(ms, len(c.series)), s.Field)
 			}
 			c.mu.RUnlock()
 			if len(ids) == 0 {
@@ -117,7 +117,10 @@ func (db *DB) TagValues(ctx context.Context, key string, s Selector) ([]string, 
 			if err != nil {
 				return err
 			}
-			visible := newIDSet(v.nseries)
+			if len(ids) == 0 {
+				continue
+			}
+			visible := newIDSet(int(ids[len(ids)-1]) + 1) // ids ascending
 			visible.addAll(ids)
 			sorted := ki.values()
 			vals := make([]string, 0, min(len(sorted), len(ids)))
@@ -226,7 +229,6 @@ type visibility struct {
 	snap       *snapshot
 	mint, maxt int64
 	tombs      []ctomb
-	nseries    int
 	sel        *Selector
 	ms         []matcher
 	buf        []point.Sample
@@ -257,7 +259,6 @@ func newVisibility(db *DB, snap *snapshot, mint, maxt int64) *visibility {
 		}
 		v.tombs = append(v.tombs, ctomb{seq: t.seq, sel: &t.sel, ms: ms, ok: ok, mint: lo, maxt: hi})
 	}
-	v.nseries = db.cat.len()
 	return v
 }
 
@@ -333,9 +334,12 @@ func (v *visibility) filter(ids []uint64) ([]uint64, error) {
 		if m.t.Len() == 0 || m.t.MaxTime() < v.mint || m.t.MinTime() > v.maxt {
 			continue
 		}
-		applied := m.tombApplied
-		if m == v.snap.mem {
-			applied = ^uint64(0)
+		// The active memtable has every tombstone applied; a sealed one
+		// records how far (the snapshot's active one may be sealed
+		// meanwhile, so its field is not read).
+		applied := ^uint64(0)
+		if m != v.snap.mem {
+			applied = m.tombApplied
 		}
 		anyTomb := v.hasTombsAbove(applied)
 		for i, id := range ids {
