@@ -719,3 +719,49 @@ func TestMetadataConcurrent(t *testing.T) {
 		t.Errorf("only %d rounds of reads ran", reads)
 	}
 }
+
+// TestSumSaturates checks that int and uint sums never wrap, on every path
+// (memtable, a segment's block stats, compacted, reopened), that means use
+// the exact sum, and that kinds mixed in a group give float64.
+func TestSumSaturates(t *testing.T) {
+	dir := t.TempDir()
+	opts := quietOptions()
+	opts.BlockSamples = 4
+	db := openDB(t, dir, opts)
+	var pts []Point
+	for i := range 10 {
+		pts = append(pts,
+			pt("m", []Tag{{Key: "k", Value: "i"}}, "v", Int(math.MaxInt64-int64(i)), int64(i)),
+			pt("m", []Tag{{Key: "k", Value: "n"}}, "v", Int(math.MinInt64+int64(i)), int64(i)),
+			pt("m", []Tag{{Key: "k", Value: "u"}}, "v", Uint(math.MaxUint64-uint64(i)), int64(i)),
+			pt("m", []Tag{{Key: "k", Value: "x"}}, "v", Int(-3), int64(i)))
+	}
+	mustWrite(t, db, pts...)
+	check := func(where string) {
+		t.Helper()
+		sum := mustQuery(t, db, Query{Selector: Selector{Measurement: "m"}, Agg: AggSum})
+		want := []Value{Int(math.MaxInt64), Int(math.MinInt64), Uint(math.MaxUint64), Int(-30)}
+		for i, s := range sum {
+			if !s.Samples[0].Value.Equal(want[i]) {
+				t.Fatalf("%s: sum of %s = %v, want %v", where, s.Key(), s.Samples[0].Value, want[i])
+			}
+		}
+		mean := mustQuery(t, db, Query{Selector: Selector{Measurement: "m", Matchers: []Matcher{{Key: "k", Op: MatchEqual, Value: "i"}}}, Agg: AggMean})
+		if got, want := samplesOf(t, mean)[0].Value.Float(), float64(math.MaxInt64)-4.5; math.Abs(got-want) > 1e4 {
+			t.Fatalf("%s: mean %v, want %v", where, got, want)
+		}
+		// One group mixing int and uint series: float64, exact inputs.
+		g := mustQuery(t, db, Query{Selector: Selector{Measurement: "m", Matchers: []Matcher{{Key: "k", Op: MatchRegexp, Value: "n|u"}}},
+			Agg: AggMin, GroupBy: []string{}})
+		if v := samplesOf(t, g)[0]; v.Value.Kind() != KindFloat || v.Value.Float() != float64(math.MinInt64) || v.Time != 0 {
+			t.Fatalf("%s: grouped min of mixed kinds = %v at %d", where, v.Value, v.Time)
+		}
+	}
+	check("memtable")
+	mustFlush(t, db)
+	check("segment")
+	mustCompact(t, db)
+	check("compacted")
+	db = reopen(t, db, dir, opts)
+	check("reopened")
+}
