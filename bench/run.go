@@ -137,11 +137,17 @@ type Event struct {
 	// Devices is the series count of a sweep's size; 0 outside sweeps,
 	// where Run counts the runs. In a sweep, Run counts the sizes.
 	Devices int
+	// Mixed marks the mixed workload: Run counts the engines, Done and
+	// Total are seconds of the mixed phase.
+	Mixed bool
 }
 
 // Label names the job, e.g. "sqlite default/fast run 1/3", or in a sweep
 // "sqlite default/fast size 2/3 (10,000,000 points, 1,000 series)".
 func (e Event) Label() string {
+	if e.Mixed {
+		return fmt.Sprintf("%s %s/%s mixed (engine %d/%d)", e.Engine, e.Config, e.Durability, e.Run, e.Runs)
+	}
 	if e.Devices > 0 {
 		return fmt.Sprintf("%s %s/%s size %d/%d (%s points, %s series)", e.Engine, e.Config, e.Durability,
 			e.Run, e.Runs, thousands(float64(e.Total)), thousands(float64(e.Devices)))
@@ -162,6 +168,7 @@ type job struct {
 	Batch      int        `json:"batch"`
 	Dir        string     `json:"dir"`
 	Queries    bool       `json:"queries"`
+	Mixed      *mixedJob  `json:"mixed,omitempty"` // a mixed workload instead of the insert
 }
 
 // jobResult is what a job measured: what a child process returns as JSON.
@@ -171,6 +178,7 @@ type jobResult struct {
 	PeakRSS    int64         `json:"peak_rss_bytes"`
 	DiskBytes  int64         `json:"disk_bytes"`
 	Queries    []queryResult `json:"queries"`
+	Mixed      *mixedResult  `json:"mixed,omitempty"`
 }
 
 type queryResult struct {
@@ -257,7 +265,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 
 	rep := &Report{
-		Machine: CurrentMachine(),
+		Machine: CurrentMachine(), // at the end: its load average covers the run
 		Dataset: DatasetInfo{Points: ds.Len(), Devices: ds.Devices, Batch: o.Batch, Shape: o.Shape, Fields: o.Fields},
 	}
 	for _, cfg := range o.Configs {
@@ -405,6 +413,9 @@ func RunChild(ctx context.Context, r io.Reader, w, progress io.Writer) error {
 // execute runs a job in this process. The dataset is generated before the
 // clock starts; the clock runs from before Open to after Close.
 func execute(ctx context.Context, j job, emit func(Phase, int)) (jobResult, error) {
+	if j.Mixed != nil {
+		return executeMixed(ctx, j, emit)
+	}
 	var res jobResult
 	open, err := lookup(j.Engine)
 	if err != nil {

@@ -138,7 +138,7 @@ func RunScale(ctx context.Context, so ScaleOptions) (*ScaleReport, error) {
 	}
 	defer os.RemoveAll(scratch)
 
-	rep := &ScaleReport{Machine: CurrentMachine(), Kind: so.Kind, Config: so.Config, Durability: so.Durability,
+	rep := &ScaleReport{Kind: so.Kind, Config: so.Config, Durability: so.Durability,
 		Batch: o.Batch, LimitSec: so.Limit.Seconds()}
 	stopped := map[string]bool{}
 	var mismatches []error
@@ -189,6 +189,7 @@ func RunScale(ctx context.Context, so ScaleOptions) (*ScaleReport, error) {
 		}
 		ds = nil // let the collector have it before the next size
 	}
+	rep.Machine = CurrentMachine()
 	return rep, errors.Join(mismatches...)
 }
 
@@ -256,7 +257,7 @@ func (rep *ScaleReport) WriteCSV(w io.Writer) error {
 func (rep *ScaleReport) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	m := rep.Machine
-	fmt.Fprintf(&b, "Machine: %s, %d cores, %s, %s\n\n", m.CPU, m.Cores, m.OS, m.Go)
+	fmt.Fprintf(&b, "Machine: %s, %d cores, %s, %s%s\n\n", m.CPU, m.Cores, m.OS, m.Go, m.loadNote())
 	fmt.Fprintf(&b, "Sweep of %s: IoT dataset, one run per size, %s/%s, batches of %s, limit %s per engine and size (insert and queries).\n\n",
 		rep.Kind, rep.Config, rep.Durability, thousands(float64(rep.Batch)), time.Duration(rep.LimitSec*float64(time.Second)))
 	b.WriteString("| engine | points | series | insert s | points/s | peak RSS MiB | disk MiB | B/point | point query ms | range scan ms | agg mean ms |\n")

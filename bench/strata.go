@@ -43,3 +43,13 @@ func (s *strataStore) query(ctx context.Context, q engine.Query, rs *resultSet) 
 }
 
 func (s *strataStore) close() error { return s.db.Close() }
+
+// compactions returns the compactions strata ran, from its Stats.
+func (s *strataStore) compactions() (int64, bool) { return s.db.Stats().Compactions, true }
+
+// writeStalls returns the writes strata stalled or slowed to let a flush
+// or compaction catch up, from its Stats.
+func (s *strataStore) writeStalls() int64 {
+	st := s.db.Stats()
+	return st.WriteStalls + st.WriteSlowdowns
+}

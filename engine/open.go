@@ -242,15 +242,14 @@ func openWritable(dir string, opts *Options, fsys vfs.FS) (*DB, error) {
 	}
 	switch kind {
 	case dirForeign:
-		return nil, fmt.Errorf("open %s: %w: the directory is not empty and holds no strata database", dir, ErrNotDatabase)
+		return nil, fmt.Errorf("open %s: %w (the directory is not empty)", dir, ErrNotDatabase)
 	case dirDatabase, dirNoManifest:
 		// Check the manifest before taking the lock, which creates LOCK
 		// when it is missing: a damaged database is reported unchanged.
 		// Under the lock it is read again.
-		probe := newDB(dir, opts, fsys)
 		var err error
 		if kind == dirDatabase {
-			_, err = probe.readManifest()
+			_, err = readManifest(fsys, dir)
 		} else if m, lerr := legacyManifest(fsys, dir); lerr != nil || m == nil {
 			err = cmp.Or(lerr, errNoManifest(dir))
 		}
@@ -299,7 +298,7 @@ func (db *DB) writableManifest() (*manifest, error) {
 	}
 	switch kind {
 	case dirDatabase:
-		return db.readManifest()
+		return readManifest(db.fs, db.dir)
 	case dirEmpty, dirMissing:
 		m := newManifest()
 		if err := vfs.WriteFileAtomic(db.fs, filepath.Join(db.dir, manifestName), m.marshal()); err != nil {
@@ -316,14 +315,15 @@ func (db *DB) writableManifest() (*manifest, error) {
 		}
 		return m, nil
 	}
-	return nil, fmt.Errorf("open %s: %w: the directory is not empty and holds no strata database", db.dir, ErrNotDatabase)
+	return nil, fmt.Errorf("open %s: %w (the directory is not empty)", db.dir, ErrNotDatabase)
 }
 
-func (db *DB) readManifest() (*manifest, error) {
-	path := filepath.Join(db.dir, manifestName)
-	data, err := vfs.ReadFile(db.fs, path)
+// readManifest reads and decodes the manifest of the database in dir.
+func readManifest(fs vfs.FS, dir string) (*manifest, error) {
+	path := filepath.Join(dir, manifestName)
+	data, err := vfs.ReadFile(fs, path)
 	if errors.Is(err, iofs.ErrNotExist) {
-		return nil, errNoManifest(db.dir)
+		return nil, errNoManifest(dir)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read manifest: %w", err)
@@ -339,9 +339,9 @@ func openReadOnly(dir string, opts *Options, fsys vfs.FS) (*DB, error) {
 	}
 	switch kind {
 	case dirMissing, dirEmpty:
-		return nil, fmt.Errorf("open %s read-only: %w: the directory is missing or empty", dir, ErrNotDatabase)
+		return nil, fmt.Errorf("open %s read-only: %w (the directory is missing or empty)", dir, ErrNotDatabase)
 	case dirForeign:
-		return nil, fmt.Errorf("open %s: %w: the directory is not empty and holds no strata database", dir, ErrNotDatabase)
+		return nil, fmt.Errorf("open %s: %w (the directory is not empty)", dir, ErrNotDatabase)
 	}
 	var lastErr error
 	for range readOnlyAttempts {

@@ -14,8 +14,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/stratadb/strata/internal/vfs"
 	"github.com/stratadb/strata/segment"
 	"github.com/stratadb/strata/wal"
 )
@@ -510,6 +512,12 @@ func TestReadOnly(t *testing.T) {
 			t.Fatalf("%s on a read-only DB: %v, want ErrReadOnly", name, err)
 		}
 	}
+	if ms, err := db.Measurements(context.Background()); err != nil || len(ms) != 1 || ms[0] != "m" {
+		t.Fatalf("Measurements on a read-only DB: %v, %v", ms, err)
+	}
+	if last, err := db.Last(context.Background(), Selector{Measurement: "m"}); err != nil || len(last) != 2 || last[0].Samples[0].Time != int64(10*batches-1) {
+		t.Fatalf("Last on a read-only DB: %v, %v", last, err)
+	}
 	rep, err := db.Verify(context.Background())
 	if err != nil || rep.MemTableSamples == 0 || rep.Samples+rep.MemTableSamples < int64(2*10*batches-5) {
 		t.Fatalf("Verify: %+v, %v", rep, err)
@@ -689,5 +697,48 @@ func TestOpenFormatV1Database(t *testing.T) {
 	check(db, 401)
 	if m := mustRead(t, filepath.Join(dir, manifestName)); m[4] != manifestVersion {
 		t.Fatalf("manifest version %d after a writable open, want %d", m[4], manifestVersion)
+	}
+}
+
+// TestReadOnlyRetriesWhenFilesVanish compacts the database (removing
+// the segments the read-only open's manifest names) just as the read-only
+// open is about to open its first segment, and again as it opens its
+// first WAL file: the open starts over from the new manifest and serves
+// every sample.
+func TestReadOnlyRetriesWhenFilesVanish(t *testing.T) {
+	for _, when := range []string{segSuffix, ".wal"} {
+		dir := t.TempDir()
+		wopts := quietOptions()
+		wopts.DisableBackgroundCompaction = true
+		w := openDB(t, dir, wopts)
+		for i := range 6 {
+			mustWrite(t, w, pt("m", nil, "v", Int(int64(i)), int64(i)))
+			mustFlush(t, w)
+		}
+		mustWrite(t, w, pt("m", nil, "v", Int(6), 6)) // in the WAL
+		var fired atomic.Bool
+		ro := quietOptions()
+		ro.ReadOnly = true
+		ro.fs = vfs.Inject(vfs.Default, func(op vfs.Op, name string) error {
+			if op == vfs.OpOpen && strings.HasSuffix(name, when) && !fired.Swap(true) {
+				if when == segSuffix {
+					mustCompact(t, w) // removes the inputs: no reader holds them
+				} else {
+					mustFlush(t, w) // moves the WAL start and removes the file
+				}
+			}
+			return nil
+		})
+		db, err := Open(dir, ro)
+		if err != nil {
+			t.Fatalf("%s: read-only open: %v", when, err)
+		}
+		if !fired.Load() {
+			t.Fatalf("%s: the hook never ran", when)
+		}
+		if got := samplesOf(t, mustQuery(t, db, rawAll("m"))); len(got) != 7 {
+			t.Fatalf("%s: %d samples, want 7", when, len(got))
+		}
+		db.Close()
 	}
 }

@@ -51,11 +51,17 @@ func FuzzWrite(f *testing.F) {
 			last = le.Line
 		}
 
-		// Without quotes, every entry is one physical line.
+		// Without quotes, every entry is one physical line: one that is
+		// neither blank (spaces, and a final CR) nor a comment (spaces, '#'
+		// and printable bytes, and a final CR).
 		if bytes.IndexByte(in, '"') < 0 {
 			n := 0
 			for line := range bytes.SplitSeq(in, []byte("\n")) {
-				if l := bytes.Trim(line, " \t\r"); len(l) > 0 && l[0] != '#' {
+				l := bytes.TrimLeft(bytes.TrimSuffix(line, []byte("\r")), " ")
+				comment := len(l) > 0 && l[0] == '#' && !bytes.ContainsFunc(l, func(r rune) bool {
+					return r < 0x20 || r == 0x7f
+				})
+				if len(l) > 0 && !comment {
 					n++
 				}
 			}

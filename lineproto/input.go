@@ -1,6 +1,7 @@
 package lineproto
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -8,9 +9,11 @@ import (
 	"time"
 )
 
-// Errors that input.Read returns to the writer through its bufio.Reader,
-// which hands them back with the bytes it holds and then reads on.
+// Errors that input.readSlice returns with a piece of a line; reading may go
+// on after them.
 var (
+	// errPiece: the line goes on beyond the longest piece.
+	errPiece = errors.New("lineproto: line continues")
 	// errLinger: the input is idle and the linger deadline has passed.
 	errLinger = errors.New("lineproto: input idle")
 	// errStop: the context was cancelled.
@@ -47,8 +50,10 @@ type input struct {
 	reading  bool // the goroutine is inside a Read of r
 	draining bool // the writer's view of stopped
 
-	cur []byte // the unread rest of buf
-	buf []byte // the buffer being read by the writer, to give back
+	cur   []byte // the unread rest of buf
+	buf   []byte // the buffer being read by the writer, to give back
+	carry []byte // the start of a line that continues in the next buffer
+	cr    bool   // a carriage return was held back from the last piece
 
 	// deadline is when the writer must write what it holds, or zero when
 	// it holds nothing. The writer sets it; only its goroutine reads it.
@@ -116,28 +121,84 @@ func (in *input) readLoop(r io.Reader) {
 // close tells the reading goroutine to end. It ends at once unless it is
 // inside a Read of r; then it ends when that Read returns.
 func (in *input) close() {
+	in.mu.Lock()
+	in.stopped = true // no Read of r starts after Write returns
+	in.mu.Unlock()
 	close(in.done)
 	if in.timer != nil {
 		in.timer.Stop()
 	}
 }
 
-// Read implements io.Reader for the writer's bufio.Reader. Besides r's own
-// errors, it returns errStop when ctx is cancelled and errLinger when the
-// deadline passes while it waits for bytes.
-func (in *input) Read(p []byte) (int, error) {
-	if len(in.cur) == 0 {
-		if in.buf != nil {
-			in.free <- in.buf // never blocks: there are inputBufs slots
-			in.buf = nil
+// readSlice returns the next line of the input, its newline included, like
+// bufio.Reader.ReadSlice, or a piece of it with an error: errPiece when the
+// line is longer than max bytes (the piece holds max bytes or one less), and
+// the errors of next (errLinger, errStop, io.EOF or r's error) with what
+// had arrived of the line. A piece that more of its line may follow (errPiece,
+// errLinger, errStop) never ends with a carriage return: whether that ends
+// the line depends on the next byte, so it is returned with what follows.
+// The slice is valid until the next call.
+func (in *input) readSlice(max int) ([]byte, error) {
+	if in.cr {
+		in.carry = append(in.carry[:0], '\r')
+		in.cr = false
+	}
+	for {
+		if len(in.carry) == 0 {
+			i := bytes.IndexByte(in.cur, '\n')
+			if i >= 0 && i < max {
+				seg := in.cur[:i+1]
+				in.cur = in.cur[i+1:]
+				return seg, nil
+			}
+			if len(in.cur) >= max {
+				// A piece of a long line, from the buffer.
+				n := max
+				if in.cur[n-1] == '\r' {
+					n--
+				}
+				seg := in.cur[:n]
+				in.cur = in.cur[n:]
+				return seg, errPiece
+			}
+			// The rest of the buffer starts a line.
+			in.carry = append(in.carry, in.cur...)
+			in.cur = in.cur[:0]
+		} else if len(in.cur) > 0 {
+			room := max - len(in.carry)
+			if i := bytes.IndexByte(in.cur, '\n'); i >= 0 && i < room {
+				in.carry = append(in.carry, in.cur[:i+1]...)
+				in.cur = in.cur[i+1:]
+				seg := in.carry
+				in.carry = in.carry[:0]
+				return seg, nil
+			}
+			n := min(len(in.cur), room)
+			in.carry = append(in.carry, in.cur[:n]...)
+			in.cur = in.cur[n:]
+		}
+		if len(in.carry) >= max {
+			return in.carried(errPiece)
 		}
 		if err := in.next(); err != nil {
-			return 0, err
+			if len(in.carry) == 0 {
+				return nil, err
+			}
+			return in.carried(err)
 		}
 	}
-	n := copy(p, in.cur)
-	in.cur = in.cur[n:]
-	return n, nil
+}
+
+// carried returns the bytes carried over from earlier buffers as a piece
+// with err, holding back a final carriage return if more may follow.
+func (in *input) carried(err error) ([]byte, error) {
+	seg := in.carry
+	in.carry = in.carry[:0]
+	if (err == errPiece || err == errLinger || err == errStop) && endsWithCR(seg) {
+		in.cr = true
+		seg = seg[:len(seg)-1]
+	}
+	return seg, err
 }
 
 // drain makes the input hand over what was read and then errStop.
@@ -151,8 +212,12 @@ func (in *input) drain() {
 	in.mu.Unlock()
 }
 
-// next waits for the next filled buffer.
+// next gives back the buffer just read and waits for the next filled one.
 func (in *input) next() error {
+	if in.buf != nil {
+		in.free <- in.buf // never blocks: there are inputBufs slots
+		in.buf = nil
+	}
 	if in.draining {
 		return in.nextDraining()
 	}

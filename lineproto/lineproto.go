@@ -1,7 +1,6 @@
 package lineproto
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -256,8 +255,9 @@ const (
 	maxSeriesLen = 1024
 )
 
-// readBufSize is the size of the bufio.Reader; longer lines arrive in
-// several pieces. Tests make it small to send every line through pieces.
+// readBufSize is the longest piece of a line that the splitter gets at once;
+// longer lines arrive in several pieces. Tests make it small to send lines
+// through pieces.
 var readBufSize = 64 << 10
 
 // entry is one split entry, on a line of writer.chunk.
@@ -347,24 +347,16 @@ func (w *writer) reject(line int, err error) {
 	}
 }
 
-func (w *writer) run(r io.Reader) error {
-	br := bufio.NewReaderSize(r, readBufSize)
+func (w *writer) run(in *input) error {
 	for {
-		seg, rerr := br.ReadSlice('\n')
+		seg, rerr := in.readSlice(readBufSize)
 		// A piece that ends neither its line nor the input: more of the
 		// line follows, now or after an idle wait or never (stop).
-		more := rerr == bufio.ErrBufferFull || rerr == errLinger || rerr == errStop
+		more := rerr == errPiece || rerr == errLinger || rerr == errStop
 		final := rerr != nil && !more
 		nl := len(seg) > 0 && seg[len(seg)-1] == '\n'
 		body := seg
 		if nl {
-			body = seg[:len(seg)-1]
-		} else if !final && endsWithCR(seg) {
-			// Whether this CR ends the line depends on the next byte:
-			// read it again with what follows.
-			if err := br.UnreadByte(); err != nil {
-				return fmt.Errorf("lineproto: %w", err)
-			}
 			body = seg[:len(seg)-1]
 		}
 		var err error
@@ -387,10 +379,10 @@ func (w *writer) run(r io.Reader) error {
 			return err
 		}
 		switch {
-		case rerr == nil || rerr == bufio.ErrBufferFull:
+		case rerr == nil || rerr == errPiece:
 			if w.pieces++; w.pieces%checkContextEvery == 0 && w.ctx.Err() != nil {
 				// Take in what was read; the input then reports errStop.
-				w.in.drain()
+				in.drain()
 			}
 			continue
 		case rerr == errLinger:

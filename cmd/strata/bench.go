@@ -77,6 +77,11 @@ func benchMain(ctx context.Context, args, child []string, stdout, stderr io.Writ
 	scale := fs.String("scale", "", "sweep instead of the baseline: points (1M, 10M, 100M points at 1,000 series) or series (1k to 1M series, 10 points each, 3 at 1M)")
 	sizes := fs.String("sizes", "", "with --scale: the sizes to sweep instead of the defaults, as points/series pairs, e.g. 1000000/1000,10000000/1000")
 	limit := fs.Duration("limit", bench.DefaultScaleLimit, "with --scale: the time one engine may take for one size (insert and queries); it runs no larger size after")
+	mixed := fs.Bool("mixed", false, "run the mixed workload instead: a writer at --share of each engine's peak rate while readers run the three queries")
+	duration := fs.Duration("duration", bench.DefaultMixedDuration, "with --mixed: how long the writer and readers run (e.g. 30m for steady state)")
+	share := fs.Float64("share", 0.8, "with --mixed: the writer's rate as a share of the engine's peak rate, in (0, 1]")
+	readers := fs.Int("readers", 2, "with --mixed: reader goroutines")
+	calib := fs.Duration("calibrate", 0, "with --mixed: how long the unthrottled insert that measures the peak rate runs (default: a third of --duration, 2s to 30s)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -172,6 +177,42 @@ func benchMain(ctx context.Context, args, child []string, stdout, stderr io.Writ
 	if *sizes != "" {
 		return usageErr("--sizes needs --scale")
 	}
+	if *mixed {
+		if *duration <= 0 || *share <= 0 || *share > 1 || *readers <= 0 || *calib < 0 {
+			return usageErr("--duration and --readers must be positive, --share in (0, 1]")
+		}
+		if o.Shape != bench.ShapeIoT || set["points"] || set["fields"] {
+			return usageErr("--mixed writes the endless IoT stream: no --shape, --points or --fields")
+		}
+		if o.Batch%o.Devices != 0 {
+			return usageErr("--mixed: --batch (%d) must be a multiple of --devices (%d)", o.Batch, o.Devices)
+		}
+		mo := bench.MixedOptions{Engines: o.Engines, Duration: *duration, Share: *share, Readers: *readers,
+			Calibrate: *calib, Devices: o.Devices, Batch: o.Batch, Dir: o.Dir, Child: child}
+		if len(o.Durabilities) == 1 {
+			mo.Durability = o.Durabilities[0]
+		} else if set["durability"] {
+			return usageErr("--mixed runs one durability: --durability fast or durable")
+		}
+		if len(o.Configs) == 1 {
+			mo.Config = o.Configs[0]
+		} else if set["config"] {
+			return usageErr("--mixed runs one configuration: --config default or equal-memory")
+		}
+		prog := newBenchProgress(stderr)
+		mo.Progress = prog.event
+		rep, err := bench.RunMixed(ctx, mo)
+		prog.stop()
+		if rep != nil {
+			if werr := writeAll(stdout, rep.WriteMarkdown, *jsonFile, rep.WriteJSON, *csvFile, rep.WriteCSV, *svgFile, rep.WriteSVG); werr != nil {
+				fmt.Fprintln(stderr, "strata bench:", werr)
+				if err == nil {
+					return 2
+				}
+			}
+		}
+		return exitCode(err, stderr)
+	}
 
 	prog := newBenchProgress(stderr)
 	o.Progress = prog.event
@@ -210,18 +251,7 @@ func scaleMain(ctx context.Context, so bench.ScaleOptions, stdout, stderr io.Wri
 	rep, err := bench.RunScale(ctx, so)
 	prog.stop()
 	if rep != nil {
-		werr := rep.WriteMarkdown(stdout)
-		for _, f := range []struct {
-			path  string
-			write func(io.Writer) error
-		}{{jsonFile, rep.WriteJSON}, {csvFile, rep.WriteCSV}, {svgFile, rep.WriteSVG}} {
-			if werr == nil && f.path != "" {
-				if werr = writeFile(f.path, f.write); werr != nil {
-					werr = fmt.Errorf("write %s: %w", f.path, werr)
-				}
-			}
-		}
-		if werr != nil {
+		if werr := writeAll(stdout, rep.WriteMarkdown, jsonFile, rep.WriteJSON, csvFile, rep.WriteCSV, svgFile, rep.WriteSVG); werr != nil {
 			fmt.Fprintln(stderr, "strata bench:", werr)
 			if err == nil {
 				return 2
@@ -245,13 +275,20 @@ func exitCode(err error, stderr io.Writer) int {
 }
 
 func writeReports(rep *bench.Report, stdout io.Writer, jsonFile, csvFile, svgFile string) error {
-	if err := rep.WriteMarkdown(stdout); err != nil {
+	return writeAll(stdout, rep.WriteMarkdown, jsonFile, rep.WriteJSON, csvFile, rep.WriteCSV, svgFile, rep.WriteSVG)
+}
+
+type writer = func(io.Writer) error
+
+// writeAll prints the table on stdout and writes the files that are named.
+func writeAll(stdout io.Writer, md writer, jsonFile string, js writer, csvFile string, cs writer, svgFile string, svg writer) error {
+	if err := md(stdout); err != nil {
 		return err
 	}
 	for _, f := range []struct {
 		path  string
-		write func(io.Writer) error
-	}{{jsonFile, rep.WriteJSON}, {csvFile, rep.WriteCSV}, {svgFile, rep.WriteSVG}} {
+		write writer
+	}{{jsonFile, js}, {csvFile, cs}, {svgFile, svg}} {
 		if f.path == "" {
 			continue
 		}
@@ -294,9 +331,13 @@ func (p *benchProgress) event(ev bench.Event) {
 	switch ev.Phase {
 	case bench.PhaseStart:
 		if p.tty {
+			desc := ev.Label()
+			if ev.Mixed {
+				desc += ": calibrating, then seconds"
+			}
 			p.bar = progressbar.NewOptions64(int64(ev.Total),
 				progressbar.OptionSetWriter(p.w),
-				progressbar.OptionSetDescription(ev.Label()),
+				progressbar.OptionSetDescription(desc),
 				progressbar.OptionShowCount(),
 				progressbar.OptionSetWidth(30),
 				progressbar.OptionThrottle(100*time.Millisecond),
@@ -306,6 +347,9 @@ func (p *benchProgress) event(ev bench.Event) {
 	case bench.PhaseInsert:
 		if p.bar != nil {
 			p.bar.Set64(int64(ev.Done))
+		} else if ev.Mixed && ev.Done%60 == 0 {
+			// A long mixed run logs a line a minute where no bar shows.
+			fmt.Fprintf(p.w, "%s: %d of %d s\n", ev.Label(), ev.Done, ev.Total)
 		}
 	case bench.PhaseQueries:
 		if p.bar != nil {
@@ -315,6 +359,10 @@ func (p *benchProgress) event(ev bench.Event) {
 		if p.bar != nil {
 			p.bar.Finish()
 			p.bar = nil
+		}
+		if ev.Mixed {
+			fmt.Fprintf(p.w, "%s: done (%d s)\n", ev.Label(), ev.Total)
+			return
 		}
 		secs := ev.Insert.Seconds()
 		fmt.Fprintf(p.w, "%s: %d points in %.2fs (%.0f points/s)\n", ev.Label(), ev.Total, secs, float64(ev.Total)/secs)

@@ -283,3 +283,59 @@ func TestBenchScale(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchMixed runs a one-second mixed workload through the command on
+// two engines and checks the tables and files.
+func TestBenchMixed(t *testing.T) {
+	dir := t.TempDir()
+	code, stdout, stderr := runBenchCmd(t, "--mixed", "--duration", "1s", "--calibrate", "200ms",
+		"--devices", "10", "--batch", "100", "--readers", "1", "--engines", "sqlite,memlimit", "--dir", dir,
+		"--json", dir+"/m.json", "--csv", dir+"/m.csv", "--svg", dir+"/m.svg")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	for _, e := range []string{"sqlite", "memlimit"} {
+		if strings.Count(stdout, "| "+e+" | ") != 2 {
+			t.Errorf("tables lack %s:\n%s", e, stdout)
+		}
+		if !strings.Contains(stderr, e+" default/fast mixed (engine ") {
+			t.Errorf("stderr lacks %s's line:\n%s", e, stderr)
+		}
+	}
+	var doc struct {
+		Share   float64
+		Results []struct {
+			Engine     string
+			Throughput []struct{ Points int64 }
+			Queries    map[string]struct{ Count int64 }
+		}
+	}
+	b, err := os.ReadFile(dir + "/m.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || doc.Share != 0.8 || len(doc.Results) != 2 {
+		t.Fatalf("JSON %v: %s", err, b)
+	}
+	for _, r := range doc.Results {
+		if len(r.Throughput) != 1 || r.Throughput[0].Points <= 0 || r.Queries[bench.QueryRange].Count <= 0 {
+			t.Errorf("%s: %+v", r.Engine, r)
+		}
+	}
+	for _, f := range []string{"m.csv", "m.svg"} {
+		if fi, err := os.Stat(dir + "/" + f); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	for _, args := range [][]string{
+		{"--mixed", "--share", "1.5"},
+		{"--mixed", "--duration", "0s"},
+		{"--mixed", "--shape", "wide"},
+		{"--mixed", "--devices", "3"},
+		{"--mixed", "--durability", "both"},
+	} {
+		if code, _, stderr := runBenchCmd(t, args...); code != 2 || stderr == "" {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and a message", args, code, stderr)
+		}
+	}
+}

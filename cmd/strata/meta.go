@@ -34,8 +34,8 @@ func init() {
 }
 
 // metaRun is the shared skeleton: open read-only, run f, close. Exit
-// status 0 on success, 1 on an error, 2 when the database cannot be opened
-// (or, from parseFlags, on bad flags).
+// status 0 on success, 1 on an error (a database that cannot be opened
+// included); parseFlags gives 2 on bad flags.
 func metaRun(name string, fs interface {
 	NArg() int
 	Arg(int) string
@@ -47,7 +47,7 @@ func metaRun(name string, fs interface {
 	db, err := openExisting(dir)
 	if err != nil {
 		fmt.Fprintf(stderr, "strata %s: %v\n", name, err)
-		return 2
+		return 1
 	}
 	defer db.Close()
 	if err := f(db); err != nil {

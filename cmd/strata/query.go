@@ -34,7 +34,8 @@ func withSignals(args []string, main func(context.Context, []string, io.Writer, 
 
 // queryMain is the query command: the selected series' samples or
 // aggregates, streamed as CSV, JSON or a table. Exit status 0 on success,
-// 1 on an error, 2 on bad flags or a database that cannot be opened.
+// 1 on an error (a database that cannot be opened included), 2 on bad
+// flags.
 func queryMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("query", `usage: strata query --db DIR --measurement M [flags]
 
@@ -92,8 +93,7 @@ examples:
 	}
 	db, err := openExisting(*sf.db)
 	if err != nil {
-		fail(err)
-		return 2 // as verify: 2 means the database cannot be opened
+		return fail(err)
 	}
 	defer db.Close()
 	if err := checkMeasurement(ctx, db, q.Measurement); err != nil {

@@ -45,7 +45,7 @@ func sameSnapshot(a, b map[string]string) bool {
 	return true
 }
 
-func run(t *testing.T, main func(context.Context, []string, io.Writer, io.Writer) int, args ...string) (int, string, string) {
+func runCmd(t *testing.T, main func(context.Context, []string, io.Writer, io.Writer) int, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	code := main(context.Background(), args, &out, &errb)
@@ -59,10 +59,10 @@ func TestReadCommandsChangeNothing(t *testing.T) {
 		os.WriteFile(filepath.Join(notadb, name), []byte(data), 0o644)
 	}
 	before := snapshot(t, notadb)
-	if code, _, errs := run(t, queryMain, "--db", notadb, "--measurement", "m"); code != 2 || !strings.Contains(errs, "not a strata database") {
+	if code, _, errs := runCmd(t, queryMain, "--db", notadb, "--measurement", "m"); code != 1 || !strings.Contains(errs, "not a strata database") {
 		t.Fatalf("query of a foreign dir: %d %q", code, errs)
 	}
-	if code, out, _ := run(t, verifyMain, "--db", notadb); code == 0 || strings.Contains(out, "ok") {
+	if code, out, _ := runCmd(t, verifyMain, "--db", notadb); code == 0 || strings.Contains(out, "ok") {
 		t.Fatalf("verify of a foreign dir: %d %q", code, out)
 	}
 	if !sameSnapshot(before, snapshot(t, notadb)) {
@@ -73,10 +73,10 @@ func TestReadCommandsChangeNothing(t *testing.T) {
 	dir := writeTestDB(t)
 	os.Remove(filepath.Join(dir, "MANIFEST"))
 	before = snapshot(t, dir)
-	if code, out, errs := run(t, verifyMain, "--db", dir); code != 1 || strings.Contains(out, "ok") || !strings.Contains(errs, "corrupt") {
+	if code, out, errs := runCmd(t, verifyMain, "--db", dir); code != 1 || strings.Contains(out, "ok") || !strings.Contains(errs, "corrupt") {
 		t.Fatalf("verify without a manifest: %d %q %q", code, out, errs)
 	}
-	if code, _, _ := run(t, queryMain, "--db", dir, "--measurement", "sensor"); code != 2 {
+	if code, _, _ := runCmd(t, queryMain, "--db", dir, "--measurement", "sensor"); code != 1 {
 		t.Fatalf("query without a manifest: %d", code)
 	}
 	if !sameSnapshot(before, snapshot(t, dir)) {
@@ -84,11 +84,11 @@ func TestReadCommandsChangeNothing(t *testing.T) {
 	}
 
 	// repair rebuilds it.
-	code, out, errs := run(t, repairMain, "--db", dir)
+	code, out, errs := runCmd(t, repairMain, "--db", dir)
 	if code != 1 || !strings.Contains(out, "manifest rebuilt") || !strings.Contains(out, "not recovered") {
 		t.Fatalf("repair: %d %q %q", code, out, errs)
 	}
-	if code, out, errs := run(t, verifyMain, "--db", dir); code != 0 || !strings.Contains(out, "samples 120") {
+	if code, out, errs := runCmd(t, verifyMain, "--db", dir); code != 0 || !strings.Contains(out, "samples 120") {
 		t.Fatalf("verify after repair: %d %q %q", code, out, errs)
 	}
 }
@@ -106,11 +106,11 @@ func TestVerifyBesideWriter(t *testing.T) {
 		}
 	}
 	before := snapshot(t, dir)
-	code, out, errs := run(t, verifyMain, "--db", dir)
+	code, out, errs := runCmd(t, verifyMain, "--db", dir)
 	if code != 0 || !strings.Contains(out, "wal samples 50") {
 		t.Fatalf("verify beside a writer: %d %q %q", code, out, errs)
 	}
-	code, out, errs = run(t, queryMain, "--db", dir, "--measurement", "m", "--agg", "count")
+	code, out, errs = runCmd(t, queryMain, "--db", dir, "--measurement", "m", "--agg", "count")
 	if code != 0 || !strings.Contains(out, ",50\n") {
 		t.Fatalf("query beside a writer: %d %q %q", code, out, errs)
 	}

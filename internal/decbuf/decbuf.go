@@ -26,16 +26,16 @@ var ErrMalformed = errors.New("decbuf: malformed input")
 // Decbuf is a read cursor over untrusted bytes with a sticky error. The zero
 // value is an empty buffer.
 type Decbuf struct {
-	b   []byte
-	off int // bytes consumed so far, for error messages
-	err error
+	b    []byte
+	size int // len of the input, so that the offset is size - len(b)
+	err  error
 }
 
 // New returns a Decbuf reading b. It does not copy b.
-func New(b []byte) Decbuf { return Decbuf{b: b} }
+func New(b []byte) Decbuf { return Decbuf{b: b, size: len(b)} }
 
 // Reset makes d read b from the start, clearing any error.
-func (d *Decbuf) Reset(b []byte) { *d = Decbuf{b: b} }
+func (d *Decbuf) Reset(b []byte) { *d = Decbuf{b: b, size: len(b)} }
 
 // Err returns the first failure, or nil.
 func (d *Decbuf) Err() error { return d.err }
@@ -44,7 +44,7 @@ func (d *Decbuf) Err() error { return d.err }
 func (d *Decbuf) Len() int { return len(d.b) }
 
 // Offset returns the number of bytes consumed so far.
-func (d *Decbuf) Offset() int { return d.off }
+func (d *Decbuf) Offset() int { return d.size - len(d.b) }
 
 // Rest returns the bytes left, without consuming them.
 func (d *Decbuf) Rest() []byte { return d.b }
@@ -53,18 +53,27 @@ func (d *Decbuf) Rest() []byte { return d.b }
 // wrong order) unless one is recorded already; later reads return zeros.
 func (d *Decbuf) Failf(format string, args ...any) {
 	if d.err == nil {
-		d.err = fmt.Errorf("%w: %s at offset %d", ErrMalformed, fmt.Sprintf(format, args...), d.off)
+		d.err = fmt.Errorf("%w: %s at offset %d", ErrMalformed, fmt.Sprintf(format, args...), d.Offset())
 	}
-	d.b = nil
+	// Keep the offset of the failure: drop the bytes left from the end.
+	d.size -= len(d.b)
+	d.b = d.b[:0]
 }
 
-func (d *Decbuf) advance(n int) {
-	d.b = d.b[n:]
-	d.off += n
-}
+func (d *Decbuf) advance(n int) { d.b = d.b[n:] }
 
 // Uvarint reads an unsigned varint (encoding/binary's format).
 func (d *Decbuf) Uvarint(what string) uint64 {
+	// A failure empties b, so the fast path needs no error check.
+	if len(d.b) > 0 && d.b[0] < 0x80 { // one byte: the common case
+		v := d.b[0]
+		d.b = d.b[1:]
+		return uint64(v)
+	}
+	return d.uvarintSlow(what)
+}
+
+func (d *Decbuf) uvarintSlow(what string) uint64 {
 	if d.err != nil {
 		return 0
 	}
@@ -89,16 +98,20 @@ func (d *Decbuf) Varint(what string) int64 {
 
 // Byte reads one byte.
 func (d *Decbuf) Byte(what string) byte {
-	if d.err != nil {
-		return 0
+	if len(d.b) > 0 { // empty after a failure
+		c := d.b[0]
+		d.b = d.b[1:]
+		return c
 	}
-	if len(d.b) < 1 {
-		d.Failf("%s: truncated", what)
-		return 0
+	d.short(what, 1)
+	return 0
+}
+
+// short records that n bytes were wanted with fewer left.
+func (d *Decbuf) short(what string, n uint64) {
+	if d.err == nil {
+		d.Failf("%s: %d bytes, %d left", what, n, len(d.b))
 	}
-	c := d.b[0]
-	d.advance(1)
-	return c
 }
 
 // Uint32 reads a little-endian uint32.
@@ -123,15 +136,12 @@ func (d *Decbuf) Uint64(what string) uint64 {
 // an append to them never overwrites what follows). It fails when fewer
 // than n bytes are left.
 func (d *Decbuf) Bytes(n uint64, what string) []byte {
-	if d.err != nil {
-		return nil
-	}
-	if n > uint64(len(d.b)) {
-		d.Failf("%s: %d bytes, %d left", what, n, len(d.b))
+	if n > uint64(len(d.b)) || d.err != nil {
+		d.short(what, n)
 		return nil
 	}
 	v := d.b[:n:n]
-	d.advance(int(n))
+	d.b = d.b[n:]
 	return v
 }
 
