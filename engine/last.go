@@ -30,20 +30,19 @@ func (db *DB) Last(ctx context.Context, s Selector) ([]Series, error) {
 		if len(ids) == 0 {
 			return nil
 		}
-		best := make([]lastSample, len(ids))
+		best := &lastSet{samples: make([]Sample, len(ids)), rank: make([]int32, len(ids))}
 		if err := v.newest(ctx, ids, best); err != nil {
 			return err
 		}
 		found := make([]uint64, 0, len(ids))
 		for i, id := range ids {
-			if best[i].found {
+			if best.rank[i] != 0 {
 				found = append(found, id)
 			}
 		}
 		v.db.cat.sortByKey(found)
-		// One allocation for every result's sample and one for the tags.
+		// The results' samples are best's; one allocation for the tags.
 		out = make([]Series, len(found))
-		samples := make([]Sample, len(found))
 		v.db.cat.mu.RLock()
 		ntags := 0
 		for _, id := range found {
@@ -55,8 +54,7 @@ func (db *DB) Last(ctx context.Context, s Selector) ([]Series, error) {
 			t := len(tags)
 			tags = append(tags, m.set.tags...)
 			i, _ := slices.BinarySearch(ids, id) // ids is ascending
-			samples[n] = best[i].s
-			out[n] = Series{Measurement: m.set.measurement, Tags: tags[t:len(tags):len(tags)], Field: m.field, Samples: samples[n : n+1 : n+1]}
+			out[n] = Series{Measurement: m.set.measurement, Tags: tags[t:len(tags):len(tags)], Field: m.field, Samples: best.samples[i : i+1 : i+1]}
 		}
 		v.db.cat.mu.RUnlock()
 		return nil
@@ -64,22 +62,25 @@ func (db *DB) Last(ctx context.Context, s Selector) ([]Series, error) {
 	return out, err
 }
 
-// lastSample is the newest sample found so far for one series, and the
-// rank of its source (higher is newer; a newer source wins equal times).
-type lastSample struct {
-	s     point.Sample
-	rank  int
-	found bool
+// lastSet holds the newest sample found so far for each series, and the
+// rank of its source (higher is newer; a newer source wins equal times; 0
+// is none found). Workers write disjoint indexes.
+type lastSet struct {
+	samples []Sample
+	rank    []int32
 }
 
 // beats reports whether a sample at time t from a source of rank could
-// replace b.
-func (b *lastSample) beats(t int64, rank int) bool {
-	return !b.found || t > b.s.Time || (t == b.s.Time && rank > b.rank)
+// replace entry i.
+func (b *lastSet) beats(i int, t int64, rank int) bool {
+	r := b.rank[i]
+	return r == 0 || t > b.samples[i].Time || (t == b.samples[i].Time && int32(rank) > r)
 }
 
+func (b *lastSet) set(i int, s Sample, rank int) { b.samples[i], b.rank[i] = s, int32(rank) }
+
 // newest fills best with the newest visible sample of each id.
-func (v *visibility) newest(ctx context.Context, ids []uint64, best []lastSample) error {
+func (v *visibility) newest(ctx context.Context, ids []uint64, best *lastSet) error {
 	// Ranks follow the read order of queries: deeper levels oldest, then
 	// L0 by file number, sealed memtables, the active memtable newest.
 	rank := 0
@@ -116,7 +117,7 @@ func (v *visibility) newest(ctx context.Context, ids []uint64, best []lastSample
 				return ctx.Err()
 			}
 			lo, hi, ok := m.t.Bounds(id)
-			if !ok || hi < v.mint || lo > v.maxt || !best[i].beats(min(hi, v.maxt), rank) {
+			if !ok || hi < v.mint || lo > v.maxt || !best.beats(i, min(hi, v.maxt), rank) {
 				continue
 			}
 			var ranges []timeRange
@@ -133,8 +134,8 @@ func (v *visibility) newest(ctx context.Context, ids []uint64, best []lastSample
 			for j := len(v.buf) - 1; j >= 0; j-- {
 				s := v.buf[j]
 				if !covered(s.Time, ranges) {
-					if best[i].beats(s.Time, rank) {
-						best[i] = lastSample{s: s, rank: rank, found: true}
+					if best.beats(i, s.Time, rank) {
+						best.set(i, s, rank)
 					}
 					break
 				}
@@ -149,7 +150,7 @@ func (v *visibility) newest(ctx context.Context, ids []uint64, best []lastSample
 const lastReadWindow = 256 << 10
 
 // segNewest updates best from segment h.
-func (v *visibility) segNewest(ctx context.Context, h *segHandle, rank int, ids []uint64, best []lastSample) error {
+func (v *visibility) segNewest(ctx context.Context, h *segHandle, rank int, ids []uint64, best *lastSet) error {
 	applied := h.tombApplied.Load()
 	anyTomb := v.hasTombsAbove(applied)
 	var byPos []uint64
@@ -205,7 +206,7 @@ type lastWorker struct {
 	h       *segHandle
 	rank    int
 	ids     []uint64
-	best    []lastSample
+	best    *lastSet
 	applied uint64
 	anyTomb bool
 	br      *segment.BlockReader // nil: plain reads
@@ -215,7 +216,7 @@ type lastWorker struct {
 
 func (w *lastWorker) visit(i int, si *segment.SeriesIndex) error {
 	v, best, rank := w.v, w.best, w.rank
-	if len(si.Blocks) == 0 || si.MinTime() > v.maxt || si.MaxTime() < v.mint || !best[i].beats(min(si.MaxTime(), v.maxt), rank) {
+	if len(si.Blocks) == 0 || si.MinTime() > v.maxt || si.MaxTime() < v.mint || !best.beats(i, min(si.MaxTime(), v.maxt), rank) {
 		return nil
 	}
 	var ranges []timeRange
@@ -229,7 +230,7 @@ func (w *lastWorker) visit(i int, si *segment.SeriesIndex) error {
 	// The last block starting at or before maxt, then older ones.
 	b := sort.Search(len(bs), func(i int) bool { return bs[i].MinTime > v.maxt }) - 1
 	for ; b >= 0 && bs[b].MaxTime >= v.mint; b-- {
-		if !best[i].beats(min(bs[b].MaxTime, v.maxt), rank) {
+		if !best.beats(i, min(bs[b].MaxTime, v.maxt), rank) {
 			return nil
 		}
 		var err error
@@ -249,8 +250,8 @@ func (w *lastWorker) visit(i int, si *segment.SeriesIndex) error {
 			if s.Time < v.mint {
 				return nil
 			}
-			if best[i].beats(s.Time, rank) {
-				best[i] = lastSample{s: s, rank: rank, found: true}
+			if best.beats(i, s.Time, rank) {
+				best.set(i, s, rank)
 			}
 			return nil
 		}
