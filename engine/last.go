@@ -104,14 +104,6 @@ func (v *visibility) newest(ctx context.Context, ids []uint64, best *lastSet) er
 		if m.t.Len() == 0 || m.t.MaxTime() < v.mint || m.t.MinTime() > v.maxt {
 			continue
 		}
-		// The active memtable has every tombstone applied; a sealed one
-		// records how far (the snapshot's active one may be sealed
-		// meanwhile, so its field is not read).
-		applied := ^uint64(0)
-		if m != v.snap.mem {
-			applied = m.tombApplied
-		}
-		anyTomb := v.hasTombsAbove(applied)
 		for i, id := range ids {
 			if i%checkContextEvery == 0 && ctx.Err() != nil {
 				return ctx.Err()
@@ -120,24 +112,18 @@ func (v *visibility) newest(ctx context.Context, ids []uint64, best *lastSet) er
 			if !ok || hi < v.mint || lo > v.maxt || !best.beats(i, min(hi, v.maxt), rank) {
 				continue
 			}
-			var ranges []timeRange
-			if anyTomb {
-				v.db.cat.mu.RLock()
-				ranges = v.tombRanges(id, applied)
-				v.db.cat.mu.RUnlock()
+			// Memtable reads see what the snapshot sees (its sequence
+			// number, its tombstones as masks): try the newest sample first.
+			v.buf = v.buf[:0]
+			if hi <= v.maxt {
+				v.buf = v.db.memSamples(v.snap, m, id, hi, hi, v.buf)
 			}
-			if hi <= v.maxt && !covered(hi, ranges) {
-				v.buf = m.t.Samples(id, hi, hi, v.buf[:0])
-			} else {
-				v.buf = m.t.Samples(id, v.mint, v.maxt, v.buf[:0])
+			if len(v.buf) == 0 {
+				v.buf = v.db.memSamples(v.snap, m, id, v.mint, v.maxt, v.buf)
 			}
-			for j := len(v.buf) - 1; j >= 0; j-- {
-				s := v.buf[j]
-				if !covered(s.Time, ranges) {
-					if best.beats(i, s.Time, rank) {
-						best.set(i, s, rank)
-					}
-					break
+			if j := len(v.buf) - 1; j >= 0 {
+				if s := v.buf[j]; best.beats(i, s.Time, rank) {
+					best.set(i, s, rank)
 				}
 			}
 		}

@@ -334,25 +334,11 @@ func (v *visibility) filter(ids []uint64) ([]uint64, error) {
 		if m.t.Len() == 0 || m.t.MaxTime() < v.mint || m.t.MinTime() > v.maxt {
 			continue
 		}
-		// The active memtable has every tombstone applied; a sealed one
-		// records how far (the snapshot's active one may be sealed
-		// meanwhile, so its field is not read).
-		applied := ^uint64(0)
-		if m != v.snap.mem {
-			applied = m.tombApplied
-		}
-		anyTomb := v.hasTombsAbove(applied)
 		for i, id := range ids {
 			if visible[i] {
 				continue
 			}
-			var ranges []timeRange
-			if anyTomb {
-				v.db.cat.mu.RLock()
-				ranges = v.tombRanges(id, applied)
-				v.db.cat.mu.RUnlock()
-			}
-			if v.memVisible(m, id, ranges) {
+			if v.memVisible(m, id) {
 				visible[i] = true
 				left--
 			}
@@ -440,25 +426,14 @@ func (v *visibility) segVisible(h *segHandle, si *segment.SeriesIndex, ranges []
 }
 
 // memVisible reports whether memtable m holds a sample of id in [mint,
-// maxt] that ranges do not delete.
-func (v *visibility) memVisible(m *memRef, id uint64, ranges []timeRange) bool {
+// maxt] that the snapshot sees (see DB.memSamples).
+func (v *visibility) memVisible(m *memRef, id uint64) bool {
 	lo, hi, ok := m.t.Bounds(id)
 	if !ok || hi < v.mint || lo > v.maxt {
 		return false
 	}
-	if lo >= v.mint && !covered(lo, ranges) {
-		return true
-	}
-	if hi <= v.maxt && !covered(hi, ranges) {
-		return true
-	}
-	v.buf = m.t.Samples(id, v.mint, v.maxt, v.buf[:0])
-	for _, s := range v.buf {
-		if !covered(s.Time, ranges) {
-			return true
-		}
-	}
-	return false
+	v.buf = v.db.memSamples(v.snap, m, id, v.mint, v.maxt, v.buf[:0])
+	return len(v.buf) > 0
 }
 
 // segIDs maps a segment's series to catalog ids, built on first use.
