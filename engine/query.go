@@ -146,22 +146,15 @@ func (db *DB) query(ctx context.Context, q Query, emit func(Series) bool) error 
 func (db *DB) selectSorted(sel *Selector, ms []matcher) ([]seriesMeta, []uint64) {
 	db.cat.mu.RLock()
 	ids := db.cat.matchCompiled(sel, ms)
+	db.cat.mu.RUnlock()
+	db.cat.sortByKey(ids)
 	metas := make([]seriesMeta, len(ids))
+	db.cat.mu.RLock()
 	for i, id := range ids {
 		metas[i] = db.cat.series[id]
 	}
 	db.cat.mu.RUnlock()
-	order := make([]int, len(ids))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return strings.Compare(metas[a].key, metas[b].key) })
-	sm := make([]seriesMeta, len(ids))
-	sids := make([]uint64, len(ids))
-	for i, j := range order {
-		sm[i], sids[i] = metas[j], ids[j]
-	}
-	return sm, sids
+	return metas, ids
 }
 
 // queryGroups aggregates the series (sorted by key) by group and emits

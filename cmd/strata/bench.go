@@ -59,7 +59,8 @@ func benchMain(ctx context.Context, args, child []string, stdout, stderr io.Writ
 		"directory and process, then time three queries and check that every engine returns\n"+
 		"the same answers. Prints a Markdown table.\n\n"+
 		"--scale points|series sweeps the data size or the series count instead; --mixed\n"+
-		"runs writers and readers together for --duration.", stderr)
+		"runs writers and readers together for --duration.\n\n"+
+		"example:\n  strata bench --engines strata,sqlite --runs 1", stderr)
 	points := fs.Int("points", 1_000_000, "points to insert (a multiple of --devices)")
 	devices := fs.Int("devices", 1000, "devices, one series per field each (shape iot)")
 	batch := fs.Int("batch", 10_000, "points per write call")
