@@ -58,7 +58,9 @@ connections, lets requests in flight finish (up to --shutdown-timeout) and
 closes the database. Exit status: 0 after a clean shutdown, 2 on failure.
 
 example:
-  strata serve --db ./data --listen 127.0.0.1:8086 --token-file /etc/strata/token`
+  strata serve --db ./data --listen 127.0.0.1:8086 --token-file /etc/strata/token
+  curl -H "Authorization: Token $(cat /etc/strata/token)" --data-binary 'cpu,host=a usage=0.5' \
+       http://127.0.0.1:8086/api/v2/write`
 
 // serveMain is the serve command. It logs to stderr, including the line
 // "strata serve: listening on ADDR" once it accepts connections, and
@@ -166,6 +168,10 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	srv.RegisterOnShutdown(func() {
+		// Shutdown runs this once its listeners are closed.
+		fmt.Fprintln(stderr, "strata serve: stopped accepting connections")
+	})
 	fmt.Fprintf(stderr, "strata serve: listening on %s\n", ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

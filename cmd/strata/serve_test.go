@@ -157,7 +157,7 @@ func TestServeSignals(t *testing.T) {
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
-			waitLine("strata serve: shutting down")
+			waitLine("strata serve: stopped accepting connections")
 			// New connections are refused once shutdown has begun.
 			if resp, err := post(strings.NewReader("m v=9 9\n")); err == nil {
 				resp.Body.Close()
