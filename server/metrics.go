@@ -27,7 +27,7 @@ type metrics struct {
 	remoteNonFinite prometheus.Counter
 }
 
-func newMetrics(db *engine.DB, extra prometheus.Registerer) (*metrics, error) {
+func newMetrics(db *engine.DB, extra prometheus.Registerer, more []prometheus.Collector) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_http_requests_total",
@@ -79,6 +79,11 @@ func newMetrics(db *engine.DB, extra prometheus.Registerer) (*metrics, error) {
 			if err := extra.Register(c); err != nil {
 				return nil, err
 			}
+		}
+	}
+	for _, c := range more {
+		if err := reg.Register(c); err != nil {
+			return nil, err
 		}
 	}
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})

@@ -67,6 +67,9 @@ type Options struct {
 	// Registerer, when set, also registers the server's metrics there. They
 	// are always served by /metrics.
 	Registerer prometheus.Registerer
+	// Collectors are served by /metrics beside the server's own metrics,
+	// e.g. a forwarder's strata_forward_* metrics.
+	Collectors []prometheus.Collector
 	// QueryTimeout bounds a PromQL query; default 2m.
 	QueryTimeout time.Duration
 	// MaxSamples bounds the samples a PromQL query may hold; default 50M.
@@ -153,7 +156,7 @@ func New(db *engine.DB, opts *Options) (http.Handler, error) {
 	o := opts.withDefaults()
 	s := &Server{db: db, opts: o, mux: http.NewServeMux(), token: []byte(o.Token)}
 	var err error
-	if s.metrics, err = newMetrics(db, o.Registerer); err != nil {
+	if s.metrics, err = newMetrics(db, o.Registerer, o.Collectors); err != nil {
 		return nil, err
 	}
 	s.store = NewStorage(db)

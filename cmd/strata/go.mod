@@ -3,10 +3,12 @@ module github.com/stratadb/strata/cmd/strata
 go 1.26.7
 
 require (
+	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/common v0.72.1
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/stratadb/strata v0.0.0
 	github.com/stratadb/strata/bench v0.0.0
+	github.com/stratadb/strata/forward v0.0.0
 	github.com/stratadb/strata/server v0.0.0
 	golang.org/x/term v0.48.0
 )
@@ -83,7 +85,6 @@ require (
 	github.com/oklog/ulid/v2 v2.1.2 // indirect
 	github.com/pkg/browser v0.0.0-20240102092130-5ac0b6a4141c // indirect
 	github.com/pkg/errors v0.9.1 // indirect
-	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_golang/exp v0.0.0-20261019101427-217707f26b14 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
@@ -127,5 +128,6 @@ require (
 replace (
 	github.com/stratadb/strata => ../../
 	github.com/stratadb/strata/bench => ../../bench
+	github.com/stratadb/strata/forward => ../../forward
 	github.com/stratadb/strata/server => ../../server
 )

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/server"
 )
@@ -52,6 +54,10 @@ Serve the database in DIR (created if missing) over HTTP:
   GET  /metrics                 Prometheus metrics of the engine and the server
   GET  /ping, /health           liveness (never need the token)
 
+With --forward-url, everything the database stores from then on is also delivered
+to a remote (Prometheus remote write or InfluxDB line protocol), through a durable
+queue in DIR/forward that survives outages and restarts.
+
 With a token, every other endpoint needs "Authorization: Token T" (or Bearer),
 Basic auth with T as the password, or ?p=T. SIGINT or SIGTERM stops accepting
 connections, lets requests in flight finish (up to --shutdown-timeout) and
@@ -60,7 +66,8 @@ closes the database. Exit status: 0 after a clean shutdown, 2 on failure.
 example:
   strata serve --db ./data --listen 127.0.0.1:8086 --token-file /etc/strata/token
   curl -H "Authorization: Token $(cat /etc/strata/token)" --data-binary 'cpu,host=a usage=0.5' \
-       http://127.0.0.1:8086/api/v2/write`
+       http://127.0.0.1:8086/api/v2/write
+  strata serve --db ./data --forward-url http://vm:8428/api/v1/write --forward-protocol prometheus`
 
 // serveMain is the serve command. It logs to stderr, including the line
 // "strata serve: listening on ADDR" once it accepts connections, and
@@ -82,6 +89,7 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 	idle := fs.Duration("idle-timeout", 2*time.Minute, "time a keep-alive connection may stay idle")
 	queryTimeout := fs.Duration("query-timeout", server.DefaultQueryTimeout, "longest a PromQL query may run")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may take to finish")
+	fwd := addForwardFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -137,7 +145,25 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
+	// The forwarder starts before anything is written, so that every point
+	// stored from now on is queued for the remote.
+	f, err := fwd.start(db)
+	if err != nil {
+		db.Close()
+		return fail(err)
+	}
+	var extra []prometheus.Collector
+	if f != nil {
+		extra = append(extra, forwardCollector{f})
+		fmt.Fprintf(stderr, "strata serve: forwarding to %s (%s)\n", *fwd.url, *fwd.protocol)
+	}
 	closeDB := func() int {
+		if f != nil {
+			// What is not delivered stays queued on disk for the next start.
+			if err := f.Close(); err != nil {
+				fmt.Fprintln(stderr, "strata serve: close forwarder:", err)
+			}
+		}
 		if err := db.Close(); err != nil {
 			return fail(fmt.Errorf("close database: %w", err))
 		}
@@ -149,6 +175,7 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 		Stalled:      server.StalledFunc(dbOpts),
 		Logger:       logger,
 		QueryTimeout: *queryTimeout,
+		Collectors:   extra,
 	})
 	if err != nil {
 		closeDB()
