@@ -41,7 +41,7 @@ func TestRunMixed(t *testing.T) {
 		if len(r.Throughput) != 1 || r.Throughput[0].Points <= 0 {
 			t.Errorf("%s: throughput %+v", r.Engine, r.Throughput)
 		}
-		if (r.Compactions != nil) != (r.Engine == EngineStrata || r.Engine == EnginePebble || r.Engine == EnginePrometheus) {
+		if (r.Compactions != nil) != (r.Engine == EngineStrata || r.Engine == EngineStrataHTTP || r.Engine == EnginePebble || r.Engine == EnginePrometheus) {
 			t.Errorf("%s: compactions %v", r.Engine, r.Compactions)
 		}
 	}
