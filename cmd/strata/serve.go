@@ -55,7 +55,10 @@ Serve the database in DIR (created if missing) over HTTP:
 With a token, every other endpoint needs "Authorization: Token T" (or Bearer),
 Basic auth with T as the password, or ?p=T. SIGINT or SIGTERM stops accepting
 connections, lets requests in flight finish (up to --shutdown-timeout) and
-closes the database. Exit status: 0 after a clean shutdown, 2 on failure.`
+closes the database. Exit status: 0 after a clean shutdown, 2 on failure.
+
+example:
+  strata serve --db ./data --listen 127.0.0.1:8086 --token s3cret`
 
 // serveMain is the serve command. It logs to stderr, including the line
 // "strata serve: listening on ADDR" once it accepts connections, and
