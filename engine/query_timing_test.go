@@ -55,6 +55,8 @@ func buildDashboardDB(b *testing.B) *DB {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { db.Close() })
+	st := db.Stats()
+	b.Logf("segments per level %v, tombstones %d", st.SegmentsPerLevel, st.Tombstones)
 	return db
 }
 
