@@ -93,10 +93,22 @@ func cOpts(now int64) *engine.Options {
 // A nil opts means cOpts(0).
 func inStates(t *testing.T, opts *engine.Options, steps []cStep, check func(t *testing.T, db *engine.DB)) {
 	t.Helper()
+	runStates(t, opts, cStates, steps, check)
+}
+
+// inWritableStates is inStates without the read-only state, for checks
+// that write.
+func inWritableStates(t *testing.T, opts *engine.Options, steps []cStep, check func(t *testing.T, db *engine.DB)) {
+	t.Helper()
+	runStates(t, opts, slices.DeleteFunc(slices.Clone(cStates), func(s cState) bool { return s.name == "read-only" }), steps, check)
+}
+
+func runStates(t *testing.T, opts *engine.Options, states []cState, steps []cStep, check func(t *testing.T, db *engine.DB)) {
+	t.Helper()
 	if opts == nil {
 		opts = cOpts(0)
 	}
-	for _, st := range cStates {
+	for _, st := range states {
 		t.Run(st.name, func(t *testing.T) {
 			dir := t.TempDir()
 			db, err := engine.Open(dir, opts)
