@@ -35,6 +35,7 @@ var (
 	cmTagValues = []string{"x", "y", "xy", "dev-1", "dev-10", "xdev-1", "b=", "bZ", "p q"}
 	cmFields    = map[string]engine.Kind{"f": engine.KindFloat, "g": engine.KindInt, "u": engine.KindUint, "t": engine.KindBool, "s": engine.KindString}
 	cmFieldKeys = []string{"f", "g", "u", "t", "s"}
+	cmSelFields = []string{"f", "g", "u", "t", "s", "x"}
 	cmMeas      = []string{"m", "m b", "mZ", "n"}
 	cmRegexps   = []string{".*", ".+", "x.*", "dev-1.*", "x|y", "", "xy?", "d.*", "dev-1", "b.", "[a-z]", "p q|bZ"}
 )
@@ -86,7 +87,7 @@ func cmSelector(r *rand.Rand, needMeas bool) engine.Selector {
 		s.Measurement = cmMeas[r.IntN(len(cmMeas))]
 	}
 	if r.IntN(3) == 0 {
-		s.Field = cmFieldKeys[r.IntN(len(cmFieldKeys))]
+		s.Field = cmSelFields[r.IntN(len(cmSelFields))]
 	}
 	if r.IntN(4) == 0 {
 		k := cmTagKeys[r.IntN(len(cmTagKeys))]
@@ -274,10 +275,21 @@ func cmWorkload(seed uint64, cutoff int64) ([]cStep, *cModel) {
 				Tags:        pool[r.IntN(len(pool))],
 				Time:        int64(r.IntN(100) - 50),
 			}
+			p.Tags = pool[r.IntN(len(pool))]
 			for _, f := range cmFieldKeys {
 				if r.IntN(3) == 0 {
 					p.Fields = append(p.Fields, engine.Field{Key: f, Value: cmValue(r, cmFields[f])})
 				}
+			}
+			if r.IntN(2) == 0 {
+				// Field x's kind depends on the series: numeric kinds mix
+				// across the series of one field.
+				h := 0
+				for _, c := range []byte(cKey(p.Measurement, p.Tags, "x")) {
+					h += int(c)
+				}
+				k := []engine.Kind{engine.KindFloat, engine.KindInt, engine.KindUint}[h%3]
+				p.Fields = append(p.Fields, engine.Field{Key: "x", Value: cmValue(r, k)})
 			}
 			if len(p.Fields) == 0 {
 				p.Fields = []engine.Field{{Key: "f", Value: cmValue(r, engine.KindFloat)}}
