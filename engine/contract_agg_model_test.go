@@ -191,7 +191,7 @@ func cmAgg(q engine.Query, bt int64, xs []cmMember) (engine.Sample, bool) {
 	panic("unknown agg")
 }
 
-var cmGroupBys = [][]string{nil, {}, {"a"}, {"a", "b"}, {"nope"}, {"c", "a"}, {"b", "nope"}}
+var cmGroupBys = [][]string{nil, {}, {"a"}, {"a", "b"}, {"nope"}, {"c", "a"}, {"b", "nope"}, {"aZ", "a b"}}
 
 func TestContractModelAggregates(t *testing.T) {
 	for seed := range uint64(3) {
