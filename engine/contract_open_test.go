@@ -139,34 +139,64 @@ func TestContractNotDatabaseUntouched(t *testing.T) {
 	}
 }
 
-func TestContractMissingManifestIsCorrupt(t *testing.T) {
-	dir := t.TempDir()
-	db, err := engine.Open(dir, cOpts(0))
+// A database whose manifest is missing or unreadable is ErrCorrupt, and
+// nothing is deleted or changed, by a writable or a read-only open.
+func TestContractBadManifestIsCorrupt(t *testing.T) {
+	damage := map[string]func(t *testing.T, path string){
+		"missing": func(t *testing.T, path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"empty": func(t *testing.T, path string) { cOverwrite(t, path, func([]byte) []byte { return nil }) },
+		"garbage": func(t *testing.T, path string) {
+			cOverwrite(t, path, func([]byte) []byte { return []byte("garbage!") })
+		},
+		"cut": func(t *testing.T, path string) { cOverwrite(t, path, func(b []byte) []byte { return b[:len(b)/2] }) },
+		"flipped": func(t *testing.T, path string) {
+			cOverwrite(t, path, func(b []byte) []byte { b[len(b)-1] ^= 0x40; return b })
+		},
+	}
+	for name, f := range damage {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			db, err := engine.Open(dir, cOpts(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				if err := db.Write([]engine.Point{cp("m", "f", engine.Float(float64(i)), int64(i))}); err != nil {
+					t.Fatal(err)
+				}
+				cFlush(t, db)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			f(t, filepath.Join(dir, "MANIFEST"))
+			before := cTree(t, dir)
+			for _, ro := range []bool{true, false} {
+				o := cOpts(0)
+				o.ReadOnly = ro
+				db, err := engine.Open(dir, o)
+				if err == nil {
+					db.Close()
+				}
+				cWantErr(t, "open with a "+name+" manifest", err, engine.ErrCorrupt)
+				cSameTree(t, "open with a "+name+" manifest", before, cTree(t, dir))
+			}
+		})
+	}
+}
+
+func cOverwrite(t *testing.T, path string, f func([]byte) []byte) {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 3 {
-		if err := db.Write([]engine.Point{cp("m", "f", engine.Float(float64(i)), int64(i))}); err != nil {
-			t.Fatal(err)
-		}
-		cFlush(t, db)
-	}
-	if err := db.Close(); err != nil {
+	if err := os.WriteFile(path, f(b), 0o644); err != nil {
 		t.Fatal(err)
-	}
-	if err := os.Remove(filepath.Join(dir, "MANIFEST")); err != nil {
-		t.Fatal(err)
-	}
-	before := cTree(t, dir)
-	for _, ro := range []bool{true, false} {
-		o := cOpts(0)
-		o.ReadOnly = ro
-		db, err := engine.Open(dir, o)
-		if err == nil {
-			db.Close()
-		}
-		cWantErr(t, "open without a manifest", err, engine.ErrCorrupt)
-		cSameTree(t, "open without a manifest", before, cTree(t, dir))
 	}
 }
 
