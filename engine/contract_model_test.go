@@ -37,7 +37,7 @@ var (
 	cmFieldKeys = []string{"f", "g", "u", "t", "s"}
 	cmSelFields = []string{"f", "g", "u", "t", "s", "x"}
 	cmMeas      = []string{"m", "m b", "mZ", "n", "m,x"}
-	cmRegexps   = []string{".*", ".+", "x.*", "dev-1.*", "x|y", "", "xy?", "d.*", "dev-1", "b.", "[a-z]", "p q|bZ"}
+	cmRegexps   = []string{".*", ".+", "x.*", "dev-1.*", "x|y", "", "xy?", "d.*", "dev-1", "b.", "[a-z]", "p q|bZ", "(?i)XY", "x?", "|x", "(?s).*", "[^x].*", "dev-1|x.*", `\Qdev-1\E0?`, "x*y*", "(?i)DEV-1.*", "xd?ev-1", "(x)(y)", "^x$", "b\\="}
 )
 
 func cmValue(r *rand.Rand, k engine.Kind) engine.Value {
