@@ -145,3 +145,70 @@ func TestContractNonNumericAggregates(t *testing.T) {
 		cWantQuery(t, db, engine.Query{Selector: s, Agg: engine.AggCount, Every: 4}, "m,k=1 b: 0=int(1) 4=int(1)\nm,k=1 s: 4=int(1) 8=int(1)\nm,k=2 s: 8=int(1)\n")
 	})
 }
+
+// A group whose field holds numeric and bool or string series: count,
+// first and last take every sample; sum, mean, min and max the numeric
+// ones only (a bool or string series yields nothing for them).
+func TestContractGroupNumericAndOtherKinds(t *testing.T) {
+	steps := []cStep{cWrite(
+		cp("m", "x", engine.Bool(true), 5, "h=a"),
+		cp("m", "x", engine.Int(3), 6, "h=b"),
+		cp("m", "x", engine.String("s"), 7, "h=c"),
+		cp("m", "x", engine.Int(4), 8, "h=d"),
+	)}
+	s := engine.Selector{Measurement: "m"}
+	cases := []struct {
+		agg   engine.Aggregate
+		every int64
+		want  string
+	}{
+		{engine.AggCount, 0, "m x: 0=int(4)\n"},
+		{engine.AggCount, 2, "m x: 4=int(1) 6=int(2) 8=int(1)\n"},
+		{engine.AggSum, 0, "m x: 0=int(7)\n"},
+		{engine.AggSum, 2, "m x: 6=int(3) 8=int(4)\n"},
+		{engine.AggMean, 0, "m x: 0=float(3.5)\n"},
+		{engine.AggMin, 0, "m x: 6=int(3)\n"},
+		{engine.AggMax, 0, "m x: 8=int(4)\n"},
+		{engine.AggMax, 2, "m x: 6=int(3) 8=int(4)\n"},
+		{engine.AggFirst, 0, "m x: 5=bool(true)\n"},
+		{engine.AggFirst, 2, "m x: 4=bool(true) 6=int(3) 8=int(4)\n"},
+		{engine.AggLast, 0, "m x: 8=int(4)\n"},
+		{engine.AggLast, 2, "m x: 4=bool(true) 6=string(s) 8=int(4)\n"},
+	}
+	inStates(t, nil, steps, func(t *testing.T, db *engine.DB) {
+		for _, c := range cases {
+			cWantQuery(t, db, engine.Query{Selector: s, Agg: c.agg, Every: c.every, GroupBy: []string{}}, c.want)
+		}
+	})
+}
+
+func TestContractValueAccessors(t *testing.T) {
+	vals := []engine.Value{engine.Float(1.5), engine.Int(-2), engine.Uint(3), engine.Bool(true), engine.String("s")}
+	kinds := []engine.Kind{engine.KindFloat, engine.KindInt, engine.KindUint, engine.KindBool, engine.KindString}
+	for i, v := range vals {
+		if v.Kind() != kinds[i] {
+			t.Errorf("%v: kind %v, want %v", v, v.Kind(), kinds[i])
+		}
+		if (v.Float() != 0) != (i == 0) || (v.Int() != 0) != (i == 1) || (v.Uint() != 0) != (i == 2) ||
+			v.Bool() != (i == 3) || (v.Str() != "") != (i == 4) {
+			t.Errorf("%v: an accessor of another kind is not the zero value", v)
+		}
+		if v.String() == "" {
+			t.Errorf("kind %v formats empty", v.Kind())
+		}
+		for j, w := range vals {
+			if v.Equal(w) != (i == j) {
+				t.Errorf("%v.Equal(%v) = %v", v, w, v.Equal(w))
+			}
+		}
+	}
+	if engine.Int(1).Equal(engine.Uint(1)) || engine.Int(1).Equal(engine.Float(1)) {
+		t.Errorf("values of different kinds are equal")
+	}
+	if !engine.Float(2).Equal(engine.Float(2)) || engine.Float(2).Equal(engine.Float(3)) || !engine.String("a").Equal(engine.String("a")) {
+		t.Errorf("Equal compares values wrongly")
+	}
+	if engine.Float(1.5).Float() != 1.5 || engine.Int(-2).Int() != -2 || engine.Uint(3).Uint() != 3 || engine.String("s").Str() != "s" || engine.Bool(false).Bool() {
+		t.Errorf("accessors do not return the value")
+	}
+}
