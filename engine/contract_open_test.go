@@ -137,6 +137,23 @@ func TestContractNotDatabaseUntouched(t *testing.T) {
 		cWantErr(t, "open of a directory holding no database", err, engine.ErrNotDatabase)
 		cSameTree(t, "open of a non-database", before, cTree(t, dir))
 	}
+	// A lone file that merely bears the name of one of strata's own is
+	// somebody else's: the directory is not empty.
+	for _, name := range []string{"LOCK", "MANIFEST.tmp", "MANIFEST", "SERIES", "000001.seg"} {
+		for _, ro := range []bool{false, true} {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, name), []byte("someone else's file"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			before := cTree(t, dir)
+			db, err := engine.Open(dir, &engine.Options{ReadOnly: ro})
+			if err == nil {
+				db.Close()
+			}
+			cWantErr(t, "open of a directory holding only a foreign "+name, err, engine.ErrNotDatabase)
+			cSameTree(t, "open of a directory holding only a foreign "+name, before, cTree(t, dir))
+		}
+	}
 }
 
 // A database whose manifest is missing or unreadable is ErrCorrupt, and

@@ -98,8 +98,9 @@ func inspectDir(fs vfs.FS, dir string) (dirKind, error) {
 	}
 	empty := true
 	for _, n := range names {
-		if n != lockName && n != manifestName+tmpSuffix {
+		if !leftoverOfCreate(fs, dir, n) {
 			empty = false
+			break
 		}
 	}
 	if empty {
@@ -122,6 +123,34 @@ func inspectDir(fs vfs.FS, dir string) (dirKind, error) {
 		return dirNoManifest, nil
 	}
 	return dirForeign, nil
+}
+
+// leftoverOfCreate reports whether the entry name of dir is what an Open
+// that created a database and stopped before its first manifest leaves
+// behind: an empty LOCK file (strata never writes to it), or a
+// MANIFEST.tmp that holds a prefix of a manifest. Anyone else's file of
+// the same name makes the directory not empty.
+func leftoverOfCreate(fs vfs.FS, dir, name string) bool {
+	var p []byte
+	var err error
+	switch name {
+	case lockName:
+		p, err = readPrefix(fs, filepath.Join(dir, name), 1)
+	case manifestName + tmpSuffix:
+		p, err = readPrefix(fs, filepath.Join(dir, name), len(manifestMagic))
+	default:
+		return false
+	}
+	if errors.Is(err, iofs.ErrNotExist) {
+		return true // removed since the listing
+	}
+	if err != nil {
+		return false // a directory, or unreadable: not provably ours
+	}
+	if name == lockName {
+		return len(p) == 0
+	}
+	return strings.HasPrefix(manifestMagic, string(p))
 }
 
 // readPrefix returns up to n bytes from the start of path.
