@@ -78,6 +78,7 @@ var cStates = []cState{
 		return cReopen(false)(t, db, dir, opts)
 	}},
 	{name: "read-only", flushEach: true, fin: cReopen(true)},
+	{name: "read-only-wal", fin: cReopen(true)},
 }
 
 // cOpts returns quiet options with a fixed clock.
@@ -100,7 +101,7 @@ func inStates(t *testing.T, opts *engine.Options, steps []cStep, check func(t *t
 // that write.
 func inWritableStates(t *testing.T, opts *engine.Options, steps []cStep, check func(t *testing.T, db *engine.DB)) {
 	t.Helper()
-	runStates(t, opts, slices.DeleteFunc(slices.Clone(cStates), func(s cState) bool { return s.name == "read-only" }), steps, check)
+	runStates(t, opts, slices.DeleteFunc(slices.Clone(cStates), func(s cState) bool { return strings.HasPrefix(s.name, "read-only") }), steps, check)
 }
 
 func runStates(t *testing.T, opts *engine.Options, states []cState, steps []cStep, check func(t *testing.T, db *engine.DB)) {
