@@ -351,3 +351,50 @@ func TestContractWriteAtomic(t *testing.T) {
 		cWantQuery(t, db, engine.Query{Selector: engine.Selector{Measurement: "old"}}, "old f: 0=float(0)\n")
 	})
 }
+
+// After Close, every call returns ErrClosed, on a writable and a read-only
+// DB alike.
+func TestContractClosed(t *testing.T) {
+	ctx := context.Background()
+	for _, ro := range []bool{false, true} {
+		dir := t.TempDir()
+		db, err := engine.Open(dir, cOpts(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Write([]engine.Point{cp("m", "f", engine.Int(1), 1)}); err != nil {
+			t.Fatal(err)
+		}
+		if ro {
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			o := cOpts(0)
+			o.ReadOnly = true
+			if db, err = engine.Open(dir, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s := engine.Selector{Measurement: "m"}
+		_, err = db.Query(ctx, engine.Query{Selector: s})
+		cWantErr(t, "Query after Close", err, engine.ErrClosed)
+		_, err = db.Measurements(ctx)
+		cWantErr(t, "Measurements after Close", err, engine.ErrClosed)
+		_, err = db.TagKeys(ctx, s)
+		cWantErr(t, "TagKeys after Close", err, engine.ErrClosed)
+		_, err = db.TagValues(ctx, "k", s)
+		cWantErr(t, "TagValues after Close", err, engine.ErrClosed)
+		_, err = db.SeriesInfo(ctx, s)
+		cWantErr(t, "SeriesInfo after Close", err, engine.ErrClosed)
+		_, err = db.Last(ctx, s)
+		cWantErr(t, "Last after Close", err, engine.ErrClosed)
+		cWantErr(t, "Write after Close", db.Write([]engine.Point{cp("m", "f", engine.Int(1), 2)}), engine.ErrClosed)
+		cWantErr(t, "Delete after Close", db.Delete(ctx, s), engine.ErrClosed)
+		cWantErr(t, "Flush after Close", db.Flush(), engine.ErrClosed)
+		cWantErr(t, "Compact after Close", db.Compact(), engine.ErrClosed)
+		cWantErr(t, "second Close", db.Close(), engine.ErrClosed)
+	}
+}
