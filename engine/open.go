@@ -131,26 +131,25 @@ func inspectDir(fs vfs.FS, dir string) (dirKind, error) {
 // MANIFEST.tmp that holds a prefix of a manifest. Anyone else's file of
 // the same name makes the directory not empty.
 func leftoverOfCreate(fs vfs.FS, dir, name string) bool {
-	var p []byte
-	var err error
+	path := filepath.Join(dir, name)
 	switch name {
 	case lockName:
-		p, err = readPrefix(fs, filepath.Join(dir, name), 1)
+		// Stat, not read: the lock may be held, and Windows' locks are
+		// mandatory.
+		info, err := fs.Stat(path)
+		if errors.Is(err, iofs.ErrNotExist) {
+			return true // removed since the listing
+		}
+		return err == nil && info.Mode().IsRegular() && info.Size() == 0
 	case manifestName + tmpSuffix:
-		p, err = readPrefix(fs, filepath.Join(dir, name), len(manifestMagic))
-	default:
-		return false
+		p, err := readPrefix(fs, path, len(manifestMagic))
+		if errors.Is(err, iofs.ErrNotExist) {
+			return true
+		}
+		// A directory, or unreadable: not provably ours.
+		return err == nil && strings.HasPrefix(manifestMagic, string(p))
 	}
-	if errors.Is(err, iofs.ErrNotExist) {
-		return true // removed since the listing
-	}
-	if err != nil {
-		return false // a directory, or unreadable: not provably ours
-	}
-	if name == lockName {
-		return len(p) == 0
-	}
-	return strings.HasPrefix(manifestMagic, string(p))
+	return false
 }
 
 // readPrefix returns up to n bytes from the start of path.
