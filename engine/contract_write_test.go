@@ -182,3 +182,27 @@ func TestContractLargeValuesRoundTrip(t *testing.T) {
 		cWantQuery(t, db, engine.Query{Selector: engine.Selector{Measurement: strings.Repeat("m", 4096)}, Agg: engine.AggCount}, cKey(strings.Repeat("m", 4096), []engine.Tag{{Key: longKey, Value: longKey}}, longKey)+": 0=int(1)\n")
 	})
 }
+
+// Tags come in any order: one tag set is one series whatever the order,
+// and results carry the tags sorted by key.
+func TestContractTagOrder(t *testing.T) {
+	steps := []cStep{
+		cWrite(cp("m", "f", engine.Int(1), 1, "b=1", "a=2", "c=3")),
+		cWrite(cp("m", "f", engine.Int(2), 2, "c=3", "a=2", "b=1"), cp("m", "f", engine.Int(3), 3, "a=2", "b=1", "c=3")),
+	}
+	inStates(t, nil, steps, func(t *testing.T, db *engine.DB) {
+		res := cQuery(t, db, engine.Query{Selector: engine.Selector{Measurement: "m", Tags: []engine.Tag{{Key: "c", Value: "3"}, {Key: "a", Value: "2"}}}})
+		if got, want := cFmt(res), "m,a=2,b=1,c=3 f: 1=int(1) 2=int(2) 3=int(3)\n"; got != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+		if len(res) == 1 {
+			var keys []string
+			for _, tg := range res[0].Tags {
+				keys = append(keys, tg.Key)
+			}
+			if strings.Join(keys, ",") != "a,b,c" {
+				t.Errorf("tags in order %v, want sorted by key", keys)
+			}
+		}
+	})
+}
