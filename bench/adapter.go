@@ -44,18 +44,15 @@ const (
 	EnginePrometheus = "prometheus"
 	// EngineMemLimit is the in-memory floor, not a competitor.
 	EngineMemLimit = "memlimit"
-	// EngineStrataHTTP is the name reserved for strata ingesting line
-	// protocol through `strata serve`'s /api/v2/write, 10,000 lines per
-	// request: an opener whose write encodes the batch as line protocol
-	// and posts it to a server it started on the directory. Pending: it is
-	// registered in openers once the server package exists.
+	// EngineStrataHTTP is strata ingesting line protocol through `strata
+	// serve`'s /api/v2/write, one request per batch.
 	EngineStrataHTTP = "strata-http"
 )
 
 // Engines returns the names of the engines the bench knows, in the default
 // order.
 func Engines() []string {
-	return []string{EngineStrata, EngineSQLite, EngineLevelDB, EnginePebble, EnginePrometheus, EngineMemLimit}
+	return []string{EngineStrata, EngineSQLite, EngineLevelDB, EnginePebble, EnginePrometheus, EngineMemLimit, EngineStrataHTTP}
 }
 
 // Supports reports whether an engine runs in a configuration and
@@ -86,7 +83,8 @@ func EngineNotes() map[string]string {
 		EngineLevelDB:    "fast: Sync=false; durable: Sync=true (fsync per batch); equal-memory: WriteBuffer 64 MiB",
 		EnginePebble:     "fast: NoSync; durable: Sync (fsync per batch); equal-memory: MemTableSize 64 MiB",
 		EnginePrometheus: "fast only: the head's WAL is fsynced when a 128 MiB segment fills and on Close, never per commit; equal-memory: no matching knob (the head keeps 1.5 block ranges in memory), run with its defaults",
-		EngineMemLimit:   "floor: per-series slices in a map, no WAL, no disk, no fsync; default/fast only",
+		EngineMemLimit:   "in-memory line: per-series slices in a map, no WAL, no disk, no fsync; default/fast only",
+		EngineStrataHTTP: "as strata, behind strata serve's /api/v2/write on loopback: one line-protocol request per batch",
 	}
 }
 
@@ -113,6 +111,7 @@ var openers = map[string]opener{
 
 	EnginePrometheus: openPrometheus,
 	EngineMemLimit:   openMemLimit,
+	EngineStrataHTTP: openStrataHTTP,
 }
 
 func lookup(name string) (opener, error) {

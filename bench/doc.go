@@ -11,15 +11,17 @@
 // head appender, one Commit per batch, series references cached by key,
 // labels __name__ = measurement_field plus the tags, millisecond times;
 // queried through its Querier, means computed in Go) and memlimit, the
-// floor: per-series slices found through a map by series key, no log, no
-// disk, no encoding. The floor is drawn as a line and never ranked: no
-// engine can insert faster, so the distance to it is what the engine
-// costs. EngineNotes states each engine's fsync parity; Supports which
-// configuration and durability it runs in (Prometheus fast only: it fsyncs
-// its WAL when a 128 MiB segment fills and on Close, never per commit;
-// the floor default/fast only). An HTTP row (strata-http: line protocol
-// through `strata serve`) is reserved: an opener whose write posts the
-// batch as line protocol is all it needs.
+// in-memory line: per-series slices found through a map by series key, no log, no
+// disk, no encoding, drawn as a line and never ranked. It was meant as the
+// floor; it builds every point's canonical key as a string for its map
+// lookup, so an engine that hashes the tag set (strata) inserts faster: it
+// is the cost of the plain in-memory approach, not a bound. EngineNotes
+// states each engine's fsync parity; Supports which configuration and
+// durability it runs in (Prometheus fast only: it fsyncs its WAL when a
+// 128 MiB segment fills and on Close, never per commit; the in-memory line
+// default/fast only). strata-http is strata behind
+// `strata serve`'s /api/v2/write on loopback, one line-protocol request
+// per batch: the cost of ingesting over HTTP.
 //
 // # Dataset
 //

@@ -122,7 +122,7 @@ func (c *lineChart) plot() (*plot.Plot, error) {
 			ln.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
 			pts.Color = ln.Color
 			pts.Shape = draw.CrossGlyph{}
-			p.Legend.Add(l.name+" (floor)", ln)
+			p.Legend.Add(l.name+" (in memory)", ln)
 		} else {
 			ln.Color = plotutil.Color(n)
 			pts.Color = ln.Color
@@ -171,7 +171,8 @@ func writeCharts(w io.Writer, charts []lineChart) error {
 }
 
 // WriteSVG draws the sweep: points/s, bytes on disk per point and peak RSS
-// against the size, one line per engine, the floor dashed.
+// against the size (on a log axis: the sizes grow tenfold), one line per
+// engine, the floor dashed.
 func (rep *ScaleReport) WriteSVG(w io.Writer) error {
 	xlabel, xval := "points inserted (1,000 series)", func(r *ScaleResult) float64 { return float64(r.Points) }
 	if rep.Kind == ScaleSeries {
@@ -206,10 +207,10 @@ func (rep *ScaleReport) WriteSVG(w io.Writer) error {
 	mode := fmt.Sprintf("%s/%s", rep.Config, rep.Durability)
 	return writeCharts(w, []lineChart{
 		{title: "Insert throughput vs " + string(rep.Kind) + ", higher is better (" + mode + ")",
-			xlabel: xlabel, ylabel: "points/s", lines: mk(func(r *ScaleResult) float64 { return r.PointsPerSec }, true), fromZero: true},
+			xlabel: xlabel, ylabel: "points/s", lines: mk(func(r *ScaleResult) float64 { return r.PointsPerSec }, true), fromZero: true, logX: true},
 		{title: "Bytes on disk per point after close, lower is better (the floor writes none)",
-			xlabel: xlabel, ylabel: "bytes/point", lines: mk(func(r *ScaleResult) float64 { return r.BytesPerPoint }, false), fromZero: true},
+			xlabel: xlabel, ylabel: "bytes/point", lines: mk(func(r *ScaleResult) float64 { return r.BytesPerPoint }, false), fromZero: true, logX: true},
 		{title: "Peak resident memory of the engine's process, lower is better",
-			xlabel: xlabel, ylabel: "peak RSS (MiB)", lines: mk(func(r *ScaleResult) float64 { return float64(r.PeakRSSBytes) / (1 << 20) }, true), fromZero: true},
+			xlabel: xlabel, ylabel: "peak RSS (MiB)", lines: mk(func(r *ScaleResult) float64 { return float64(r.PeakRSSBytes) / (1 << 20) }, true), fromZero: true, logX: true},
 	})
 }

@@ -370,7 +370,8 @@ func calibrate(ctx context.Context, open opener, j job, ds *Dataset, d time.Dura
 	}
 	b := newStreamBatch(ds, j.Batch)
 	written := 0
-	for time.Since(start) < d {
+	// At least a few batches, however short d or slow the Open.
+	for written < 3*j.Batch || time.Since(start) < d {
 		if err := ctx.Err(); err != nil {
 			db.close()
 			return 0, err

@@ -98,7 +98,10 @@ func (rep *MixedReport) WriteMarkdown(w io.Writer) error {
 	return err
 }
 
-func secs(s float64) string { return time.Duration(s * float64(time.Second)).String() }
+// secs formats seconds as a duration rounded to 10 ms: 6.67s, 20s, 30m0s.
+func secs(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(10 * time.Millisecond).String()
+}
 
 // WriteSVG draws the throughput over time: points written and queries
 // answered per second, one line per engine, the floor dashed.
@@ -115,9 +118,9 @@ func (rep *MixedReport) WriteSVG(w io.Writer) error {
 	}
 	mode := fmt.Sprintf("%.0f%% of peak, %d readers, %s/%s", rep.Share*100, rep.Readers, rep.Config, rep.Durability)
 	return writeCharts(w, []lineChart{
-		{title: "Points written per second during the mixed workload (" + mode + ")",
+		{title: "Points written per second, mixed workload (" + mode + ")",
 			xlabel: "time since start (s)", ylabel: "points/s", lines: writes, fromZero: true},
-		{title: "Queries answered per second during the mixed workload, higher is better",
+		{title: "Queries answered per second, mixed workload, higher is better",
 			xlabel: "time since start (s)", ylabel: "queries/s", lines: reads, fromZero: true},
 	})
 }

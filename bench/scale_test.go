@@ -80,7 +80,7 @@ func TestRunScale(t *testing.T) {
 	if err := rep.WriteSVG(&svg); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"points/s", "bytes/point", "peak RSS (MiB)", "(log scale)", "memlimit (floor)", "series (10 points"} {
+	for _, want := range []string{"points/s", "bytes/point", "peak RSS (MiB)", "(log scale)", "memlimit (in memory)", "series (10 points"} {
 		if !strings.Contains(svg.String(), want) {
 			t.Errorf("SVG lacks %q", want)
 		}

@@ -9,7 +9,9 @@ import (
 // strataStore writes through the public engine API, the path users call.
 type strataStore struct{ db *engine.DB }
 
-func openStrata(dir string, cfg Config, dur Durability) (store, error) {
+// strataOptions returns strata's options for a configuration and
+// durability.
+func strataOptions(cfg Config, dur Durability) *engine.Options {
 	opts := &engine.Options{Sync: engine.SyncNever}
 	if dur == Durable {
 		opts.Sync = engine.SyncAlways
@@ -17,7 +19,11 @@ func openStrata(dir string, cfg Config, dur Durability) (store, error) {
 	if cfg == ConfigEqualMemory {
 		opts.MemTableBytes = equalMemory
 	}
-	db, err := engine.Open(dir, opts)
+	return opts
+}
+
+func openStrata(dir string, cfg Config, dur Durability) (store, error) {
+	db, err := engine.Open(dir, strataOptions(cfg, dur))
 	if err != nil {
 		return nil, err
 	}

@@ -152,7 +152,7 @@ func (rep *Report) barPlot(title, ylabel string, modes, engines []string, value 
 			fl.Width = vg.Points(1.5)
 			fl.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
 			p.Add(fl)
-			p.Legend.Add(fmt.Sprintf("%s (floor, %s)", r.Engine, label(v)), fl)
+			p.Legend.Add(fmt.Sprintf("%s (in memory, %s)", r.Engine, label(v)), fl)
 			break
 		}
 	}

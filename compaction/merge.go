@@ -59,7 +59,6 @@ type MergeStats struct {
 	SamplesIn      int64 // samples in the inputs' series, read or skipped
 	SamplesOut     int64 // samples written
 	SamplesDropped int64 // removed by MinTime or a Drop range
-	BlocksCopied   int64 // blocks copied without decoding; segment offers no raw copy yet, so 0
 
 	SamplesOverwritten int64 // shadowed by a later input at the same (key, time)
 	BlocksRead         int64 // blocks decoded
@@ -74,8 +73,8 @@ type MergeStats struct {
 
 // errNoOutput and errNoFS are returned when MergeOptions.NewOutput or FS is nil.
 var (
-	errNoOutput = fmt.Errorf("compaction: MergeOptions.NewOutput is nil: %w", base.ErrInvalid)
-	errNoFS     = fmt.Errorf("compaction: MergeOptions.FS is nil: %w", base.ErrInvalid)
+	errNoOutput = fmt.Errorf("%w: compaction: MergeOptions.NewOutput is nil", base.ErrInvalid)
+	errNoFS     = fmt.Errorf("%w: compaction: MergeOptions.FS is nil", base.ErrInvalid)
 )
 
 // Merge is a streaming k-way merge over the inputs' series (in key order) and,
@@ -101,7 +100,7 @@ func Merge(ctx context.Context, inputs []Input, opts MergeOptions) ([]segment.Me
 	}
 	for i, in := range inputs {
 		if in.Reader == nil {
-			return nil, MergeStats{}, fmt.Errorf("compaction: input %d has a nil Reader: %w", i, base.ErrInvalid)
+			return nil, MergeStats{}, fmt.Errorf("%w: compaction: input %d has a nil Reader", base.ErrInvalid, i)
 		}
 	}
 	if opts.BlockSamples <= 0 {
@@ -424,7 +423,7 @@ func (m *merger) flushOut(key []byte, kind point.Kind) error {
 			return fmt.Errorf("compaction: new output: %w", err)
 		}
 		if w == nil {
-			return fmt.Errorf("compaction: NewOutput returned a nil writer: %w", base.ErrInvalid)
+			return fmt.Errorf("%w: compaction: NewOutput returned a nil writer", base.ErrInvalid)
 		}
 		m.w = w
 	}

@@ -72,7 +72,8 @@ type catalog struct {
 	series []seriesMeta // by id
 	byKey  map[string]uint64
 	sets   map[uint64]*tagSet
-	idx    index // by measurement and tag (index.go)
+	idx    index    // by measurement and tag (index.go)
+	order  keyOrder // ids ranked by key (index.go)
 }
 
 func newCatalog() *catalog {

@@ -18,6 +18,24 @@
 // commit lock (so WAL order is apply order); SyncAlways writers wait for
 // their fsync outside it, sharing fsyncs (group commit). Queries read a
 // consistent snapshot of memtables and segments without blocking writers.
+//
+// # Errors
+//
+// One convention holds in every strata package, so that a message reads
+// each piece of context once:
+//
+//   - Conditions callers act on are sentinels, matched with errors.Is:
+//     ErrInvalid, ErrCorrupt, ErrClosed, ... Their text starts "strata: ".
+//   - An error that is such a condition puts the sentinel first and the
+//     detail after it: "strata: invalid input: empty measurement".
+//   - A leaf package starts the errors it makes with its name ("wal: ",
+//     "segment: ", "compaction: ") and names the file it was working on;
+//     errors of the filesystem already name their path.
+//   - A caller that wraps a lower error adds its own operation before it,
+//     never the callee's ("flush: segment: sync /db/000007.seg.tmp: ..."),
+//     and returns the error unwrapped when it has nothing to add.
+//   - Damaged bytes are a *CorruptionError: file, offset and cause; it
+//     matches ErrCorrupt.
 package engine
 
 import (
@@ -28,7 +46,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -86,6 +103,8 @@ type memRef struct {
 	tombApplied uint64 // tombstones with seq <= tombApplied are applied to it
 	seriesEnd   int    // catalog size at seal: series it may reference
 	sealed      bool
+	// keyBytes: the key bytes of the series it holds; written under commitMu.
+	keyBytes int64
 	// deletes is set when a Delete ran while this memtable was active, so
 	// that Flush and Close persist the tombstone even with no samples.
 	deletes bool
@@ -128,6 +147,7 @@ type DB struct {
 	closed   atomic.Bool
 	readOnly bool          // Options.ReadOnly: no lock, no WAL, no background work
 	seq      atomic.Uint64 // last sequence number assigned (Write and Delete)
+	vis      seqVisibility // what readers see: see visibility.go
 
 	// files holds the numbers of the segment files that may be on disk:
 	// live ones, outputs being written, and dropped ones not yet removed.
@@ -172,9 +192,14 @@ type DB struct {
 
 	st stats
 
+	feed feed // change feed subscribers (feed.go)
+
 	// testAfterCompactionSnapshot, when set by a test, runs in compactOnce
 	// right after the compaction has taken its snapshot.
 	testAfterCompactionSnapshot func()
+	// testAfterQuerySnapshot, when set by a test, runs in Query right after
+	// the query has taken its snapshot.
+	testAfterQuerySnapshot func()
 }
 
 // writeScratch holds the buffers the write path reuses.
@@ -237,17 +262,6 @@ func sortLevels(v *version) {
 	slices.SortFunc(v.levels[0], func(a, b *segHandle) int { return cmp.Compare(a.fileNum, b.fileNum) })
 	for l := 1; l < maxLevels; l++ {
 		slices.SortFunc(v.levels[l], func(a, b *segHandle) int { return strings.Compare(string(a.meta.FirstKey), string(b.meta.FirstKey)) })
-	}
-}
-
-// applyDeleteToMem removes the samples sel selects from t.
-func (db *DB) applyDeleteToMem(t *memtable.Table, sel *Selector) {
-	db.cat.mu.RLock()
-	ids := db.cat.match(sel)
-	db.cat.mu.RUnlock()
-	mint, maxt := sel.TimeRange()
-	for _, id := range ids {
-		t.Delete(id, mint, maxt)
 	}
 }
 
@@ -378,14 +392,6 @@ func (db *DB) checkOpen() error {
 	return nil
 }
 
-// retentionCutoff returns the oldest visible timestamp.
-func (db *DB) retentionCutoff() int64 {
-	if db.opts.Retention <= 0 {
-		return math.MinInt64
-	}
-	return db.opts.Now().Add(-db.opts.Retention).UnixNano()
-}
-
 func (v *version) ref() { v.refs.Add(1) }
 
 // unrefVersion drops a reference; the last one releases the version's
@@ -429,23 +435,3 @@ func newVersion(levels [maxLevels][]*segHandle) *version {
 	sortLevels(v)
 	return v
 }
-
-// snapshot is what one query reads.
-type snapshot struct {
-	v          *version
-	imm        []*memRef
-	mem        *memRef
-	tombstones []tombstone
-}
-
-func (db *DB) acquireSnapshot() (*snapshot, error) {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	if db.mu.v == nil {
-		return nil, ErrClosed
-	}
-	db.mu.v.ref()
-	return &snapshot{v: db.mu.v, imm: slices.Clone(db.mu.imm), mem: db.mu.mem, tombstones: db.mu.tombstones}, nil
-}
-
-func (db *DB) releaseSnapshot(s *snapshot) { db.unrefVersion(s.v) }

@@ -384,18 +384,6 @@ func finishAccs(states []acc, agg Aggregate, every int64, dst []point.Sample) []
 	return dst
 }
 
-// groupTags returns the tags of sorted tags whose keys are in keys
-// (sorted, distinct): a group's identity. A missing key is left out.
-func groupTags(tags []Tag, keys []string) []Tag {
-	var out []Tag
-	for _, k := range keys {
-		if v := tagValue(tags, k); v != "" {
-			out = append(out, Tag{Key: k, Value: v})
-		}
-	}
-	return out
-}
-
 // normalizeGroupBy validates GroupBy keys and returns them sorted and
 // distinct (nil stays nil).
 func normalizeGroupBy(keys []string) ([]string, error) {

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"cmp"
+	"math"
 	"math/bits"
 	"slices"
 	"strings"
@@ -375,4 +377,73 @@ func (c *catalog) matches(id uint64, sel *Selector) bool {
 	}
 	ms, ok := mustCompileSelector(sel)
 	return ok && matchTags(s.set.tags, ms)
+}
+
+// keyOrder ranks series ids by canonical key, so that results are sorted
+// by comparing integers, not key strings. It covers the ids below
+// len(ranks) and is rebuilt (one sort of every key) only when many series
+// were added since; newer ids are placed by comparing keys.
+type keyOrder struct {
+	mu     sync.Mutex
+	ranks  []uint32 // rank of each id; never modified once published
+	byRank []uint32 // id at each rank
+}
+
+// orderFor returns ranks and byRank covering at least most of the catalog.
+func (c *catalog) orderFor() (ranks, byRank []uint32) {
+	o := &c.order
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c.mu.RLock()
+	n := len(c.series)
+	if n > len(o.ranks)+len(o.ranks)/4+1024 && uint64(n) < math.MaxUint32 {
+		ids := make([]uint32, n)
+		for i := range ids {
+			ids[i] = uint32(i)
+		}
+		slices.SortFunc(ids, func(a, b uint32) int { return strings.Compare(c.series[a].key, c.series[b].key) })
+		ranks := make([]uint32, n)
+		for r, id := range ids {
+			ranks[id] = uint32(r)
+		}
+		o.ranks, o.byRank = ranks, ids
+	}
+	c.mu.RUnlock()
+	return o.ranks, o.byRank
+}
+
+// sortByKey sorts ids (distinct) by canonical series key.
+func (c *catalog) sortByKey(ids []uint64) {
+	if len(ids) < 2 {
+		return
+	}
+	ranks, byRank := c.orderFor()
+	n := uint64(len(ranks))
+	fresh := false
+	for _, id := range ids {
+		if id >= n {
+			fresh = true
+			break
+		}
+	}
+	if !fresh && len(ids) > len(byRank)/8 {
+		// A large share of the catalog: walk the ranks.
+		set := newIDSet(len(ranks))
+		set.addAll(ids)
+		ids = ids[:0]
+		for _, id := range byRank {
+			if set.has(uint64(id)) {
+				ids = append(ids, uint64(id))
+			}
+		}
+		return
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	slices.SortFunc(ids, func(a, b uint64) int {
+		if a < n && b < n {
+			return cmp.Compare(ranks[a], ranks[b])
+		}
+		return strings.Compare(c.series[a].key, c.series[b].key)
+	})
 }

@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"runtime"
 	"slices"
 	"sort"
-	"strings"
+	"sync"
 
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/segment"
@@ -28,61 +30,57 @@ func (db *DB) Last(ctx context.Context, s Selector) ([]Series, error) {
 		if len(ids) == 0 {
 			return nil
 		}
-		best := make([]lastSample, len(ids))
+		best := &lastSet{samples: make([]Sample, len(ids)), rank: make([]int32, len(ids))}
 		if err := v.newest(ctx, ids, best); err != nil {
 			return err
 		}
-		metas := make([]seriesMeta, 0, len(ids))
-		smps := make([]point.Sample, 0, len(ids))
-		v.db.cat.mu.RLock()
+		found := make([]uint64, 0, len(ids))
 		for i, id := range ids {
-			if best[i].found {
-				metas = append(metas, v.db.cat.series[id])
-				smps = append(smps, best[i].s)
+			if best.rank[i] != 0 {
+				found = append(found, id)
 			}
 		}
-		v.db.cat.mu.RUnlock()
-		order := make([]int, len(metas))
-		for i := range order {
-			order[i] = i
-		}
-		slices.SortFunc(order, func(a, b int) int { return strings.Compare(metas[a].key, metas[b].key) })
-		// One allocation for every result's sample and one for the tags.
-		out = make([]Series, len(order))
+		v.db.cat.sortByKey(found)
+		// The results' samples are best's; one allocation for the tags.
+		out = make([]Series, len(found))
+		v.db.cat.mu.RLock()
 		ntags := 0
-		for i := range metas {
-			ntags += len(metas[i].set.tags)
+		for _, id := range found {
+			ntags += len(v.db.cat.series[id].set.tags)
 		}
 		tags := make([]Tag, 0, ntags)
-		samples := make([]Sample, len(order))
-		for n, i := range order {
-			m := &metas[i]
+		for n, id := range found {
+			m := &v.db.cat.series[id]
 			t := len(tags)
 			tags = append(tags, m.set.tags...)
-			samples[n] = smps[i]
-			out[n] = Series{Measurement: m.set.measurement, Tags: tags[t:len(tags):len(tags)], Field: m.field, Samples: samples[n : n+1 : n+1]}
+			i, _ := slices.BinarySearch(ids, id) // ids is ascending
+			out[n] = Series{Measurement: m.set.measurement, Tags: tags[t:len(tags):len(tags)], Field: m.field, Samples: best.samples[i : i+1 : i+1]}
 		}
+		v.db.cat.mu.RUnlock()
 		return nil
 	})
 	return out, err
 }
 
-// lastSample is the newest sample found so far for one series, and the
-// rank of its source (higher is newer; a newer source wins equal times).
-type lastSample struct {
-	s     point.Sample
-	rank  int
-	found bool
+// lastSet holds the newest sample found so far for each series, and the
+// rank of its source (higher is newer; a newer source wins equal times; 0
+// is none found). Workers write disjoint indexes.
+type lastSet struct {
+	samples []Sample
+	rank    []int32
 }
 
 // beats reports whether a sample at time t from a source of rank could
-// replace b.
-func (b *lastSample) beats(t int64, rank int) bool {
-	return !b.found || t > b.s.Time || (t == b.s.Time && rank > b.rank)
+// replace entry i.
+func (b *lastSet) beats(i int, t int64, rank int) bool {
+	r := b.rank[i]
+	return r == 0 || t > b.samples[i].Time || (t == b.samples[i].Time && int32(rank) > r)
 }
 
+func (b *lastSet) set(i int, s Sample, rank int) { b.samples[i], b.rank[i] = s, int32(rank) }
+
 // newest fills best with the newest visible sample of each id.
-func (v *visibility) newest(ctx context.Context, ids []uint64, best []lastSample) error {
+func (v *visibility) newest(ctx context.Context, ids []uint64, best *lastSet) error {
 	// Ranks follow the read order of queries: deeper levels oldest, then
 	// L0 by file number, sealed memtables, the active memtable newest.
 	rank := 0
@@ -95,7 +93,7 @@ func (v *visibility) newest(ctx context.Context, ids []uint64, best []lastSample
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if err := v.segNewest(h, rank, ids, best); err != nil {
+			if err := v.segNewest(ctx, h, rank, ids, best); err != nil {
 				return err
 			}
 		}
@@ -106,37 +104,26 @@ func (v *visibility) newest(ctx context.Context, ids []uint64, best []lastSample
 		if m.t.Len() == 0 || m.t.MaxTime() < v.mint || m.t.MinTime() > v.maxt {
 			continue
 		}
-		applied := m.tombApplied
-		if m == v.snap.mem {
-			applied = ^uint64(0)
-		}
-		anyTomb := v.hasTombsAbove(applied)
 		for i, id := range ids {
 			if i%checkContextEvery == 0 && ctx.Err() != nil {
 				return ctx.Err()
 			}
 			lo, hi, ok := m.t.Bounds(id)
-			if !ok || hi < v.mint || lo > v.maxt || !best[i].beats(min(hi, v.maxt), rank) {
+			if !ok || hi < v.mint || lo > v.maxt || !best.beats(i, min(hi, v.maxt), rank) {
 				continue
 			}
-			var ranges []timeRange
-			if anyTomb {
-				v.db.cat.mu.RLock()
-				ranges = v.tombRanges(id, applied)
-				v.db.cat.mu.RUnlock()
+			// Memtable reads see what the snapshot sees (its sequence
+			// number, its tombstones as masks): try the newest sample first.
+			v.buf = v.buf[:0]
+			if hi <= v.maxt {
+				v.buf = v.db.memSamples(v.snap, m, id, hi, hi, v.buf)
 			}
-			if hi <= v.maxt && !covered(hi, ranges) {
-				v.buf = m.t.Samples(id, hi, hi, v.buf[:0])
-			} else {
-				v.buf = m.t.Samples(id, v.mint, v.maxt, v.buf[:0])
+			if len(v.buf) == 0 {
+				v.buf = v.db.memSamples(v.snap, m, id, v.mint, v.maxt, v.buf)
 			}
-			for j := len(v.buf) - 1; j >= 0; j-- {
-				s := v.buf[j]
-				if !covered(s.Time, ranges) {
-					if best[i].beats(s.Time, rank) {
-						best[i] = lastSample{s: s, rank: rank, found: true}
-					}
-					break
+			if j := len(v.buf) - 1; j >= 0 {
+				if s := v.buf[j]; best.beats(i, s.Time, rank) {
+					best.set(i, s, rank)
 				}
 			}
 		}
@@ -149,47 +136,111 @@ func (v *visibility) newest(ctx context.Context, ids []uint64, best []lastSample
 const lastReadWindow = 256 << 10
 
 // segNewest updates best from segment h.
-func (v *visibility) segNewest(h *segHandle, rank int, ids []uint64, best []lastSample) error {
+func (v *visibility) segNewest(ctx context.Context, h *segHandle, rank int, ids []uint64, best *lastSet) error {
 	applied := h.tombApplied.Load()
 	anyTomb := v.hasTombsAbove(applied)
-	br := h.r.NewBlockReader(lastReadWindow)
-	visit := func(i int, si *segment.SeriesIndex) error {
-		if len(si.Blocks) == 0 || si.MinTime() > v.maxt || si.MaxTime() < v.mint || !best[i].beats(min(si.MaxTime(), v.maxt), rank) {
-			return nil
-		}
-		var ranges []timeRange
-		if anyTomb {
-			v.db.cat.mu.RLock()
-			ranges = v.tombRanges(ids[i], applied)
-			v.db.cat.mu.RUnlock()
-		}
-		bs := si.Blocks
-		// The last block starting at or before maxt, then older ones.
-		b := sort.Search(len(bs), func(i int) bool { return bs[i].MinTime > v.maxt }) - 1
-		for ; b >= 0 && bs[b].MaxTime >= v.mint; b-- {
-			if !best[i].beats(min(bs[b].MaxTime, v.maxt), rank) {
-				return nil
-			}
-			var err error
-			v.buf, err = br.ReadBlock(si, b, v.buf[:0])
-			if err != nil {
-				return err
-			}
-			for j := len(v.buf) - 1; j >= 0; j-- {
-				s := v.buf[j]
-				if s.Time > v.maxt || covered(s.Time, ranges) {
+	var byPos []uint64
+	sweep := len(ids)*16 >= h.r.NumSeries()
+	if sweep {
+		byPos, sweep = v.db.segSeriesIDs(h)
+	}
+	if !sweep {
+		w := lastWorker{v: v, h: h, rank: rank, ids: ids, best: best, applied: applied, anyTomb: anyTomb}
+		return v.eachSeries(h, ids, func(int) bool { return false }, w.visit)
+	}
+	// Sweep the segment in file order, split among workers: each decodes
+	// the newest blocks of its share of the series through its own
+	// read-ahead window. Each id appears once in a segment, so workers
+	// write disjoint entries of best.
+	idx := v.indexOf(ids)
+	workers := max(1, min(runtime.GOMAXPROCS(0), 8, len(byPos)/lastParallelMin))
+	per := (len(byPos) + workers - 1) / workers
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for n := range workers {
+		lo, hi := n*per, min(len(byPos), (n+1)*per)
+		wg.Go(func() {
+			w := lastWorker{v: v, h: h, rank: rank, ids: ids, best: best, applied: applied, anyTomb: anyTomb,
+				br: h.r.NewBlockReader(lastReadWindow)}
+			for pos := lo; pos < hi; pos++ {
+				if pos%(16*checkContextEvery) == 0 && ctx.Err() != nil {
+					errs[n] = ctx.Err()
+					return
+				}
+				id := byPos[pos]
+				if id >= uint64(len(idx)) || idx[id] < 0 {
 					continue
 				}
-				if s.Time < v.mint {
-					return nil
+				if err := w.visit(int(idx[id]), h.r.Series(pos)); err != nil {
+					errs[n] = err
+					return
 				}
-				if best[i].beats(s.Time, rank) {
-					best[i] = lastSample{s: s, rank: rank, found: true}
-				}
-				return nil
 			}
-		}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// lastParallelMin is the fewest series per worker of a segment sweep; a
+// variable so that tests can run several workers on small data.
+var lastParallelMin = 16 << 10
+
+// lastWorker finds the newest samples of series in one segment.
+type lastWorker struct {
+	v       *visibility
+	h       *segHandle
+	rank    int
+	ids     []uint64
+	best    *lastSet
+	applied uint64
+	anyTomb bool
+	br      *segment.BlockReader // nil: plain reads
+	buf     []point.Sample
+	ranges  []timeRange
+}
+
+func (w *lastWorker) visit(i int, si *segment.SeriesIndex) error {
+	v, best, rank := w.v, w.best, w.rank
+	if len(si.Blocks) == 0 || si.MinTime() > v.maxt || si.MaxTime() < v.mint || !best.beats(i, min(si.MaxTime(), v.maxt), rank) {
 		return nil
 	}
-	return v.eachSeries(h, ids, func(int) bool { return false }, visit)
+	var ranges []timeRange
+	if w.anyTomb {
+		v.db.cat.mu.RLock()
+		w.ranges = v.appendTombRanges(w.ranges[:0], w.ids[i], w.applied)
+		v.db.cat.mu.RUnlock()
+		ranges = w.ranges
+	}
+	bs := si.Blocks
+	// The last block starting at or before maxt, then older ones.
+	b := sort.Search(len(bs), func(i int) bool { return bs[i].MinTime > v.maxt }) - 1
+	for ; b >= 0 && bs[b].MaxTime >= v.mint; b-- {
+		if !best.beats(i, min(bs[b].MaxTime, v.maxt), rank) {
+			return nil
+		}
+		var err error
+		if w.br != nil {
+			w.buf, err = w.br.ReadBlock(si, b, w.buf[:0])
+		} else {
+			w.buf, err = w.h.r.ReadBlock(si, b, w.buf[:0])
+		}
+		if err != nil {
+			return err
+		}
+		for j := len(w.buf) - 1; j >= 0; j-- {
+			s := w.buf[j]
+			if s.Time > v.maxt || covered(s.Time, ranges) {
+				continue
+			}
+			if s.Time < v.mint {
+				return nil
+			}
+			if best.beats(i, s.Time, rank) {
+				best.set(i, s, rank)
+			}
+			return nil
+		}
+	}
+	return nil
 }

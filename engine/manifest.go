@@ -13,6 +13,7 @@ package engine
 //	payload   := nextFile uvarint | walStart uvarint | lastSeq uvarint | seriesCount uvarint
 //	             | nseg uvarint | segment{nseg} | ntomb uvarint | tombstone{ntomb}
 //	             | nobs uvarint | obsolete uvarint{nobs}                    (version 2 only)
+//	             [ | expiry uvarint ]                                        (version 2, optional)
 //	segment   := fileNum uvarint | level uvarint | tombApplied uvarint
 //	tombstone := a wal.Delete: seq uvarint | measurement str | field str
 //	             | ntags uvarint | (key str | value str){ntags} | start varint | end varint
@@ -30,7 +31,9 @@ package engine
 // may still be on disk because their removal had not happened when the
 // manifest was written; Open removes them. Version 1 (written by earlier
 // releases, still read) has no obsolete list and no matchers in its
-// tombstones.
+// tombstones. expiry: the expiry floor (see visibility.go), biased so that
+// 0 is math.MinInt64 (none): samples older are gone for good. A manifest
+// that ends before it has none.
 //
 // These constants are part of the durable format and must not be changed.
 
@@ -69,7 +72,16 @@ type manifest struct {
 	tombstones  []tombstone
 	obsolete    []uint64 // segment files dropped from the live set, maybe not yet removed
 	version     byte     // as read; marshal always writes manifestVersion
+	// expiry is the expiry floor biased by 2^63 (floor - math.MinInt64), so
+	// that the zero manifest has none; see expiredBefore.
+	expiry uint64
 }
+
+// expiredBefore returns the expiry floor: samples older are gone for good.
+func (m *manifest) expiredBefore() int64 { return int64(m.expiry + 1<<63) }
+
+// setExpiredBefore sets the expiry floor.
+func (m *manifest) setExpiredBefore(t int64) { m.expiry = uint64(t) - 1<<63 }
 
 func (m *manifest) marshal() []byte {
 	b := append([]byte(manifestMagic), manifestVersion)
@@ -92,6 +104,7 @@ func (m *manifest) marshal() []byte {
 	for _, n := range m.obsolete {
 		b = binary.AppendUvarint(b, n)
 	}
+	b = binary.AppendUvarint(b, m.expiry)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
@@ -159,6 +172,9 @@ func unmarshalManifest(path string, b []byte) (*manifest, error) {
 		for range nobs {
 			m.obsolete = append(m.obsolete, d.Uvarint("obsolete file number"))
 		}
+	}
+	if m.version >= 2 && d.Err() == nil && d.Len() > 0 {
+		m.expiry = d.Uvarint("expiry floor")
 	}
 	d.End("manifest")
 	if err := d.Err(); err != nil {

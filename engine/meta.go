@@ -107,7 +107,7 @@ func (db *DB) TagValues(ctx context.Context, key string, s Selector) ([]string, 
 					// Few series hold the key: start from them.
 					ms = append(slices.Clip(ms), hasKey)
 				}
-				ids = c.fieldFilter(mi.selectIDs(ms, v.nseries), s.Field)
+				ids = c.fieldFilter(mi.selectIDs(ms, len(c.series)), s.Field)
 			}
 			c.mu.RUnlock()
 			if len(ids) == 0 {
@@ -117,10 +117,13 @@ func (db *DB) TagValues(ctx context.Context, key string, s Selector) ([]string, 
 			if err != nil {
 				return err
 			}
-			visible := newIDSet(v.nseries)
+			if len(ids) == 0 {
+				continue
+			}
+			visible := newIDSet(int(ids[len(ids)-1]) + 1) // ids ascending
 			visible.addAll(ids)
-			var vals []string
 			sorted := ki.values()
+			vals := make([]string, 0, min(len(sorted), len(ids)))
 			c.mu.RLock()
 			for i, p := range sorted {
 				if i%4096 == 0 && ctx.Err() != nil {
@@ -166,17 +169,14 @@ func (db *DB) SeriesInfo(ctx context.Context, s Selector) ([]SeriesInfo, error) 
 		if err != nil {
 			return err
 		}
-		metas := make([]seriesMeta, len(ids))
+		v.db.cat.sortByKey(ids)
+		out = make([]SeriesInfo, len(ids))
 		v.db.cat.mu.RLock()
 		for i, id := range ids {
-			metas[i] = v.db.cat.series[id]
-		}
-		v.db.cat.mu.RUnlock()
-		slices.SortFunc(metas, func(a, b seriesMeta) int { return strings.Compare(a.key, b.key) })
-		out = make([]SeriesInfo, len(metas))
-		for i, m := range metas {
+			m := &v.db.cat.series[id]
 			out[i] = SeriesInfo{Measurement: m.set.measurement, Tags: slices.Clone(m.set.tags), Field: m.field, Kind: m.kind}
 		}
+		v.db.cat.mu.RUnlock()
 		return nil
 	})
 	return out, err
@@ -229,7 +229,6 @@ type visibility struct {
 	snap       *snapshot
 	mint, maxt int64
 	tombs      []ctomb
-	nseries    int
 	sel        *Selector
 	ms         []matcher
 	buf        []point.Sample
@@ -260,7 +259,6 @@ func newVisibility(db *DB, snap *snapshot, mint, maxt int64) *visibility {
 		}
 		v.tombs = append(v.tombs, ctomb{seq: t.seq, sel: &t.sel, ms: ms, ok: ok, mint: lo, maxt: hi})
 	}
-	v.nseries = db.cat.len()
 	return v
 }
 
@@ -280,7 +278,14 @@ func (v *visibility) selected(extra *matcher) ([]uint64, error) {
 // tombRanges returns the ranges that tombstones newer than applied delete
 // from series id. The caller holds cat.mu.RLock.
 func (v *visibility) tombRanges(id uint64, applied uint64) []timeRange {
-	v.ranges = v.ranges[:0]
+	v.ranges = v.appendTombRanges(v.ranges[:0], id, applied)
+	return v.ranges
+}
+
+// appendTombRanges appends to dst the ranges that tombstones newer than
+// applied delete from series id. The caller holds cat.mu.RLock. It only
+// reads v, so concurrent workers may call it.
+func (v *visibility) appendTombRanges(dst []timeRange, id uint64, applied uint64) []timeRange {
 	for i := range v.tombs {
 		t := &v.tombs[i]
 		if t.seq <= applied || !t.ok {
@@ -290,9 +295,9 @@ func (v *visibility) tombRanges(id uint64, applied uint64) []timeRange {
 		if s.set.measurement != t.sel.Measurement || (t.sel.Field != "" && s.field != t.sel.Field) || !matchTags(s.set.tags, t.ms) {
 			continue
 		}
-		v.ranges = append(v.ranges, timeRange{t.mint, t.maxt})
+		dst = append(dst, timeRange{t.mint, t.maxt})
 	}
-	return v.ranges
+	return dst
 }
 
 func covered(t int64, ranges []timeRange) bool {
@@ -329,22 +334,11 @@ func (v *visibility) filter(ids []uint64) ([]uint64, error) {
 		if m.t.Len() == 0 || m.t.MaxTime() < v.mint || m.t.MinTime() > v.maxt {
 			continue
 		}
-		applied := m.tombApplied
-		if m == v.snap.mem {
-			applied = ^uint64(0)
-		}
-		anyTomb := v.hasTombsAbove(applied)
 		for i, id := range ids {
 			if visible[i] {
 				continue
 			}
-			var ranges []timeRange
-			if anyTomb {
-				v.db.cat.mu.RLock()
-				ranges = v.tombRanges(id, applied)
-				v.db.cat.mu.RUnlock()
-			}
-			if v.memVisible(m, id, ranges) {
+			if v.memVisible(m, id) {
 				visible[i] = true
 				left--
 			}
@@ -432,25 +426,14 @@ func (v *visibility) segVisible(h *segHandle, si *segment.SeriesIndex, ranges []
 }
 
 // memVisible reports whether memtable m holds a sample of id in [mint,
-// maxt] that ranges do not delete.
-func (v *visibility) memVisible(m *memRef, id uint64, ranges []timeRange) bool {
+// maxt] that the snapshot sees (see DB.memSamples).
+func (v *visibility) memVisible(m *memRef, id uint64) bool {
 	lo, hi, ok := m.t.Bounds(id)
 	if !ok || hi < v.mint || lo > v.maxt {
 		return false
 	}
-	if lo >= v.mint && !covered(lo, ranges) {
-		return true
-	}
-	if hi <= v.maxt && !covered(hi, ranges) {
-		return true
-	}
-	v.buf = m.t.Samples(id, v.mint, v.maxt, v.buf[:0])
-	for _, s := range v.buf {
-		if !covered(s.Time, ranges) {
-			return true
-		}
-	}
-	return false
+	v.buf = v.db.memSamples(v.snap, m, id, v.mint, v.maxt, v.buf[:0])
+	return len(v.buf) > 0
 }
 
 // segIDs maps a segment's series to catalog ids, built on first use.
@@ -485,8 +468,12 @@ func (db *DB) segSeriesIDs(h *segHandle) ([]uint64, bool) {
 // its index entry: by key lookups when ids are few, otherwise by one sweep
 // of the segment's series in file order. skip(i) true leaves ids[i] out.
 func (v *visibility) eachSeries(h *segHandle, ids []uint64, skip func(i int) bool, f func(i int, si *segment.SeriesIndex) error) error {
-	byPos, ok := v.db.segSeriesIDs(h)
-	if !ok || len(ids)*16 < h.r.NumSeries() {
+	var byPos []uint64
+	ok := len(ids)*16 >= h.r.NumSeries()
+	if ok {
+		byPos, ok = v.db.segSeriesIDs(h)
+	}
+	if !ok {
 		for i, id := range ids {
 			if skip(i) {
 				continue

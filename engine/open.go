@@ -58,7 +58,6 @@ import (
 
 	"github.com/stratadb/strata/compaction"
 	"github.com/stratadb/strata/internal/vfs"
-	"github.com/stratadb/strata/memtable"
 	"github.com/stratadb/strata/segment"
 	"github.com/stratadb/strata/wal"
 )
@@ -295,7 +294,7 @@ func openWritable(dir string, opts *Options, fsys vfs.FS) (*DB, error) {
 	lock, err := fsys.Lock(filepath.Join(dir, lockName))
 	if err != nil {
 		if errors.Is(err, vfs.ErrLocked) {
-			return nil, fmt.Errorf("open %s: %w", dir, ErrLocked)
+			return nil, fmt.Errorf("%w: open %s", ErrLocked, dir)
 		}
 		return nil, fmt.Errorf("open %s: %w", dir, err)
 	}
@@ -309,6 +308,8 @@ func openWritable(dir string, opts *Options, fsys vfs.FS) (*DB, error) {
 		db.releaseAfterFailedOpen()
 		return nil, err
 	}
+	db.vis.start(db.seq.Load(), db.vis.floor.Load())
+	db.feed.recovered = db.seq.Load()
 	db.bgCtx, db.bgCancel = context.WithCancel(context.Background())
 	db.wg.Go(db.flushLoop)
 	db.wg.Go(db.compactLoop)
@@ -388,6 +389,7 @@ func openReadOnly(dir string, opts *Options, fsys vfs.FS) (*DB, error) {
 		}
 		if err == nil {
 			if err = db.recover(m); err == nil {
+				db.vis.start(db.seq.Load(), db.vis.floor.Load())
 				db.bgCtx, db.bgCancel = context.WithCancel(context.Background())
 				return db, nil
 			}
@@ -448,6 +450,7 @@ func (db *DB) recover(m *manifest) error {
 	db.mu.walStart = m.walStart
 	db.mu.tombstones = m.tombstones
 	db.seq.Store(m.lastSeq)
+	db.vis.floor.Store(m.expiredBefore())
 
 	// Read-only, the check alone: a leftover stays for the writer to remove.
 	leftovers, err := db.findLeftovers(m, live)
@@ -564,7 +567,7 @@ func mustParseSeg(name string) uint64 {
 // and start no later than just past the manifest's. It changes nothing: a
 // torn tail is reported in the result.
 func (db *DB) replayWAL(m *manifest, walDir string) (wal.ReplayResult, error) {
-	mem := &memRef{t: memtable.New()}
+	mem := db.newMemRef(0)
 	var batch wal.Batch
 	var del wal.Delete
 	// A delete that every segment has applied is not a live tombstone, even
@@ -624,7 +627,9 @@ func (db *DB) replayWAL(m *manifest, walDir string) (wal.ReplayResult, error) {
 					return fmt.Errorf("%w: wal entry for unknown series %d or wrong kind", ErrCorrupt, e.ID)
 				}
 			}
-			mem.t.Apply(batch.Entries)
+			if err := mem.t.ApplySeq(batch.Entries, batch.Seq); err != nil {
+				return fmt.Errorf("%w: wal batch %d: %v", ErrCorrupt, batch.Seq, err)
+			}
 		case wal.RecordDelete:
 			if err := del.Unmarshal(payload); err != nil {
 				return err

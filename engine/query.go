@@ -19,6 +19,14 @@ const checkContextEvery = 128
 // with its samples (or per-bucket aggregates) sorted by time. A series with
 // no sample in range is left out. With q.GroupBy non-nil it returns one
 // result per group instead (see QuerySeq). Query collects QuerySeq.
+//
+// Integer sums are exact: an AggSum of int samples whose true sum lies
+// outside the int64 range saturates at math.MaxInt64 or math.MinInt64, and
+// one of uint samples at math.MaxUint64, never wrapping; AggMean of ints
+// and uints divides the exact sum. Float sums and means add the samples in
+// time order. Every aggregate gives the same answer, bit for bit, whether
+// the samples are in memtables, segments (block stats included), compacted
+// or reopened.
 func (db *DB) Query(ctx context.Context, q Query) ([]Series, error) {
 	var out []Series
 	for s, err := range db.QuerySeq(ctx, q) {
@@ -81,6 +89,9 @@ func (db *DB) query(ctx context.Context, q Query, emit func(Series) bool) error 
 		return err
 	}
 	defer db.releaseSnapshot(snap)
+	if hook := db.testAfterQuerySnapshot; hook != nil {
+		hook()
+	}
 
 	// Visible range, inclusive: [mint, maxt].
 	mint, maxt := q.TimeRange()
@@ -135,22 +146,15 @@ func (db *DB) query(ctx context.Context, q Query, emit func(Series) bool) error 
 func (db *DB) selectSorted(sel *Selector, ms []matcher) ([]seriesMeta, []uint64) {
 	db.cat.mu.RLock()
 	ids := db.cat.matchCompiled(sel, ms)
+	db.cat.mu.RUnlock()
+	db.cat.sortByKey(ids)
 	metas := make([]seriesMeta, len(ids))
+	db.cat.mu.RLock()
 	for i, id := range ids {
 		metas[i] = db.cat.series[id]
 	}
 	db.cat.mu.RUnlock()
-	order := make([]int, len(ids))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return strings.Compare(metas[a].key, metas[b].key) })
-	sm := make([]seriesMeta, len(ids))
-	sids := make([]uint64, len(ids))
-	for i, j := range order {
-		sm[i], sids[i] = metas[j], ids[j]
-	}
-	return sm, sids
+	return metas, ids
 }
 
 // queryGroups aggregates the series (sorted by key) by group and emits
@@ -271,20 +275,9 @@ func (r *seriesReader) sources(id uint64, key []byte, mint, maxt int64) []source
 		}
 	}
 	if _, ok := r.snap.mem.t.Kind(id); ok {
-		srcs = append(srcs, source{mem: r.snap.mem, tombApplied: math.MaxUint64})
+		srcs = append(srcs, source{mem: r.snap.mem, tombApplied: r.snap.mem.tombApplied})
 	}
 	return srcs
-}
-
-// tombstonesFor returns the tombstones that may delete samples of series id
-// from a source with the given tombApplied.
-func (r *seriesReader) tombstonesFor(id uint64, applied uint64, dst []tombstone) []tombstone {
-	for _, t := range r.snap.tombstones {
-		if t.seq > applied && r.db.cat.matches(id, &t.sel) {
-			dst = append(dst, t)
-		}
-	}
-	return dst
 }
 
 // read returns the visible samples of one series in [mint, maxt], raw or
@@ -325,7 +318,7 @@ func (r *seriesReader) sourcesAndTombs(id uint64, meta *seriesMeta, mint, maxt i
 		applied = min(applied, s.tombApplied)
 	}
 	r.db.cat.mu.RLock()
-	tombs := r.tombstonesFor(id, applied, nil)
+	tombs := r.db.seriesTombstones(id, r.snap.tombstones, applied, nil)
 	r.db.cat.mu.RUnlock()
 	return srcs, tombs
 }
@@ -345,10 +338,11 @@ func (r *seriesReader) mergeSources(id uint64, srcs []source, tombs []tombstone,
 			if err := it.Close(); err != nil {
 				return nil, err
 			}
+			buf = deleteTombstoned(buf, tombs, s.tombApplied)
 		} else {
-			buf = s.mem.t.Samples(id, mint, maxt, buf)
+			view := r.snap.memView(s.mem, tombs)
+			buf = s.mem.t.Read(id, mint, maxt, &view, buf)
 		}
-		buf = applyTombs(buf, tombs, s.tombApplied)
 		r.bufs[i] = buf
 		if i == 0 {
 			merged = buf
@@ -379,17 +373,6 @@ func (r *seriesReader) accumulate(id uint64, meta *seriesMeta, mint, maxt int64,
 		st.at(s.Time).addSample(s.Time, s.Value)
 	}
 	return nil
-}
-
-func applyTombs(samples []point.Sample, tombs []tombstone, applied uint64) []point.Sample {
-	for i := range tombs {
-		t := &tombs[i]
-		if t.seq <= applied {
-			continue
-		}
-		samples = slices.DeleteFunc(samples, func(s point.Sample) bool { return t.sel.Covers(s.Time) })
-	}
-	return samples
 }
 
 // mergeNewer merges two time-sorted runs; on equal times newer wins.
@@ -442,7 +425,10 @@ func (r *seriesReader) aggregateSegment(s source, kind Kind, mint, maxt int64, q
 			use := true
 			switch q.Agg {
 			case AggSum, AggMean:
-				use = blockSumExact(bm, kind)
+				// A float block's stored sum was added in another order
+				// than the samples one by one: decode it, so that every
+				// path gives the same answer bit for bit.
+				use = kind != KindFloat && blockSumExact(bm, kind)
 			case AggMin, AggMax:
 				if q.Every == 0 {
 					use = false

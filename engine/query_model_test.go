@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +24,10 @@ import (
 // grouped aggregates (missing keys, mixed kinds), selector timestamps,
 // Measurements, TagKeys, TagValues, SeriesInfo and Last.
 func TestQueryModel(t *testing.T) {
+	// Several workers sweep each segment in Last, even on small data.
+	old := lastParallelMin
+	lastParallelMin = 2
+	t.Cleanup(func() { lastParallelMin = old })
 	steps := 260
 	if raceEnabled {
 		steps = 140
@@ -630,4 +635,133 @@ func TestQuerySeqStops(t *testing.T) {
 			t.Fatalf("bad regexp: %v", err)
 		}
 	}
+}
+
+// TestMetadataConcurrent runs the metadata calls, Last and grouped queries
+// while another goroutine writes, deletes, flushes and compacts, and checks
+// that every answer is well formed (the race detector checks the rest).
+func TestMetadataConcurrent(t *testing.T) {
+	opts := quietOptions()
+	opts.MemTableBytes = 16 << 10
+	opts.L0CompactionTrigger = 2
+	opts.Sync = SyncNever
+	db := openDB(t, t.TempDir(), opts)
+	ctx := context.Background()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(stop)
+		g := newGen(rand.New(rand.NewPCG(77, 78)))
+		for i := range 150 {
+			if err := db.Write(g.batch()); err != nil && !errors.Is(err, ErrFieldTypeConflict) {
+				t.Errorf("write: %v", err)
+				return
+			}
+			switch i % 50 {
+			case 10:
+				sel := g.qmSelector()
+				if err := db.Delete(ctx, sel); err != nil {
+					t.Errorf("delete: %v", err)
+					return
+				}
+			case 20:
+				if err := db.Flush(); err != nil {
+					t.Errorf("flush: %v", err)
+					return
+				}
+			case 30:
+				if err := db.Compact(); err != nil {
+					t.Errorf("compact: %v", err)
+					return
+				}
+			}
+		}
+	})
+	reads := 0
+	for done := false; !done; reads++ {
+		select {
+		case <-stop:
+			done = true
+		default:
+		}
+		ms, err := db.Measurements(ctx)
+		if err != nil || !slices.IsSorted(ms) {
+			t.Fatalf("Measurements: %q, %v", ms, err)
+		}
+		for _, k := range genTagKeys {
+			vals, err := db.TagValues(ctx, k, Selector{})
+			if err != nil || !slices.IsSorted(vals) || slices.Contains(vals, "") {
+				t.Fatalf("TagValues %q: %q, %v", k, vals, err)
+			}
+		}
+		last, err := db.Last(ctx, Selector{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range last {
+			if len(s.Samples) != 1 || (i > 0 && s.Key() <= last[i-1].Key()) {
+				t.Fatalf("Last: result %d %s malformed", i, s.Key())
+			}
+		}
+		q := Query{Selector: Selector{Measurement: "cpu"}, Agg: AggCount, GroupBy: []string{"host"}}
+		res, err := db.Query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i < len(res); i++ {
+			if res[i].Key() <= res[i-1].Key() {
+				t.Fatalf("groups out of order: %s after %s", res[i].Key(), res[i-1].Key())
+			}
+		}
+	}
+	wg.Wait()
+	if reads < 2 {
+		t.Errorf("only %d rounds of reads ran", reads)
+	}
+}
+
+// TestSumSaturates checks that int and uint sums never wrap, on every path
+// (memtable, a segment's block stats, compacted, reopened), that means use
+// the exact sum, and that kinds mixed in a group give float64.
+func TestSumSaturates(t *testing.T) {
+	dir := t.TempDir()
+	opts := quietOptions()
+	opts.BlockSamples = 4
+	db := openDB(t, dir, opts)
+	var pts []Point
+	for i := range 10 {
+		pts = append(pts,
+			pt("m", []Tag{{Key: "k", Value: "i"}}, "v", Int(math.MaxInt64-int64(i)), int64(i)),
+			pt("m", []Tag{{Key: "k", Value: "n"}}, "v", Int(math.MinInt64+int64(i)), int64(i)),
+			pt("m", []Tag{{Key: "k", Value: "u"}}, "v", Uint(math.MaxUint64-uint64(i)), int64(i)),
+			pt("m", []Tag{{Key: "k", Value: "x"}}, "v", Int(-3), int64(i)))
+	}
+	mustWrite(t, db, pts...)
+	check := func(where string) {
+		t.Helper()
+		sum := mustQuery(t, db, Query{Selector: Selector{Measurement: "m"}, Agg: AggSum})
+		want := []Value{Int(math.MaxInt64), Int(math.MinInt64), Uint(math.MaxUint64), Int(-30)}
+		for i, s := range sum {
+			if !s.Samples[0].Value.Equal(want[i]) {
+				t.Fatalf("%s: sum of %s = %v, want %v", where, s.Key(), s.Samples[0].Value, want[i])
+			}
+		}
+		mean := mustQuery(t, db, Query{Selector: Selector{Measurement: "m", Matchers: []Matcher{{Key: "k", Op: MatchEqual, Value: "i"}}}, Agg: AggMean})
+		if got, want := samplesOf(t, mean)[0].Value.Float(), float64(math.MaxInt64)-4.5; math.Abs(got-want) > 1e4 {
+			t.Fatalf("%s: mean %v, want %v", where, got, want)
+		}
+		// One group mixing int and uint series: float64, exact inputs.
+		g := mustQuery(t, db, Query{Selector: Selector{Measurement: "m", Matchers: []Matcher{{Key: "k", Op: MatchRegexp, Value: "n|u"}}},
+			Agg: AggMin, GroupBy: []string{}})
+		if v := samplesOf(t, g)[0]; v.Value.Kind() != KindFloat || v.Value.Float() != float64(math.MinInt64) || v.Time != 0 {
+			t.Fatalf("%s: grouped min of mixed kinds = %v at %d", where, v.Value, v.Time)
+		}
+	}
+	check("memtable")
+	mustFlush(t, db)
+	check("segment")
+	mustCompact(t, db)
+	check("compacted")
+	db = reopen(t, db, dir, opts)
+	check("reopened")
 }

@@ -69,6 +69,11 @@ func BenchmarkDashboard(b *testing.B) {
 
 	run := func(name string, want int, f func() (int, error)) {
 		b.Run(name, func(b *testing.B) {
+			// One call first, as a running gateway has made: it builds the
+			// per-segment id maps and the key ranks, which later calls reuse.
+			if _, err := f(); err != nil {
+				b.Fatal(err)
+			}
 			b.ReportAllocs()
 			cpu0 := cpuTime()
 			for b.Loop() {

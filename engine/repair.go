@@ -79,12 +79,12 @@ func Repair(dir string, opts *Options) (RepairReport, error) {
 		return rep, fmt.Errorf("repair %s: %w", dir, err)
 	}
 	if kind != dirDatabase && kind != dirNoManifest {
-		return rep, fmt.Errorf("repair %s: %w", dir, ErrNotDatabase)
+		return rep, fmt.Errorf("%w: repair %s", ErrNotDatabase, dir)
 	}
 	lock, err := fsys.Lock(filepath.Join(dir, lockName))
 	if err != nil {
 		if errors.Is(err, vfs.ErrLocked) {
-			return rep, fmt.Errorf("repair %s: %w", dir, ErrLocked)
+			return rep, fmt.Errorf("%w: repair %s", ErrLocked, dir)
 		}
 		return rep, fmt.Errorf("repair %s: %w", dir, err)
 	}

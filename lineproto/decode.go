@@ -1,6 +1,7 @@
 package lineproto
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -80,9 +81,12 @@ func (w *writer) decodeEntry(d *lineprotocol.Decoder, e entry) error {
 	w.lines = append(w.lines, e.line)
 	if e.prefix > 0 {
 		// Remember the series section for the lines to come.
-		if len(w.series) >= maxSeries {
+		cost := e.prefix + len(p.Measurement) + entryCost*(1+len(p.Tags))
+		if len(w.series) >= maxSeries || w.seriesBytes+cost > maxSeriesBytes {
 			clear(w.series)
+			w.seriesBytes = 0
 		}
+		w.seriesBytes += cost
 		w.series[string(w.chunk[e.off:e.off+e.prefix])] = &series{
 			measurement: p.Measurement,
 			tags:        slices.Clone(p.Tags),
@@ -256,6 +260,14 @@ func atoi(b []byte) (int64, error) {
 		return strconv.ParseInt(string(b), 10, 64) // let strconv explain
 	}
 	var n uint64 // 19 digits cannot overflow it
+	for len(digits) >= 8 {
+		v, ok := parse8(digits)
+		if !ok {
+			return strconv.ParseInt(string(b), 10, 64)
+		}
+		n = n*1e8 + v
+		digits = digits[8:]
+	}
 	for _, c := range digits {
 		c -= '0'
 		if c > 9 {
@@ -263,7 +275,7 @@ func atoi(b []byte) (int64, error) {
 		}
 		n = n*10 + uint64(c)
 	}
-	if len(digits) < len(b) {
+	if b[0] == '-' {
 		if n > 1<<63 {
 			return strconv.ParseInt(string(b), 10, 64)
 		}
@@ -273,6 +285,21 @@ func atoi(b []byte) (int64, error) {
 		return strconv.ParseInt(string(b), 10, 64)
 	}
 	return int64(n), nil
+}
+
+// parse8 parses the 8 decimal digits that b starts with, in a few word
+// operations. It reports false if one of the bytes is not a digit.
+func parse8(b []byte) (uint64, bool) {
+	v := binary.LittleEndian.Uint64(b) // b[0], the first digit, in the low byte
+	// A digit is 0x30-0x39: its high nibble is 3, and adding 6 to it
+	// carries into the high nibble for 0x3a-0x3f only.
+	if v&0xf0f0f0f0f0f0f0f0 != 0x3030303030303030 || (v+0x0606060606060606)&0xf0f0f0f0f0f0f0f0 != 0x3030303030303030 {
+		return 0, false
+	}
+	v -= 0x3030303030303030
+	v = (v*10 + v>>8) & 0x00ff00ff00ff00ff   // pairs of digits in 16-bit lanes
+	v = (v*100 + v>>16) & 0x0000ffff0000ffff // groups of four in 32-bit lanes
+	return (v*10000 + v>>32) & 0x00000000ffffffff, true
 }
 
 // name returns b as a string. slot is the position of the name in its line
@@ -297,9 +324,11 @@ func (w *writer) intern(b []byte) string {
 	}
 	s := string(b)
 	if len(b) <= maxInternLen {
-		if len(w.names) >= maxInterned {
+		if len(w.names) >= maxInterned || w.namesBytes+len(b)+entryCost > maxInternBytes {
 			clear(w.names)
+			w.namesBytes = 0
 		}
+		w.namesBytes += len(b) + entryCost
 		w.names[s] = s
 	}
 	return s

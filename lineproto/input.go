@@ -69,7 +69,7 @@ func newInput(ctx context.Context, r io.Reader) *input {
 		done: make(chan struct{}),
 	}
 	for range inputBufs {
-		in.free <- make([]byte, inputBufSize)
+		in.free <- bufPool.Get().(*[inputBufSize]byte)[:]
 	}
 	go in.readLoop(r)
 	return in
@@ -89,6 +89,7 @@ func (in *input) readLoop(r io.Reader) {
 		in.mu.Lock()
 		if in.stopped {
 			in.mu.Unlock()
+			in.free <- buf // for close to recycle; never blocks
 			return
 		}
 		in.reading = true
@@ -110,6 +111,8 @@ func (in *input) readLoop(r io.Reader) {
 			case <-in.done:
 				return
 			}
+		} else {
+			in.free <- buf // never blocks
 		}
 		if err != nil {
 			in.err = err
@@ -128,7 +131,32 @@ func (in *input) close() {
 	if in.timer != nil {
 		in.timer.Stop()
 	}
+	// Recycle the buffers the goroutine no longer holds; one inside a Read
+	// that has not returned is left to the garbage collector.
+	recycle := func(b []byte) { bufPool.Put((*[inputBufSize]byte)(b[:inputBufSize])) }
+	if in.buf != nil {
+		recycle(in.buf)
+		in.buf = nil
+	}
+	for _, c := range []chan []byte{in.free, in.data} {
+	drain:
+		for {
+			select {
+			case b, ok := <-c:
+				if !ok {
+					break drain
+				}
+				recycle(b)
+			default:
+				break drain
+			}
+		}
+	}
 }
+
+// bufPool holds input buffers, so that many short Writes (an HTTP server's)
+// do not each allocate them.
+var bufPool = sync.Pool{New: func() any { return new([inputBufSize]byte) }}
 
 // readSlice returns the next line of the input, its newline included, like
 // bufio.Reader.ReadSlice, or a piece of it with an error: errPiece when the

@@ -226,7 +226,7 @@ func Write(ctx context.Context, db DB, r io.Reader, opts Options) (Result, error
 		series: make(map[string]*series),
 
 		chunkEntries: 1,
-		points:       make([]point.Point, 0, min(o.BatchSize, 1024)),
+		points:       make([]point.Point, 0, min(o.BatchSize, 64)),
 	}
 	in := newInput(ctx, r)
 	defer in.close()
@@ -247,12 +247,18 @@ const (
 	// the points ahead of a refused one are written on their own, which
 	// bounds the work for a batch full of conflicts.
 	wholeRetries = 8
-	// maxInterned and maxInternLen bound the table of names, maxSeries and
-	// maxSeriesLen the table of series sections.
-	maxInterned  = 1 << 16
-	maxInternLen = 256
-	maxSeries    = 1 << 16
-	maxSeriesLen = 1024
+	// maxInterned, maxInternLen and maxInternBytes bound the table of
+	// names, maxSeries, maxSeriesLen and maxSeriesBytes the table of series
+	// sections: a table is emptied when it would go past its bound. The
+	// bytes count the keys and strings, and entryCost for each entry, tag
+	// or name besides.
+	maxInterned    = 1 << 16
+	maxInternLen   = 256
+	maxInternBytes = 4 << 20
+	maxSeries      = 1 << 16
+	maxSeriesLen   = 1024
+	maxSeriesBytes = 8 << 20
+	entryCost      = 64
 )
 
 // readBufSize is the longest piece of a line that the splitter gets at once;
@@ -315,6 +321,8 @@ type writer struct {
 	names  map[string]string  // interned names, so repeated series do not allocate
 	recent [16]string         // the name last seen at each position of a line
 	series map[string]*series // series sections decoded before, by their bytes
+
+	namesBytes, seriesBytes int // what the tables hold, as maxInternBytes counts
 
 	nowSet  bool
 	nowNS   int64 // Options.Now for this batch

@@ -219,11 +219,11 @@ func (o *Options) ensureDefaults() {
 func (o *Options) validate() error {
 	switch {
 	case o.SegmentBytes < 0:
-		return fmt.Errorf("wal: negative SegmentBytes %d: %w", o.SegmentBytes, base.ErrInvalid)
+		return fmt.Errorf("%w: wal: negative SegmentBytes %d", base.ErrInvalid, o.SegmentBytes)
 	case o.Sync < SyncAlways || o.Sync > SyncNever:
-		return fmt.Errorf("wal: unknown sync mode %d: %w", int(o.Sync), base.ErrInvalid)
+		return fmt.Errorf("%w: wal: unknown sync mode %d", base.ErrInvalid, int(o.Sync))
 	case o.SyncInterval < 0:
-		return fmt.Errorf("wal: negative SyncInterval %v: %w", o.SyncInterval, base.ErrInvalid)
+		return fmt.Errorf("%w: wal: negative SyncInterval %v", base.ErrInvalid, o.SyncInterval)
 	}
 	return nil
 }
@@ -427,10 +427,10 @@ func (l *Log) fail(err error) error {
 // the log). Any I/O failure is sticky: every later Write returns it.
 func (l *Log) Write(typ byte, payload []byte) (Pos, error) {
 	if typ == 0 {
-		return Pos{}, fmt.Errorf("wal: record type 0 is reserved: %w", base.ErrInvalid)
+		return Pos{}, fmt.Errorf("%w: wal: record type 0 is reserved", base.ErrInvalid)
 	}
 	if len(payload) > maxPayload {
-		return Pos{}, fmt.Errorf("wal: record of %d bytes exceeds %d: %w", len(payload), maxPayload, base.ErrInvalid)
+		return Pos{}, fmt.Errorf("%w: wal: record of %d bytes exceeds %d", base.ErrInvalid, len(payload), maxPayload)
 	}
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
@@ -510,7 +510,7 @@ func (l *Log) SyncTo(pos Pos) error {
 	}
 	err := l.failureLocked()
 	if err == nil && l.mu.written.Less(pos) {
-		err = fmt.Errorf("wal: sync to %v past the written end %v: %w", pos, l.mu.written, base.ErrInvalid)
+		err = fmt.Errorf("%w: wal: sync to %v past the written end %v", base.ErrInvalid, pos, l.mu.written)
 	}
 	l.mu.Unlock()
 	if err != nil || l.opts.Sync != SyncAlways {
@@ -590,18 +590,6 @@ func (l *Log) Sync() error {
 	return err
 }
 
-// Append is Write followed by SyncTo.
-func (l *Log) Append(typ byte, payload []byte) (Pos, error) {
-	pos, err := l.Write(typ, payload)
-	if err != nil {
-		return Pos{}, err
-	}
-	if err := l.SyncTo(pos); err != nil {
-		return Pos{}, err
-	}
-	return pos, nil
-}
-
 // Rotate fsyncs and closes the current file and starts a new one, and
 // returns the new file's number N: every record written before Rotate is in
 // a file numbered below N and is durable.
@@ -675,9 +663,6 @@ func (l *Log) Size() int64 { return l.size.Load() }
 // SyncCount returns the number of file fsyncs performed (Open's, group-commit
 // leaders', rolls' and Close's), for measuring group commit.
 func (l *Log) SyncCount() int64 { return l.syncCount.Load() }
-
-// Dir returns the directory of the log.
-func (l *Log) Dir() string { return l.dir }
 
 // CurrentFile returns the number of the file being written.
 func (l *Log) CurrentFile() uint64 {

@@ -54,11 +54,13 @@ func runBench(args []string) int {
 func benchMain(ctx context.Context, args, child []string, stdout, stderr io.Writer) int {
 	fs := newFlags("bench", "usage: strata bench [flags]\n\n"+
 		"Insert the same deterministic IoT dataset into strata, SQLite, LevelDB, Pebble and\n"+
-		"Prometheus TSDB (and memlimit, an in-memory floor), each engine and run in a fresh\n"+
+		"Prometheus TSDB (and memlimit, an in-memory line, and strata-http, strata behind\n"+
+		"strata serve's /api/v2/write), each engine and run in a fresh\n"+
 		"directory and process, then time three queries and check that every engine returns\n"+
 		"the same answers. Prints a Markdown table.\n\n"+
 		"--scale points|series sweeps the data size or the series count instead; --mixed\n"+
-		"runs writers and readers together for --duration.", stderr)
+		"runs writers and readers together for --duration.\n\n"+
+		"example:\n  strata bench --engines strata,sqlite --runs 1", stderr)
 	points := fs.Int("points", 1_000_000, "points to insert (a multiple of --devices)")
 	devices := fs.Int("devices", 1000, "devices, one series per field each (shape iot)")
 	batch := fs.Int("batch", 10_000, "points per write call")
@@ -77,7 +79,7 @@ func benchMain(ctx context.Context, args, child []string, stdout, stderr io.Writ
 	sizes := fs.String("sizes", "", "with --scale: the sizes to sweep instead of the defaults, as points/series pairs, e.g. 1000000/1000,10000000/1000")
 	limit := fs.Duration("limit", bench.DefaultScaleLimit, "with --scale: the time one engine may take for one size (insert and queries); it runs no larger size after")
 	mixed := fs.Bool("mixed", false, "run the mixed workload instead: a writer at --share of each engine's peak rate while readers run the three queries")
-	duration := fs.Duration("duration", bench.DefaultMixedDuration, "with --mixed: how long the writer and readers run (e.g. 30m for steady state)")
+	duration := fs.Duration("duration", bench.DefaultMixedDuration, "with --mixed: how long the writer and readers run (e.g. 30m for steady state; memlimit keeps every point in memory, 16 bytes each: leave it out of long runs)")
 	share := fs.Float64("share", 0.8, "with --mixed: the writer's rate as a share of the engine's peak rate, in (0, 1]")
 	readers := fs.Int("readers", 2, "with --mixed: reader goroutines")
 	calib := fs.Duration("calibrate", 0, "with --mixed: how long the unthrottled insert that measures the peak rate runs (default: a third of --duration, 2s to 30s)")

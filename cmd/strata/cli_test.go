@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -43,7 +44,7 @@ func writeFleetDB(t *testing.T) string {
 	return dir
 }
 
-func run(t *testing.T, main func(context.Context, []string, io.Writer, io.Writer) int, want int, args ...string) string {
+func runWant(t *testing.T, main func(context.Context, []string, io.Writer, io.Writer) int, want int, args ...string) string {
 	t.Helper()
 	var out, errb bytes.Buffer
 	if got := main(context.Background(), args, &out, &errb); got != want {
@@ -55,18 +56,18 @@ func run(t *testing.T, main func(context.Context, []string, io.Writer, io.Writer
 func TestQueryMatchGroupFormats(t *testing.T) {
 	dir := writeFleetDB(t)
 	// Regexp matchers are anchored; negative ones keep series without the tag.
-	out := run(t, queryMain, 0, "--db", dir, "--measurement", "sensor", "--match", "site!~nor.*", "--agg", "LAST")
+	out := runWant(t, queryMain, 0, "--db", dir, "--measurement", "sensor", "--match", "site!~nor.*", "--agg", "LAST")
 	if strings.Count(out, "\n") != 3 || strings.Contains(out, "north") || !strings.Contains(out, "device_id=dev-3 temp\",1970-01-01T02:00:00Z,32") {
 		t.Fatalf("negative regexp, last with the sample's time:\n%s", out)
 	}
 	// Mean by site: a device without the tag forms its own group.
-	out = run(t, queryMain, 0, "--db", dir, "--measurement", "sensor", "--agg", "mean", "--group-by", "site")
+	out = runWant(t, queryMain, 0, "--db", dir, "--measurement", "sensor", "--agg", "mean", "--group-by", "site")
 	want := "series,time,value\nsensor temp,1970-01-01T00:00:00Z,31\n\"sensor,site=north temp\",1970-01-01T00:00:00Z,11\nsensor,site=south temp,1970-01-01T00:00:00Z,11\n"
 	if strings.ReplaceAll(out, "\"", "") != strings.ReplaceAll(want, "\"", "") {
 		t.Fatalf("group by site:\n%s\nwant\n%s", out, want)
 	}
 	// JSON carries tags as an object and values as numbers.
-	out = run(t, queryMain, 0, "--db", dir, "--measurement", "sensor", "--match", "device_id=dev-1", "--format", "json", "--agg", "max", "--every", "1d")
+	out = runWant(t, queryMain, 0, "--db", dir, "--measurement", "sensor", "--match", "device_id=dev-1", "--format", "json", "--agg", "max", "--every", "1d")
 	var js []jsonSeries
 	if err := json.Unmarshal([]byte(out), &js); err != nil {
 		t.Fatalf("json %q: %v", out, err)
@@ -74,45 +75,45 @@ func TestQueryMatchGroupFormats(t *testing.T) {
 	if len(js) != 1 || js[0].Tags["site"] != "south" || len(js[0].Samples) != 1 || js[0].Samples[0].Value != 12.0 {
 		t.Fatalf("json: %+v", js)
 	}
-	out = run(t, queryMain, 0, "--db", dir, "--measurement", "sensor", "--match", "device_id=dev-2", "--format", "table")
+	out = runWant(t, queryMain, 0, "--db", dir, "--measurement", "sensor", "--match", "device_id=dev-2", "--format", "table")
 	if !strings.HasPrefix(out, "SERIES") || strings.Count(out, "\n") != 4 {
 		t.Fatalf("table:\n%s", out)
 	}
-	run(t, queryMain, 1, "--db", dir, "--measurement", "sensor", "--match", "site=~(")            // bad regexp
-	run(t, queryMain, 1, "--db", dir, "--measurement", "sensor", "--group-by", "site")            // group without agg
-	run(t, queryMain, 1, "--db", dir, "--measurement", "sensor", "--format", "xml")               // bad format
-	run(t, queryMain, 1, "--db", dir, "--measurement", "sensor", "--start", "1h", "--end", "-1h") // bad time
-	run(t, queryMain, 0, "--help")
+	runWant(t, queryMain, 1, "--db", dir, "--measurement", "sensor", "--match", "site=~(")            // bad regexp
+	runWant(t, queryMain, 1, "--db", dir, "--measurement", "sensor", "--group-by", "site")            // group without agg
+	runWant(t, queryMain, 1, "--db", dir, "--measurement", "sensor", "--format", "xml")               // bad format
+	runWant(t, queryMain, 1, "--db", dir, "--measurement", "sensor", "--start", "1h", "--end", "-1h") // bad time
+	runWant(t, queryMain, 0, "--help")
 }
 
 func TestMetadataCommands(t *testing.T) {
 	dir := writeFleetDB(t)
-	if out := run(t, measurementsMain, 0, "--db", dir); out != "measurement\npower\nsensor\n" {
+	if out := runWant(t, measurementsMain, 0, "--db", dir); out != "measurement\npower\nsensor\n" {
 		t.Fatalf("measurements: %q", out)
 	}
-	if out := run(t, tagsMain, 0, "--db", dir, "--measurement", "sensor"); out != "key\ndevice_id\nsite\n" {
+	if out := runWant(t, tagsMain, 0, "--db", dir, "--measurement", "sensor"); out != "key\ndevice_id\nsite\n" {
 		t.Fatalf("tag keys: %q", out)
 	}
-	if out := run(t, tagsMain, 0, "--db", dir, "--format", "json", "site"); out != "[\"north\",\"south\"]\n" {
+	if out := runWant(t, tagsMain, 0, "--db", dir, "--format", "json", "site"); out != "[\"north\",\"south\"]\n" {
 		t.Fatalf("tag values: %q", out)
 	}
 	// Only series with data in the range count.
-	if out := run(t, tagsMain, 0, "--db", dir, "--start", "1970-01-01T01:30:00Z", "--end", "1970-01-01T01:45:00Z", "site"); out != "value\n" {
+	if out := runWant(t, tagsMain, 0, "--db", dir, "--start", "1970-01-01T01:30:00Z", "--end", "1970-01-01T01:45:00Z", "site"); out != "value\n" {
 		t.Fatalf("tag values of an empty range: %q", out)
 	}
-	if out := run(t, seriesMain, 0, "--db", dir, "--match", "device_id=~dev-[01]"); out != "series,kind\n\"sensor,device_id=dev-0,site=north temp\",float\n\"sensor,device_id=dev-1,site=south temp\",float\n" {
+	if out := runWant(t, seriesMain, 0, "--db", dir, "--match", "device_id=~dev-[01]"); out != "series,kind\n\"sensor,device_id=dev-0,site=north temp\",float\n\"sensor,device_id=dev-1,site=south temp\",float\n" {
 		t.Fatalf("series: %q", out)
 	}
-	out := run(t, lastMain, 0, "--db", dir, "--measurement", "sensor", "--match", "site=")
+	out := runWant(t, lastMain, 0, "--db", dir, "--measurement", "sensor", "--match", "site=")
 	if out != "series,time,value\n\"sensor,device_id=dev-3 temp\",1970-01-01T02:00:00Z,32\n" {
 		t.Fatalf("last: %q", out)
 	}
-	run(t, tagsMain, 1, "--db", dir, "a", "b")
+	runWant(t, tagsMain, 1, "--db", dir, "a", "b")
 	for _, m := range []func(context.Context, []string, io.Writer, io.Writer) int{measurementsMain, tagsMain, seriesMain, lastMain} {
-		if out := run(t, m, 0, "--help"); out != "" {
+		if out := runWant(t, m, 0, "--help"); out != "" {
 			t.Fatalf("--help wrote to stdout: %q", out)
 		}
-		run(t, m, 1, "--db", filepath.Join(dir, "missing"))
+		runWant(t, m, 1, "--db", filepath.Join(dir, "missing"))
 	}
 }
 
@@ -175,5 +176,28 @@ func TestVersion(t *testing.T) {
 	v := versionString()
 	if !strings.HasPrefix(v, "strata ") || !strings.Contains(v, "go1.") {
 		t.Fatalf("version %q lacks the version or the Go version", v)
+	}
+}
+
+// TestEveryCommandHasExample runs each command's --help and checks that it
+// exits 0 and shows an example.
+func TestEveryCommandHasExample(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := os.Stderr
+	os.Stderr = f
+	defer func() { os.Stderr = saved }()
+	for name, c := range commands {
+		f.Truncate(0)
+		f.Seek(0, 0)
+		if code := c.run([]string{"--help"}); code != 0 {
+			t.Errorf("%s --help exited %d", name, code)
+		}
+		help, _ := os.ReadFile(f.Name())
+		if !strings.Contains(string(help), "example") || !strings.Contains(string(help), "strata "+name) {
+			t.Errorf("%s --help shows no example:\n%s", name, help)
+		}
 	}
 }

@@ -7,6 +7,7 @@ require (
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/stratadb/strata v0.0.0
 	github.com/stratadb/strata/bench v0.0.0
+	github.com/stratadb/strata/server v0.0.0
 	golang.org/x/term v0.48.0
 )
 
@@ -52,6 +53,8 @@ require (
 	github.com/cockroachdb/redact v1.1.5 // indirect
 	github.com/cockroachdb/tokenbucket v0.0.0-20230807174530-cc333fc44b06 // indirect
 	github.com/dennwc/varint v1.0.0 // indirect
+	github.com/edsrzf/mmap-go v1.2.1-0.20241212181136-fad1cd13edbd // indirect
+	github.com/facette/natsort v0.0.0-20181210072756-2cd4dd1e2dcb // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/getsentry/sentry-go v0.27.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
@@ -124,4 +127,5 @@ require (
 replace (
 	github.com/stratadb/strata => ../../
 	github.com/stratadb/strata/bench => ../../bench
+	github.com/stratadb/strata/server => ../../server
 )

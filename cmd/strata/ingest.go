@@ -62,7 +62,8 @@ func ingestMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		"in DIR, creating it if missing. Valid lines are written, invalid ones reported with their\n"+
 		"line numbers. Lines are written in batches, and after --linger when the input is idle.\n"+
 		"SIGINT or SIGTERM stops the ingest: every complete line read is written first.\n"+
-		"Exit status: 0 all lines written, 1 some lines rejected, 2 failure.", stderr)
+		"Exit status: 0 all lines written, 1 some lines rejected, 2 failure.\n\n"+
+		"example:\n  strata ingest --db ./data --precision s metrics.lp", stderr)
 	dir := fs.String("db", "", "database directory (required)")
 	precision := fs.String("precision", "ns", "unit of the timestamps: ns, us, ms or s")
 	batch := fs.Int("batch", lineproto.DefaultBatchSize, "points per write")

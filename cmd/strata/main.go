@@ -1,5 +1,6 @@
 // Command strata is the command-line tool of the strata time-series engine:
-// benchmarks, ingest of line protocol, queries and file inspection.
+// benchmarks, ingest of line protocol, queries, file inspection and an HTTP
+// server.
 package main
 
 import (

@@ -33,7 +33,9 @@ func init() {
 	}
 }
 
-// metaRun is the shared skeleton: parse, open read-only, run f, close.
+// metaRun is the shared skeleton: open read-only, run f, close. Exit
+// status 0 on success, 1 on an error (a database that cannot be opened
+// included); parseFlags gives 2 on bad flags.
 func metaRun(name string, fs interface {
 	NArg() int
 	Arg(int) string

@@ -34,7 +34,8 @@ func withSignals(args []string, main func(context.Context, []string, io.Writer, 
 
 // queryMain is the query command: the selected series' samples or
 // aggregates, streamed as CSV, JSON or a table. Exit status 0 on success,
-// 1 on an error, 2 on bad flags.
+// 1 on an error (a database that cannot be opened included), 2 on bad
+// flags.
 func queryMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("query", `usage: strata query --db DIR --measurement M [flags]
 

@@ -26,7 +26,8 @@ func repairMain(_ context.Context, args []string, stdout, stderr io.Writer) int 
 		"keep the manifest or rebuild it from the intact segments, replay the WAL up to its first\n"+
 		"damage, and rename every file that cannot be used to NAME.damaged (nothing is deleted).\n"+
 		"Stop the process that writes the database first. Prints what it could not recover.\n"+
-		"Exit status: 0 nothing lost, 1 repaired with losses, 2 not repaired.", stderr)
+		"Exit status: 0 nothing lost, 1 repaired with losses, 2 not repaired.\n\n"+
+		"example:\n  strata repair --db ./data", stderr)
 	dir := fs.String("db", "", "database directory (required)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

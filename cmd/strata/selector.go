@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -189,14 +188,12 @@ func parseTime(s string, def int64, now time.Time) (int64, error) {
 
 func formatTime(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }
 
-// openExisting opens the database in dir read-only, refusing to create
-// one.
+// openExisting opens the database in dir read-only: it creates, changes
+// and locks nothing, so it works beside a running writer, and a directory
+// that holds no database is engine.ErrNotDatabase.
 func openExisting(dir string) (*engine.DB, error) {
 	if dir == "" {
 		return nil, errors.New("--db is required")
-	}
-	if _, err := os.Stat(dir); err != nil {
-		return nil, err
 	}
 	return engine.Open(dir, &engine.Options{ReadOnly: true})
 }
