@@ -206,3 +206,49 @@ func TestContractTagOrder(t *testing.T) {
 		}
 	})
 }
+
+// Every value Write accepts can be flushed, compacted, reopened and read
+// back; what it cannot store it rejects at Write with ErrInvalid, and the
+// database goes on working.
+func TestContractWriteLimits(t *testing.T) {
+	var many []string
+	for i := range 20000 {
+		many = append(many, fmt.Sprintf("t%05d=v", i))
+	}
+	big := []engine.Point{
+		cp("m", "s", engine.String(strings.Repeat("x", 32<<20+1)), 1),
+		cp("m", "f", engine.Int(1), 2, many...),
+		cp("m", strings.Repeat("k", 1<<20), engine.Int(1), 3),
+	}
+	for i, p := range big {
+		dir := t.TempDir()
+		db, err := engine.Open(dir, cOpts(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		werr := db.Write([]engine.Point{p})
+		if werr != nil {
+			cWantErr(t, fmt.Sprintf("point %d rejected", i), werr, engine.ErrInvalid)
+		}
+		if err := db.Write([]engine.Point{cp("ok", "f", engine.Int(1), 1)}); err != nil {
+			t.Fatalf("point %d: a small write after it: %v", i, err)
+		}
+		cFlush(t, db)
+		cCompact(t, db)
+		if err := db.Close(); err != nil {
+			t.Fatalf("point %d: close: %v", i, err)
+		}
+		db, err = engine.Open(dir, cOpts(0))
+		if err != nil {
+			t.Fatalf("point %d: reopen: %v", i, err)
+		}
+		res := cQuery(t, db, engine.Query{Selector: engine.Selector{Measurement: "m"}})
+		if want := map[bool]int{true: 0, false: 1}[werr != nil]; len(res) != want {
+			t.Errorf("point %d (write err %v): %d series after reopen, want %d", i, werr, len(res), want)
+		}
+		cWantQuery(t, db, engine.Query{Selector: engine.Selector{Measurement: "ok"}}, "ok f: 1=int(1)\n")
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
