@@ -31,6 +31,8 @@ type cState struct {
 	// over segments); then fin runs.
 	flushEach bool
 	fin       func(t *testing.T, db *engine.DB, dir string, opts *engine.Options) *engine.DB
+	// tune, when set, changes the options of this state.
+	tune func(o *engine.Options)
 }
 
 func cReopen(readOnly bool) func(t *testing.T, db *engine.DB, dir string, opts *engine.Options) *engine.DB {
@@ -80,6 +82,10 @@ var cStates = []cState{
 	}},
 	{name: "read-only", flushEach: true, fin: cReopen(true)},
 	{name: "read-only-wal", fin: cReopen(true)},
+	// A tiny memtable: writes rotate it and flush in the background, so
+	// reads merge several memtables and segments.
+	{name: "small-memtable", tune: func(o *engine.Options) { o.MemTableBytes = 2 << 10 },
+		fin: func(t *testing.T, db *engine.DB, _ string, _ *engine.Options) *engine.DB { return db }},
 }
 
 // cOpts returns quiet options with a fixed clock.
@@ -112,6 +118,12 @@ func runStates(t *testing.T, opts *engine.Options, states []cState, steps []cSte
 	}
 	for _, st := range states {
 		t.Run(st.name, func(t *testing.T) {
+			opts := opts
+			if st.tune != nil {
+				o := *opts
+				st.tune(&o)
+				opts = &o
+			}
 			dir := t.TempDir()
 			db, err := engine.Open(dir, opts)
 			if err != nil {
