@@ -97,8 +97,9 @@ func inspectDir(fs vfs.FS, dir string) (dirKind, error) {
 	}
 	empty := true
 	for _, n := range names {
-		if n != lockName && n != manifestName+tmpSuffix {
+		if !leftoverOfCreate(fs, dir, n) {
 			empty = false
+			break
 		}
 	}
 	if empty {
@@ -121,6 +122,33 @@ func inspectDir(fs vfs.FS, dir string) (dirKind, error) {
 		return dirNoManifest, nil
 	}
 	return dirForeign, nil
+}
+
+// leftoverOfCreate reports whether the entry name of dir is what an Open
+// that created a database and stopped before its first manifest leaves
+// behind: an empty LOCK file (strata never writes to it), or a
+// MANIFEST.tmp that holds a prefix of a manifest. Anyone else's file of
+// the same name makes the directory not empty.
+func leftoverOfCreate(fs vfs.FS, dir, name string) bool {
+	path := filepath.Join(dir, name)
+	switch name {
+	case lockName:
+		// Stat, not read: the lock may be held, and Windows' locks are
+		// mandatory.
+		info, err := fs.Stat(path)
+		if errors.Is(err, iofs.ErrNotExist) {
+			return true // removed since the listing
+		}
+		return err == nil && info.Mode().IsRegular() && info.Size() == 0
+	case manifestName + tmpSuffix:
+		p, err := readPrefix(fs, path, len(manifestMagic))
+		if errors.Is(err, iofs.ErrNotExist) {
+			return true
+		}
+		// A directory, or unreadable: not provably ours.
+		return err == nil && strings.HasPrefix(manifestMagic, string(p))
+	}
+	return false
 }
 
 // readPrefix returns up to n bytes from the start of path.

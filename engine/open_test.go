@@ -140,7 +140,7 @@ func TestOpenReadOnlyMissingOrEmpty(t *testing.T) {
 }
 
 func TestOpenCreatesOnlyInEmptyDir(t *testing.T) {
-	for _, pre := range []map[string]string{nil, {"LOCK": ""}, {"LOCK": "", "MANIFEST.tmp": "torn"}} {
+	for _, pre := range []map[string]string{nil, {"LOCK": ""}, {"LOCK": "", "MANIFEST.tmp": ""}, {"LOCK": "", "MANIFEST.tmp": "SM"}, {"LOCK": "", "MANIFEST.tmp": manifestMagic + "\x02torn"}} {
 		dir := t.TempDir()
 		for p, d := range pre {
 			writeFile(t, filepath.Join(dir, p), []byte(d))
