@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -185,22 +184,6 @@ func span(lo, hi, step int64) []int64 {
 		out = append(out, t)
 	}
 	return out
-}
-
-// randValue returns a random value of kind k.
-func randValue(rng *rand.Rand, k point.Kind) point.Value {
-	switch k {
-	case point.KindFloat:
-		return point.Float(float64(rng.IntN(2000)-1000) / 8)
-	case point.KindInt:
-		return point.Int(rng.Int64N(1<<40) - 1<<39)
-	case point.KindUint:
-		return point.Uint(rng.Uint64())
-	case point.KindBool:
-		return point.Bool(rng.IntN(2) == 0)
-	default:
-		return point.String(fmt.Sprintf("s%d", rng.IntN(1000)))
-	}
 }
 
 // listDir returns the names in dir.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stratadb/strata/internal/base"
 	"github.com/stratadb/strata/internal/point"
+	"github.com/stratadb/strata/internal/testutil"
 	"github.com/stratadb/strata/internal/vfs"
 	"github.com/stratadb/strata/segment"
 )
@@ -464,14 +465,14 @@ func TestMergeRandom(t *testing.T) {
 				var samples []point.Sample
 				tm := rng.Int64N(100) - 50
 				if rng.IntN(20) == 0 {
-					samples = append(samples, point.Sample{Time: math.MinInt64, Value: randValue(rng, kind)})
+					samples = append(samples, point.Sample{Time: math.MinInt64, Value: testutil.RandValue(rng, kind)})
 				}
 				for range rng.IntN(60) {
-					samples = append(samples, point.Sample{Time: tm, Value: randValue(rng, kind)})
+					samples = append(samples, point.Sample{Time: tm, Value: testutil.RandValue(rng, kind)})
 					tm += 1 + rng.Int64N(4)
 				}
 				if rng.IntN(20) == 0 {
-					samples = append(samples, point.Sample{Time: math.MaxInt64, Value: randValue(rng, kind)})
+					samples = append(samples, point.Sample{Time: math.MaxInt64, Value: testutil.RandValue(rng, kind)})
 				}
 				if len(samples) == 0 {
 					continue

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/stratadb/strata/internal/testutil"
 	"testing"
 	"time"
 )
@@ -77,7 +78,7 @@ func BenchmarkDashboard(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
-			cpu0 := cpuTime()
+			cpu0 := testutil.CPUTime()
 			for b.Loop() {
 				n, err := f()
 				if err != nil {
@@ -90,7 +91,7 @@ func BenchmarkDashboard(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/op")
 			// CPU time (all threads, GC included) resists other load on
 			// the machine better than wall time.
-			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+			b.ReportMetric(float64((testutil.CPUTime()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
 		})
 	}
 	run("TagValues200k", dashSeries, func() (int, error) {

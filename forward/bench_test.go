@@ -13,6 +13,7 @@ import (
 
 	"github.com/klauspost/compress/s2"
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/internal/testutil"
 )
 
 // baseline returns the DESIGN.md 1M-point dataset (devices x steps points
@@ -72,7 +73,7 @@ func BenchmarkIngest(b *testing.B) {
 	run := func(mode string) (time.Duration, time.Duration) {
 		dir := b.TempDir()
 		syscall.Sync() // start each run with no earlier run's writeback pending
-		start, c0 := time.Now(), cpuTime()
+		start, c0 := time.Now(), testutil.CPUTime()
 		db, err := engine.Open(dir, &engine.Options{Sync: engine.SyncNever, Logger: quiet()})
 		if err != nil {
 			b.Fatal(err)
@@ -97,7 +98,7 @@ func BenchmarkIngest(b *testing.B) {
 		if err := db.Close(); err != nil {
 			b.Fatal(err)
 		}
-		return time.Since(start), cpuTime() - c0
+		return time.Since(start), testutil.CPUTime() - c0
 	}
 	b.ReportAllocs()
 	k := 0
@@ -116,12 +117,6 @@ func BenchmarkIngest(b *testing.B) {
 	}
 	b.ReportMetric(100*(took[1].Seconds()/took[0].Seconds()-1), "queue-slowdown-%")
 	b.ReportMetric(100*(took[2].Seconds()/took[0].Seconds()-1), "forwarding-slowdown-%")
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkThroughput measures delivery alone: 1M queued points (1,000
@@ -167,14 +162,14 @@ func BenchmarkThroughput(b *testing.B) {
 						b.Fatal(err, j)
 					}
 				}
-				c0, w0 := cpuTime(), time.Now()
+				c0, w0 := testutil.CPUTime(), time.Now()
 				b.StartTimer()
 				f.Start()
 				for f.Stats().SamplesSent < n {
 					time.Sleep(time.Millisecond) // polling interval
 				}
 				b.StopTimer()
-				cpu += cpuTime() - c0
+				cpu += testutil.CPUTime() - c0
 				wall += time.Since(w0)
 				f.Close()
 				db.Close()

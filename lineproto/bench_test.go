@@ -12,6 +12,7 @@ import (
 
 	"github.com/influxdata/line-protocol/v2/lineprotocol"
 
+	"github.com/stratadb/strata/internal/testutil"
 	"github.com/stratadb/strata/lineproto"
 )
 
@@ -73,7 +74,7 @@ func benchIngest(b *testing.B, newDB func() lineproto.DB) {
 	b.ReportAllocs()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
-	cpu0 := cpuTime()
+	cpu0 := testutil.CPUTime()
 	lines := 0
 	for b.Loop() {
 		res, err := lineproto.Write(context.Background(), newDB(), bytes.NewReader(data), lineproto.Options{})
@@ -82,7 +83,7 @@ func benchIngest(b *testing.B, newDB func() lineproto.DB) {
 		}
 		lines += res.Lines
 	}
-	cpu := cpuTime() - cpu0
+	cpu := testutil.CPUTime() - cpu0
 	runtime.ReadMemStats(&m1)
 	b.ReportMetric(float64(lines)/b.Elapsed().Seconds(), "lines/s")
 	if cpu > 0 {
@@ -105,7 +106,7 @@ func BenchmarkWrite(b *testing.B) {
 func BenchmarkDecoder(b *testing.B) {
 	data := iotDataset()
 	b.SetBytes(int64(len(data)))
-	cpu0 := cpuTime()
+	cpu0 := testutil.CPUTime()
 	lines := 0
 	for b.Loop() {
 		d := lineprotocol.NewDecoderWithBytes(data)
@@ -138,7 +139,7 @@ func BenchmarkDecoder(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(lines)/b.Elapsed().Seconds(), "lines/s")
-	if cpu := cpuTime() - cpu0; cpu > 0 {
+	if cpu := testutil.CPUTime() - cpu0; cpu > 0 {
 		b.ReportMetric(float64(lines)/cpu.Seconds(), "lines/cpu-s")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/internal/point"
+	"github.com/stratadb/strata/internal/testutil"
 )
 
 // BenchmarkWrite encodes the 1M-point IoT dataset: Writer.Add for every
@@ -19,7 +20,7 @@ func BenchmarkWrite(b *testing.B) {
 	fs := newMemFS()
 	var size int64
 	b.ReportAllocs()
-	cpu0 := cpuTime()
+	cpu0 := testutil.CPUTime()
 	for b.Loop() {
 		w, err := Create("/db/bench.seg", WriterOptions{FS: fs})
 		if err != nil {
@@ -36,7 +37,7 @@ func BenchmarkWrite(b *testing.B) {
 		}
 		size = meta.Size
 	}
-	reportPoints(b, points, size, cpuTime()-cpu0)
+	reportPoints(b, points, size, testutil.CPUTime()-cpu0)
 }
 
 // BenchmarkRead iterates every sample of the IoT dataset's segment.
@@ -51,7 +52,7 @@ func BenchmarkRead(b *testing.B) {
 	defer r.Close()
 	points := int(meta.Samples)
 	b.ReportAllocs()
-	cpu0 := cpuTime()
+	cpu0 := testutil.CPUTime()
 	for b.Loop() {
 		n := 0
 		var sum float64
@@ -69,7 +70,7 @@ func BenchmarkRead(b *testing.B) {
 			b.Fatalf("read %d points, want %d", n, points)
 		}
 	}
-	reportPoints(b, points, meta.Size, cpuTime()-cpu0)
+	reportPoints(b, points, meta.Size, testutil.CPUTime()-cpu0)
 }
 
 // BenchmarkReadBlock decodes every block into a reused slice.
@@ -84,7 +85,7 @@ func BenchmarkReadBlock(b *testing.B) {
 	defer r.Close()
 	var buf []point.Sample
 	b.ReportAllocs()
-	cpu0 := cpuTime()
+	cpu0 := testutil.CPUTime()
 	for b.Loop() {
 		for i := range r.NumSeries() {
 			s := r.Series(i)
@@ -95,7 +96,7 @@ func BenchmarkReadBlock(b *testing.B) {
 			}
 		}
 	}
-	reportPoints(b, int(meta.Samples), meta.Size, cpuTime()-cpu0)
+	reportPoints(b, int(meta.Samples), meta.Size, testutil.CPUTime()-cpu0)
 }
 
 // reportPoints reports throughput in points and raw megabytes (16 bytes, a

@@ -1,0 +1,28 @@
+// Package testutil holds the helpers that tests and benchmarks of several
+// strata packages share. It is imported only by _test.go files.
+package testutil
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/stratadb/strata/internal/point"
+)
+
+// RandValue returns a random value of kind k: floats that are exact
+// eighths in [-125, 125), ints in [-2^39, 2^39), any uint, either bool, and
+// short strings.
+func RandValue(rng *rand.Rand, k point.Kind) point.Value {
+	switch k {
+	case point.KindFloat:
+		return point.Float(float64(rng.IntN(2000)-1000) / 8)
+	case point.KindInt:
+		return point.Int(rng.Int64N(1<<40) - 1<<39)
+	case point.KindUint:
+		return point.Uint(rng.Uint64())
+	case point.KindBool:
+		return point.Bool(rng.IntN(2) == 0)
+	default:
+		return point.String(fmt.Sprintf("s%d", rng.IntN(1000)))
+	}
+}
