@@ -398,3 +398,60 @@ func TestContractClosed(t *testing.T) {
 		cWantErr(t, "second Close", db.Close(), engine.ErrClosed)
 	}
 }
+
+// A torn tail on the last WAL file is the unacknowledged end of a crash: a
+// read-only open serves what precedes it and changes no byte; a writable
+// open drops it and keeps every acknowledged point.
+func TestContractTornWALTail(t *testing.T) {
+	live := t.TempDir()
+	db, err := engine.Open(live, cOpts(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := db.Write([]engine.Point{cp("m", "f", engine.Int(int64(i)), int64(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The state a kill -9 leaves: the files as they are, unclosed.
+	dir := filepath.Join(t.TempDir(), "crashed")
+	if err := os.CopyFS(dir, os.DirFS(live)); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wals, err := filepath.Glob(filepath.Join(dir, "wal", "*"))
+	if err != nil || len(wals) == 0 {
+		t.Fatalf("no WAL files: %v", err)
+	}
+	slices.Sort(wals)
+	last := wals[len(wals)-1]
+	f, err := os.OpenFile(last, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte{0x17, 0, 0, 0, 1, 2, 3}); err != nil { // a record cut short
+		t.Fatal(err)
+	}
+	f.Close()
+	want := "m f: 0=int(0) 1=int(1) 2=int(2) 3=int(3) 4=int(4)\n"
+	before := cTree(t, dir)
+	o := cOpts(0)
+	o.ReadOnly = true
+	ro, err := engine.Open(dir, o)
+	if err != nil {
+		t.Fatalf("read-only open with a torn WAL tail: %v", err)
+	}
+	cWantQuery(t, ro, engine.Query{Selector: engine.Selector{Measurement: "m"}}, want)
+	if err := ro.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cSameTree(t, "read-only open with a torn WAL tail", before, cTree(t, dir))
+	db, err = engine.Open(dir, cOpts(0))
+	if err != nil {
+		t.Fatalf("open with a torn WAL tail: %v", err)
+	}
+	defer db.Close()
+	cWantQuery(t, db, engine.Query{Selector: engine.Selector{Measurement: "m"}}, want)
+}
