@@ -45,7 +45,14 @@ type BlockMeta struct {
 	MinTime, MaxTime int64
 	Count            int
 	Min, Max, Sum    point.Value // same kind as the series for float/int/uint; zero Value for bool/string
+
+	inline []byte // raw block held in the index (format 2)
 }
+
+// Inline reports whether the block is held in the index rather than stored
+// on its own. An inline block's Offset is that of the index section and its
+// Length that of its raw form; reading it does no I/O.
+func (b *BlockMeta) Inline() bool { return b.inline != nil }
 
 // appendSeriesEntry appends the index entry of one series.
 func appendSeriesEntry(dst, key []byte, kind point.Kind, blocks []BlockMeta) []byte {
@@ -55,7 +62,11 @@ func appendSeriesEntry(dst, key []byte, kind point.Kind, blocks []BlockMeta) []b
 	dst = encoding.AppendUvarint(dst, uint64(len(blocks)))
 	for i := range blocks {
 		b := &blocks[i]
-		dst = encoding.AppendUvarint(dst, uint64(b.Length))
+		if b.inline != nil {
+			dst = append(dst, 0)
+		} else {
+			dst = encoding.AppendUvarint(dst, uint64(b.Length))
+		}
 		if i == 0 {
 			dst = encoding.AppendVarint(dst, b.MinTime)
 		} else {
@@ -63,6 +74,11 @@ func appendSeriesEntry(dst, key []byte, kind point.Kind, blocks []BlockMeta) []b
 		}
 		dst = encoding.AppendUvarint(dst, uint64(b.MaxTime-b.MinTime))
 		dst = encoding.AppendUvarint(dst, uint64(b.Count))
+		if b.inline != nil {
+			dst = encoding.AppendUvarint(dst, uint64(len(b.inline)))
+			dst = append(dst, b.inline...)
+			continue
+		}
 		switch kind {
 		case point.KindFloat:
 			dst = binary.LittleEndian.AppendUint64(dst, b.Min.Bits())
@@ -141,57 +157,86 @@ const (
 	minBlockLen    = 6                             // flags, rawLen, payload byte, crc32c
 )
 
-// parseIndex decodes the raw index. Block offsets are assigned from
-// dataStart, and the blocks must end exactly at dataEnd.
-func parseIndex(raw []byte, dataStart, dataEnd int64) ([]SeriesIndex, error) {
+// indexTable locates the series entries of a raw index without holding
+// them decoded: a series costs 12 bytes here plus its entry in the raw
+// index. Series are decoded on demand by entry.
+type indexTable struct {
+	raw     []byte
+	version byte
+	indexAt int64    // file offset of the index section, the Offset of inline blocks
+	offs    []uint32 // start of series i's entry in raw
+	data    []int64  // file offset of series i's first stored block
+
+	minTime, maxTime int64 // over all series; 0 when there are none
+	samples          int64
+}
+
+func (t *indexTable) len() int { return len(t.offs) }
+
+// key returns the key of series i without decoding the rest of its entry.
+func (t *indexTable) key(i int) []byte {
+	b := t.raw[t.offs[i]:]
+	n, rest, _ := encoding.Uvarint(b) // validated by parseIndex
+	return rest[:n:n]
+}
+
+// entry decodes series i into a fresh SeriesIndex.
+func (t *indexTable) entry(i int) *SeriesIndex {
+	s := new(SeriesIndex)
+	c := cursor{b: t.raw[t.offs[i]:]}
+	sc := scratchPool.Get().(*blockScratch)
+	defer scratchPool.Put(sc)
+	// The entry was validated by parseIndex, so this cannot fail.
+	if _, err := parseEntry(&c, t.version, t.data[i], math.MaxInt64, t.indexAt, s, nil, sc); err != nil {
+		panic(fmt.Sprintf("segment: validated index entry %d: %v", i, err))
+	}
+	return s
+}
+
+// parseIndex validates the raw index of a file of the given format version
+// and returns its table. Stored block offsets are assigned from dataStart,
+// and the stored blocks must end exactly at dataEnd, where the index
+// section starts.
+func parseIndex(raw []byte, version byte, dataStart, dataEnd int64) (*indexTable, error) {
 	c := cursor{b: raw}
 	n := c.uvarint("series count")
 	if c.err != nil {
 		return nil, c.err
 	}
-	if n > uint64(len(c.b)/minSeriesEntry) {
+	if n > uint64(len(c.b)/minSeriesEntry) || len(raw) > math.MaxUint32 {
 		return nil, fmt.Errorf("%d series in %d bytes", n, len(c.b))
 	}
-	series := make([]SeriesIndex, n)
-	var blocks []BlockMeta
-	starts := make([]int, n)
+	t := &indexTable{raw: raw, version: version, indexAt: dataEnd, offs: make([]uint32, n), data: make([]int64, n)}
 	off := dataStart
 	var prevKey []byte
-	for i := range series {
-		s := &series[i]
-		s.Key = c.bytes(c.uvarint("key length"), "key")
-		kb := c.bytes(1, "kind")
-		nb := c.uvarint("block count")
-		if c.err != nil {
-			return nil, fmt.Errorf("series %d: %w", i, c.err)
+	var s SeriesIndex
+	var scratch []BlockMeta
+	var sc blockScratch
+	for i := range t.offs {
+		t.offs[i] = uint32(len(raw) - len(c.b))
+		t.data[i] = off
+		s.Blocks = scratch[:0]
+		next, err := parseEntry(&c, version, off, dataEnd, dataEnd, &s, scratch[:0], &sc)
+		if err != nil {
+			if s.Key != nil {
+				return nil, fmt.Errorf("series %q: %w", s.Key, err)
+			}
+			return nil, fmt.Errorf("series %d: %w", i, err)
 		}
-		if len(s.Key) == 0 {
-			return nil, fmt.Errorf("series %d: empty key", i)
+		scratch = s.Blocks
+		first, last := s.Blocks[0].MinTime, s.Blocks[len(s.Blocks)-1].MaxTime
+		if i == 0 {
+			t.minTime, t.maxTime = first, last
+		}
+		t.minTime, t.maxTime = min(t.minTime, first), max(t.maxTime, last)
+		for j := range s.Blocks {
+			t.samples += int64(s.Blocks[j].Count)
 		}
 		if i > 0 && string(s.Key) <= string(prevKey) {
 			return nil, fmt.Errorf("series %d: key %q not after %q", i, s.Key, prevKey)
 		}
 		prevKey = s.Key
-		s.Kind = point.Kind(kb[0])
-		if !s.Kind.Valid() {
-			return nil, fmt.Errorf("series %q: kind %d", s.Key, kb[0])
-		}
-		if nb == 0 || nb > uint64(len(c.b)/minBlockEntry) {
-			return nil, fmt.Errorf("series %q: %d blocks in %d bytes", s.Key, nb, len(c.b))
-		}
-		starts[i] = len(blocks)
-		for j := range int(nb) {
-			bm, err := parseBlockEntry(&c, s.Kind, j, blocks[starts[i]:])
-			if err != nil {
-				return nil, fmt.Errorf("series %q block %d: %w", s.Key, j, err)
-			}
-			if int64(bm.Length) > dataEnd-off {
-				return nil, fmt.Errorf("series %q block %d: %d bytes at %d overrun the data ending at %d", s.Key, j, bm.Length, off, dataEnd)
-			}
-			bm.Offset = off
-			off += int64(bm.Length)
-			blocks = append(blocks, bm)
-		}
+		off = next
 	}
 	if len(c.b) != 0 {
 		return nil, fmt.Errorf("%d bytes after the last series", len(c.b))
@@ -199,17 +244,59 @@ func parseIndex(raw []byte, dataStart, dataEnd int64) ([]SeriesIndex, error) {
 	if off != dataEnd {
 		return nil, fmt.Errorf("blocks end at %d, data at %d", off, dataEnd)
 	}
-	for i := range series {
-		end := len(blocks)
-		if i+1 < len(series) {
-			end = starts[i+1]
-		}
-		series[i].Blocks = blocks[starts[i]:end:end]
-	}
-	return series, nil
+	return t, nil
 }
 
-func parseBlockEntry(c *cursor, kind point.Kind, j int, prev []BlockMeta) (BlockMeta, error) {
+// parseEntry decodes one series entry into s, appending its blocks to
+// blocks (a new slice when nil), and returns where the next series' stored
+// blocks start. Stored blocks must not pass dataEnd; inline blocks get
+// Offset inlineAt. Inline blocks are decoded to check them and to compute
+// their stats.
+func parseEntry(c *cursor, version byte, off, dataEnd, inlineAt int64, s *SeriesIndex, blocks []BlockMeta, sc *blockScratch) (int64, error) {
+	s.Key = c.bytes(c.uvarint("key length"), "key")
+	kb := c.bytes(1, "kind")
+	nb := c.uvarint("block count")
+	if c.err != nil {
+		return 0, c.err
+	}
+	if len(s.Key) == 0 {
+		return 0, errors.New("empty key")
+	}
+	s.Kind = point.Kind(kb[0])
+	if !s.Kind.Valid() {
+		return 0, fmt.Errorf("kind %d", kb[0])
+	}
+	if nb == 0 || nb > uint64(len(c.b)/minBlockEntry) {
+		return 0, fmt.Errorf("%d blocks in %d bytes", nb, len(c.b))
+	}
+	if blocks == nil {
+		blocks = make([]BlockMeta, 0, nb)
+	}
+	for j := range int(nb) {
+		bm, err := parseBlockEntry(c, version, s.Kind, j, blocks, sc)
+		if err != nil {
+			s.Blocks = blocks
+			return 0, fmt.Errorf("block %d: %w", j, err)
+		}
+		if bm.inline != nil {
+			bm.Offset = inlineAt
+		} else {
+			if int64(bm.Length) > dataEnd-off {
+				s.Blocks = blocks
+				return 0, fmt.Errorf("block %d: %d bytes at %d overrun the data ending at %d", j, bm.Length, off, dataEnd)
+			}
+			bm.Offset = off
+			off += int64(bm.Length)
+		}
+		blocks = append(blocks, bm)
+	}
+	s.Blocks = blocks
+	return off, nil
+}
+
+// parseBlockEntry decodes block entry j of a series whose earlier blocks
+// are prev.
+func parseBlockEntry(c *cursor, version byte, kind point.Kind, j int, prev []BlockMeta, sc *blockScratch) (BlockMeta, error) {
 	var bm BlockMeta
 	length := c.uvarint("length")
 	if j == 0 {
@@ -225,11 +312,14 @@ func parseBlockEntry(c *cursor, kind point.Kind, j int, prev []BlockMeta) (Block
 	span := c.uvarint("span")
 	count := c.uvarint("count")
 	bm.MaxTime = bm.MinTime + int64(span)
+	inline := version >= 2 && length == 0
 	var mn, mx, sum uint64
-	switch kind {
-	case point.KindFloat:
+	switch {
+	case inline:
+		bm.inline = c.bytes(c.uvarint("inline length"), "inline block")
+	case kind == point.KindFloat:
 		mn, mx, sum = c.u64("min"), c.u64("max"), c.u64("sum")
-	case point.KindInt, point.KindUint:
+	case kind == point.KindInt, kind == point.KindUint:
 		mn, mx, sum = c.uvarint("min"), c.uvarint("max"), c.uvarint("sum")
 		if kind == point.KindInt {
 			mn, mx, sum = uint64(encoding.Unzigzag(mn)), uint64(encoding.Unzigzag(mx)), uint64(encoding.Unzigzag(sum))
@@ -239,7 +329,7 @@ func parseBlockEntry(c *cursor, kind point.Kind, j int, prev []BlockMeta) (Block
 		return bm, c.err
 	}
 	switch {
-	case length < minBlockLen || length > math.MaxUint32:
+	case !inline && (length < minBlockLen || length > math.MaxUint32):
 		return bm, fmt.Errorf("length %d", length)
 	case count == 0 || count > MaxBlockSamples:
 		return bm, fmt.Errorf("count %d", count)
@@ -248,6 +338,27 @@ func parseBlockEntry(c *cursor, kind point.Kind, j int, prev []BlockMeta) (Block
 	}
 	bm.Length = uint32(length)
 	bm.Count = int(count)
+	if inline {
+		bm.Length = uint32(len(bm.inline))
+		if len(bm.inline) > maxBlockRaw(kind, bm.Count) {
+			return bm, fmt.Errorf("inline block of %d bytes for %d samples", len(bm.inline), count)
+		}
+		// Decode it: that checks it, and gives its stats, which the index
+		// does not store for inline blocks.
+		samples, err := decodeBlock(sc.samples[:0], bm.inline, kind, &bm, sc)
+		if kind == point.KindString {
+			clear(samples)
+		}
+		sc.samples = samples[:0]
+		if err != nil {
+			return bm, fmt.Errorf("inline block: %w", err)
+		}
+		if kind.Numeric() {
+			// decodeBlock leaves the value bits in sc.vals.
+			bm.Min, bm.Max, bm.Sum = blockStats(kind, sc.vals[:bm.Count])
+		}
+		return bm, nil
+	}
 	if kind.Numeric() {
 		bm.Min, bm.Max, bm.Sum = point.FromBits(kind, mn), point.FromBits(kind, mx), point.FromBits(kind, sum)
 	}
@@ -348,12 +459,12 @@ func appendFooter(dst []byte, f footer) []byte {
 
 // parseFooter checks magic, then version, then checksum. The returned error
 // is the cause only; the caller adds the path and offset.
-func parseFooter(b []byte) (footer, error) {
+func parseFooter(b []byte, version byte) (footer, error) {
 	if string(b[footerLen-4:]) != magic {
 		return footer{}, fmt.Errorf("footer: %w: %q", ErrMagic, b[footerLen-4:])
 	}
-	if v := b[32]; v != formatVersion {
-		return footer{}, fmt.Errorf("footer: %w %d", ErrVersion, v)
+	if v := b[32]; v != version {
+		return footer{}, fmt.Errorf("footer: %w %d (header says %d)", ErrVersion, v, version)
 	}
 	if want, got := binary.LittleEndian.Uint32(b[33:]), crc32.Checksum(b[:33], castagnoli); want != got {
 		return footer{}, fmt.Errorf("footer: %w: stored %08x, computed %08x", ErrChecksum, want, got)

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -174,7 +175,7 @@ func TestManySeries(t *testing.T) {
 	r := roundTrip(t, 0, series)
 	for i, s := range series {
 		got, ok := r.Find(s.key)
-		if !ok || !bytes.Equal(got.Key, s.key) || got != r.Series(i) {
+		if !ok || !bytes.Equal(got.Key, s.key) || !reflect.DeepEqual(got, r.Series(i)) {
 			t.Fatalf("Find(%q) = %v, %v", s.key, got, ok)
 		}
 	}
@@ -305,7 +306,16 @@ func TestIterBounds(t *testing.T) {
 		samples[i] = point.Sample{Time: int64(i) * 10, Value: point.Int(int64(i))}
 	}
 	mem := newMemFS()
-	writeSegment(t, mem, "/db/i.seg", 10, []testSeries{{key: []byte("m f"), kind: point.KindInt, samples: samples}})
+	w, err := Create("/db/i.seg", WriterOptions{FS: mem, BlockSamples: 10, InlineBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Add([]byte("m f"), point.KindInt, samples); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
 	fs, reads := countReads(mem)
 	r, err := Open(fs, "/db/i.seg")
 	if err != nil {
@@ -313,6 +323,11 @@ func TestIterBounds(t *testing.T) {
 	}
 	defer r.Close()
 	s := r.Series(0)
+	for _, b := range s.Blocks {
+		if b.inline != nil {
+			t.Fatal("InlineBytes -1 wrote an inline block")
+		}
+	}
 	cases := []struct {
 		mint, maxt int64
 		want       []int64 // expected times
@@ -489,7 +504,7 @@ func TestWriterSize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if meta.Size <= prev || w.Size() != meta.Size || int64(len(fs.bytes(t, "/db/s.seg"))) != meta.Size {
+	if meta.Size <= headerLen || w.Size() != meta.Size || int64(len(fs.bytes(t, "/db/s.seg"))) != meta.Size {
 		t.Fatalf("Size %d, meta %d, last %d", w.Size(), meta.Size, prev)
 	}
 }
