@@ -3,9 +3,12 @@ package engine
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/stratadb/strata/internal/vfs"
 )
 
 // The cardinality shapes of the scale benchmarks: many series with few
@@ -127,4 +130,57 @@ func BenchmarkQuerySeries(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkCatalogLoad loads the series catalog file of a database holding
+// 1M series of the baseline's shape (what Open does before it replays the
+// WAL) and reports the heap the catalog holds per series, key bytes
+// excluded (catalog-B/series), and the load time per series.
+func BenchmarkCatalogLoad(b *testing.B) {
+	const series = 1_000_000
+	path := filepath.Join(b.TempDir(), catalogName)
+	c := newCatalog()
+	cf, _, err := loadCatalog(vfs.Default, path, c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	keys := catalogKeys(series)
+	var keyBytes int
+	for i, k := range keys {
+		c.add(k, KindFloat)
+		keyBytes += len(k)
+		if (i+1)%200_000 == 0 { // one record per flush
+			if err := cf.persist(c, i+1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	cf.close()
+	keys, c = nil, nil
+	var before, after runtime.MemStats
+	var perSeries float64
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		b.StartTimer()
+		c := newCatalog()
+		cf, _, err := loadCatalog(vfs.Default, path, c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		cf.close()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if c.len() != series {
+			b.Fatalf("%d series loaded", c.len())
+		}
+		perSeries = (float64(after.HeapAlloc) - float64(before.HeapAlloc) - float64(keyBytes)) / series
+		runtime.KeepAlive(c)
+		b.StartTimer()
+	}
+	b.ReportMetric(perSeries, "catalog-B/series")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*series), "ns/series")
 }

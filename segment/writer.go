@@ -139,6 +139,7 @@ package segment
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -151,7 +152,6 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/stratadb/strata/internal/base"
-	"github.com/stratadb/strata/internal/encoding"
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/internal/vfs"
 )
@@ -297,7 +297,7 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 		putEncoder(enc)
 		return nil, fmt.Errorf("create segment: %w", err)
 	}
-	w := &Writer{fs: opts.FS, path: path, tmp: tmp, f: f, opts: opts, enc: enc}
+	w := &Writer{fs: opts.FS, path: path, tmp: tmp, f: f, opts: opts, enc: enc, index: getIndexBuf()}
 	w.meta.Path = path
 	w.buf = append(make([]byte, 0, 64<<10), magic...)
 	w.buf = append(w.buf, formatVersion)
@@ -432,7 +432,7 @@ func (w *Writer) flushBlock() error {
 		Count:   n,
 	}
 	raw := appendRawBlock(&w.scratch, w.kind, w.times, w.vals, w.strs)
-	if len(raw) <= w.opts.InlineBytes && len(w.index) < inlineIndexLimit {
+	if len(raw) <= w.opts.InlineBytes && len(w.index) < inlineIndexLimit+indexReserve {
 		// A small block lives in the index: no framing, no stats, and
 		// compressed together with its neighbours.
 		w.inline = append(w.inline, raw...)
@@ -535,8 +535,11 @@ func (w *Writer) finish() error {
 		return err
 	}
 	indexOff := w.dataSize()
-	raw := encoding.AppendUvarint(make([]byte, 0, len(w.index)+10), uint64(w.meta.Series))
-	raw = append(raw, w.index...)
+	// The series count goes into the room reserved before the entries.
+	var count [binary.MaxVarintLen64]byte
+	n := binary.PutUvarint(count[:], uint64(w.meta.Series))
+	raw := w.index[indexReserve-n:]
+	copy(raw, count[:n])
 	if len(raw) > maxSectionRaw {
 		return fmt.Errorf("segment %s: index of %d bytes exceeds %d: %w", w.path, len(raw), maxSectionRaw, base.ErrInvalid)
 	}
@@ -548,6 +551,7 @@ func (w *Writer) finish() error {
 	w.buf = appendBloom(w.buf, w.hashes)
 	bloomLen := int64(len(w.buf) - start)
 	w.buf = appendFooter(w.buf, footer{uint64(indexOff), uint64(indexLen), uint64(bloomOff), uint64(bloomLen)})
+	putIndexBuf(w.index)
 	w.index, w.hashes, w.inlineTotal = nil, nil, 0
 	w.meta.Size = w.Size()
 	if err := w.writeOut(); err != nil {
@@ -586,6 +590,8 @@ func (w *Writer) Abort() error {
 		return nil
 	}
 	w.done = true
+	putIndexBuf(w.index)
+	w.index = nil
 	if w.err == nil {
 		w.err = errFinished
 	}
@@ -662,6 +668,31 @@ func blockStats(k point.Kind, vals []uint64) (mn, mx, sum point.Value) {
 
 // zstd encoders are expensive to set up, so Writers share them.
 var encoderPool sync.Pool
+
+// indexReserve bytes at the start of a Writer's index buffer hold room for
+// the series count, written at Finish.
+const indexReserve = binary.MaxVarintLen64
+
+// indexBufs recycles index buffers: a high-cardinality flush builds an
+// index of tens of megabytes, and growing it anew for every segment
+// dominated the allocations of such ingests.
+var indexBufs sync.Pool
+
+// maxPooledIndex keeps the buffers of huge indexes out of the pool.
+const maxPooledIndex = 64 << 20
+
+func getIndexBuf() []byte {
+	if b, ok := indexBufs.Get().(*[]byte); ok {
+		return (*b)[:indexReserve]
+	}
+	return make([]byte, indexReserve, 4<<10)
+}
+
+func putIndexBuf(b []byte) {
+	if b != nil && cap(b) <= maxPooledIndex {
+		indexBufs.Put(&b)
+	}
+}
 
 func getEncoder() (*zstd.Encoder, error) {
 	if e, ok := encoderPool.Get().(*zstd.Encoder); ok {
