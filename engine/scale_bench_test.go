@@ -3,8 +3,11 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -135,7 +138,8 @@ func BenchmarkQuerySeries(b *testing.B) {
 // BenchmarkCatalogLoad loads the series catalog file of a database holding
 // 1M series of the baseline's shape (what Open does before it replays the
 // WAL) and reports the heap the catalog holds per series, key bytes
-// excluded (catalog-B/series), and the load time per series.
+// excluded (catalog-B/series; core-B/series without the index by
+// measurement and tag), and the load time per series.
 func BenchmarkCatalogLoad(b *testing.B) {
 	const series = 1_000_000
 	path := filepath.Join(b.TempDir(), catalogName)
@@ -158,7 +162,7 @@ func BenchmarkCatalogLoad(b *testing.B) {
 	cf.close()
 	keys, c = nil, nil
 	var before, after runtime.MemStats
-	var perSeries float64
+	var perSeries, corePerSeries float64
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
@@ -178,9 +182,120 @@ func BenchmarkCatalogLoad(b *testing.B) {
 			b.Fatalf("%d series loaded", c.len())
 		}
 		perSeries = (float64(after.HeapAlloc) - float64(before.HeapAlloc) - float64(keyBytes)) / series
+		// Without the inverted index by measurement and tag: the series
+		// and tag sets alone.
+		c.byMeasurement, c.byTag = nil, nil
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		corePerSeries = (float64(after.HeapAlloc) - float64(before.HeapAlloc) - float64(keyBytes)) / series
 		runtime.KeepAlive(c)
 		b.StartTimer()
 	}
 	b.ReportMetric(perSeries, "catalog-B/series")
+	b.ReportMetric(corePerSeries, "core-B/series")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*series), "ns/series")
+}
+
+// BenchmarkWriteDepth inserts deep series (1,000 series of 10,000 points,
+// 10M points) generated batch by batch, so the dataset does not sit in
+// memory, and reports throughput next to the 1M baseline's and the
+// largest Go heap in use seen after a batch (peak-heap-MiB), which the
+// memory budget should bound whatever the data size. With -short it
+// writes 1M points.
+func BenchmarkWriteDepth(b *testing.B) {
+	steps := 10_000
+	if testing.Short() {
+		steps = 1_000
+	}
+	const devices = benchDevices
+	var peak uint64
+	var ms runtime.MemStats
+	b.ReportAllocs()
+	for b.Loop() {
+		db, err := Open(b.TempDir(), benchOptions())
+		if err != nil {
+			b.Fatal(err)
+		}
+		g := newIoTGen(devices)
+		for s := 0; s < steps; s += benchBatch / devices {
+			if err := db.Write(g.batch(s, benchBatch/devices)); err != nil {
+				b.Fatal(err)
+			}
+			if s%(50*benchBatch/devices) == 0 {
+				runtime.ReadMemStats(&ms)
+				peak = max(peak, ms.HeapInuse)
+			}
+		}
+		if err := db.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*devices*steps)/b.Elapsed().Seconds(), "points/s")
+	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+}
+
+// iotGen generates the baseline dataset a few steps at a time into reused
+// buffers, with the same values as iotBatches.
+type iotGen struct {
+	tags   [][]Tag
+	rngs   []*rand.Rand
+	temps  []float64
+	points []Point
+	fields []Field
+}
+
+func newIoTGen(devices int) *iotGen {
+	g := &iotGen{tags: make([][]Tag, devices), rngs: make([]*rand.Rand, devices), temps: make([]float64, devices)}
+	for i := range devices {
+		g.tags[i] = []Tag{{Key: "device_id", Value: fmt.Sprintf("dev-%04d", i)}, {Key: "site", Value: fmt.Sprintf("site-%02d", i%10)}}
+		g.rngs[i] = rand.New(rand.NewPCG(904, uint64(i)))
+		g.temps[i] = 20 + float64(i%7)
+	}
+	return g
+}
+
+// batch returns steps [from, from+n) of every device; it must be called
+// with consecutive ranges.
+func (g *iotGen) batch(from, n int) []Point {
+	g.points = g.points[:0]
+	if cap(g.fields) < n*len(g.tags) {
+		g.fields = make([]Field, n*len(g.tags))
+	}
+	for s := from; s < from+n; s++ {
+		for i := range g.tags {
+			if s > 0 {
+				g.temps[i] = math.Round((g.temps[i]+g.rngs[i].Float64()*0.5-0.25)*100) / 100
+			}
+			k := len(g.points)
+			g.fields[k] = Field{Key: "temperature", Value: Float(g.temps[i])}
+			g.points = append(g.points, Point{Measurement: "sensor", Tags: g.tags[i], Fields: g.fields[k : k+1 : k+1], Time: benchT0 + int64(s)*benchStep})
+		}
+	}
+	return g.points
+}
+
+// TestIoTGen checks that the streaming generator yields the dataset of
+// iotBatches.
+func TestIoTGen(t *testing.T) {
+	const devices, steps = 30, 40
+	var want []Point
+	for _, b := range iotBatches(devices, steps, 100) {
+		want = append(want, b...)
+	}
+	g := newIoTGen(devices)
+	var got []Point
+	for s := 0; s < steps; s += 4 {
+		for _, p := range g.batch(s, 4) {
+			p.Fields = slices.Clone(p.Fields)
+			got = append(got, p)
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d points, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].Time != want[i].Time || !slices.Equal(got[i].Tags, want[i].Tags) || !got[i].Fields[0].Value.Equal(want[i].Fields[0].Value) {
+			t.Fatalf("point %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
 }

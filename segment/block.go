@@ -20,8 +20,6 @@ type blockScratch struct {
 	ts   []int64  // decoded timestamps
 	vals []uint64 // decoded values
 	strs []string // decoded strings
-
-	samples []point.Sample // decoded inline blocks of an index
 }
 
 // appendBlock appends the stored form of one block to dst. vals holds the

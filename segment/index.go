@@ -74,11 +74,6 @@ func appendSeriesEntry(dst, key []byte, kind point.Kind, blocks []BlockMeta) []b
 		}
 		dst = encoding.AppendUvarint(dst, uint64(b.MaxTime-b.MinTime))
 		dst = encoding.AppendUvarint(dst, uint64(b.Count))
-		if b.inline != nil {
-			dst = encoding.AppendUvarint(dst, uint64(len(b.inline)))
-			dst = append(dst, b.inline...)
-			continue
-		}
 		switch kind {
 		case point.KindFloat:
 			dst = binary.LittleEndian.AppendUint64(dst, b.Min.Bits())
@@ -92,6 +87,10 @@ func appendSeriesEntry(dst, key []byte, kind point.Kind, blocks []BlockMeta) []b
 			dst = encoding.AppendUvarint(dst, b.Min.Uint())
 			dst = encoding.AppendUvarint(dst, b.Max.Uint())
 			dst = encoding.AppendUvarint(dst, b.Sum.Uint())
+		}
+		if b.inline != nil {
+			dst = encoding.AppendUvarint(dst, uint64(len(b.inline)))
+			dst = append(dst, b.inline...)
 		}
 	}
 	return dst
@@ -184,10 +183,8 @@ func (t *indexTable) key(i int) []byte {
 func (t *indexTable) entry(i int) *SeriesIndex {
 	s := new(SeriesIndex)
 	c := cursor{b: t.raw[t.offs[i]:]}
-	sc := scratchPool.Get().(*blockScratch)
-	defer scratchPool.Put(sc)
 	// The entry was validated by parseIndex, so this cannot fail.
-	if _, err := parseEntry(&c, t.version, t.data[i], math.MaxInt64, t.indexAt, s, nil, sc); err != nil {
+	if _, err := parseEntry(&c, t.version, t.data[i], math.MaxInt64, t.indexAt, s, nil); err != nil {
 		panic(fmt.Sprintf("segment: validated index entry %d: %v", i, err))
 	}
 	return s
@@ -211,12 +208,11 @@ func parseIndex(raw []byte, version byte, dataStart, dataEnd int64) (*indexTable
 	var prevKey []byte
 	var s SeriesIndex
 	var scratch []BlockMeta
-	var sc blockScratch
 	for i := range t.offs {
 		t.offs[i] = uint32(len(raw) - len(c.b))
 		t.data[i] = off
 		s.Blocks = scratch[:0]
-		next, err := parseEntry(&c, version, off, dataEnd, dataEnd, &s, scratch[:0], &sc)
+		next, err := parseEntry(&c, version, off, dataEnd, dataEnd, &s, scratch[:0])
 		if err != nil {
 			if s.Key != nil {
 				return nil, fmt.Errorf("series %q: %w", s.Key, err)
@@ -250,9 +246,8 @@ func parseIndex(raw []byte, version byte, dataStart, dataEnd int64) (*indexTable
 // parseEntry decodes one series entry into s, appending its blocks to
 // blocks (a new slice when nil), and returns where the next series' stored
 // blocks start. Stored blocks must not pass dataEnd; inline blocks get
-// Offset inlineAt. Inline blocks are decoded to check them and to compute
-// their stats.
-func parseEntry(c *cursor, version byte, off, dataEnd, inlineAt int64, s *SeriesIndex, blocks []BlockMeta, sc *blockScratch) (int64, error) {
+// Offset inlineAt.
+func parseEntry(c *cursor, version byte, off, dataEnd, inlineAt int64, s *SeriesIndex, blocks []BlockMeta) (int64, error) {
 	s.Key = c.bytes(c.uvarint("key length"), "key")
 	kb := c.bytes(1, "kind")
 	nb := c.uvarint("block count")
@@ -273,7 +268,7 @@ func parseEntry(c *cursor, version byte, off, dataEnd, inlineAt int64, s *Series
 		blocks = make([]BlockMeta, 0, nb)
 	}
 	for j := range int(nb) {
-		bm, err := parseBlockEntry(c, version, s.Kind, j, blocks, sc)
+		bm, err := parseBlockEntry(c, version, s.Kind, j, blocks)
 		if err != nil {
 			s.Blocks = blocks
 			return 0, fmt.Errorf("block %d: %w", j, err)
@@ -296,7 +291,7 @@ func parseEntry(c *cursor, version byte, off, dataEnd, inlineAt int64, s *Series
 
 // parseBlockEntry decodes block entry j of a series whose earlier blocks
 // are prev.
-func parseBlockEntry(c *cursor, version byte, kind point.Kind, j int, prev []BlockMeta, sc *blockScratch) (BlockMeta, error) {
+func parseBlockEntry(c *cursor, version byte, kind point.Kind, j int, prev []BlockMeta) (BlockMeta, error) {
 	var bm BlockMeta
 	length := c.uvarint("length")
 	if j == 0 {
@@ -314,16 +309,17 @@ func parseBlockEntry(c *cursor, version byte, kind point.Kind, j int, prev []Blo
 	bm.MaxTime = bm.MinTime + int64(span)
 	inline := version >= 2 && length == 0
 	var mn, mx, sum uint64
-	switch {
-	case inline:
-		bm.inline = c.bytes(c.uvarint("inline length"), "inline block")
-	case kind == point.KindFloat:
+	switch kind {
+	case point.KindFloat:
 		mn, mx, sum = c.u64("min"), c.u64("max"), c.u64("sum")
-	case kind == point.KindInt, kind == point.KindUint:
+	case point.KindInt, point.KindUint:
 		mn, mx, sum = c.uvarint("min"), c.uvarint("max"), c.uvarint("sum")
 		if kind == point.KindInt {
 			mn, mx, sum = uint64(encoding.Unzigzag(mn)), uint64(encoding.Unzigzag(mx)), uint64(encoding.Unzigzag(sum))
 		}
+	}
+	if inline {
+		bm.inline = c.bytes(c.uvarint("inline length"), "inline block")
 	}
 	if c.err != nil {
 		return bm, c.err
@@ -339,25 +335,11 @@ func parseBlockEntry(c *cursor, version byte, kind point.Kind, j int, prev []Blo
 	bm.Length = uint32(length)
 	bm.Count = int(count)
 	if inline {
+		// Checked like a stored block when it is read.
 		bm.Length = uint32(len(bm.inline))
-		if len(bm.inline) > maxBlockRaw(kind, bm.Count) {
+		if len(bm.inline) < 3 || len(bm.inline) > maxBlockRaw(kind, bm.Count) {
 			return bm, fmt.Errorf("inline block of %d bytes for %d samples", len(bm.inline), count)
 		}
-		// Decode it: that checks it, and gives its stats, which the index
-		// does not store for inline blocks.
-		samples, err := decodeBlock(sc.samples[:0], bm.inline, kind, &bm, sc)
-		if kind == point.KindString {
-			clear(samples)
-		}
-		sc.samples = samples[:0]
-		if err != nil {
-			return bm, fmt.Errorf("inline block: %w", err)
-		}
-		if kind.Numeric() {
-			// decodeBlock leaves the value bits in sc.vals.
-			bm.Min, bm.Max, bm.Sum = blockStats(kind, sc.vals[:bm.Count])
-		}
-		return bm, nil
 	}
 	if kind.Numeric() {
 		bm.Min, bm.Max, bm.Sum = point.FromBits(kind, mn), point.FromBits(kind, mx), point.FromBits(kind, sum)

@@ -93,11 +93,11 @@
 //	| length uvarint | minTime | span uvarint  | count uvarint  | stats |
 //	+----------------+---------+---------------+----------------+-------+
 //
-//	block entry, inline (version 2): the raw block itself, unframed; the
-//	index's checksum covers it and its stats are computed when it is read
-//	+-----------+---------+--------------+---------------+----------------+-----+
-//	| 0 (1)     | minTime | span uvarint | count uvarint | rawLen uvarint | raw |
-//	+-----------+---------+--------------+---------------+----------------+-----+
+//	block entry, inline (version 2): the raw block itself follows, unframed
+//	(the index's checksum covers it); rawLen is at least 3
+//	+-------+---------+--------------+---------------+-------+----------------+-----+
+//	| 0 (1) | minTime | span uvarint | count uvarint | stats | rawLen uvarint | raw |
+//	+-------+---------+--------------+---------------+-------+----------------+-----+
 //
 //	length   bytes of the stored block, crc32c included (at least 6)
 //	minTime  first block of a series: varint; later blocks: uvarint gap
@@ -220,7 +220,7 @@ type WriterOptions struct {
 	BlockSamples int    // most samples per block; default 1000, at most MaxBlockSamples
 	// InlineBytes: a block whose raw form takes at most this many bytes is
 	// kept in the index instead of being stored on its own, which saves
-	// its framing and stats and lets it compress with its neighbours (the
+	// its framing and lets it compress with its neighbours (the
 	// short series of a high-cardinality flush). 0 means 128; negative
 	// means never.
 	InlineBytes int
@@ -433,7 +433,7 @@ func (w *Writer) flushBlock() error {
 	}
 	raw := appendRawBlock(&w.scratch, w.kind, w.times, w.vals, w.strs)
 	if len(raw) <= w.opts.InlineBytes && len(w.index) < inlineIndexLimit+indexReserve {
-		// A small block lives in the index: no framing, no stats, and
+		// A small block lives in the index: no framing of its own, and
 		// compressed together with its neighbours.
 		w.inline = append(w.inline, raw...)
 		w.inlineEnds = append(w.inlineEnds, len(w.inline))
