@@ -181,10 +181,16 @@ func (t *indexTable) key(i int) []byte {
 
 // entry decodes series i into a fresh SeriesIndex.
 func (t *indexTable) entry(i int) *SeriesIndex {
-	s := new(SeriesIndex)
+	// A series and its first block in one allocation: most series of a
+	// high-cardinality segment have one block.
+	e := new(struct {
+		s     SeriesIndex
+		first [1]BlockMeta
+	})
+	s := &e.s
 	c := cursor{b: t.raw[t.offs[i]:]}
 	// The entry was validated by parseIndex, so this cannot fail.
-	if _, err := parseEntry(&c, t.version, t.data[i], math.MaxInt64, t.indexAt, s, nil); err != nil {
+	if _, err := parseEntry(&c, t.version, t.data[i], math.MaxInt64, t.indexAt, s, e.first[:0]); err != nil {
 		panic(fmt.Sprintf("segment: validated index entry %d: %v", i, err))
 	}
 	return s
@@ -264,7 +270,7 @@ func parseEntry(c *cursor, version byte, off, dataEnd, inlineAt int64, s *Series
 	if nb == 0 || nb > uint64(len(c.b)/minBlockEntry) {
 		return 0, fmt.Errorf("%d blocks in %d bytes", nb, len(c.b))
 	}
-	if blocks == nil {
+	if blocks == nil || (len(blocks) == 0 && uint64(cap(blocks)) < nb && cap(blocks) < 4) {
 		blocks = make([]BlockMeta, 0, nb)
 	}
 	for j := range int(nb) {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/klauspost/compress/zstd"
@@ -25,6 +26,8 @@ type Reader struct {
 	table *indexTable
 	bloom *bloom.BloomFilter
 	index []byte // raw index; series keys point into it
+
+	nextFind atomic.Int64 // series after the one Find found last: a hint
 }
 
 // Open opens the segment at path and validates its header, footer, index
@@ -150,16 +153,32 @@ func (r *Reader) Series(i int) *SeriesIndex { return r.table.entry(i) }
 func (r *Reader) MayContain(key []byte) bool { return bloomTest(r.bloom, keyHash(key)) }
 
 // Find returns the index entry of key, consulting the bloom filter and then
-// binary searching the index. It does no I/O.
+// binary searching the index. It does no I/O. Lookups in increasing key
+// order (a query's series) are cheap: Find first tries the series after
+// the one it found last.
 func (r *Reader) Find(key []byte) (*SeriesIndex, bool) {
+	t := r.table
+	n := t.len()
+	if n == 0 {
+		return nil, false
+	}
+	next := int(r.nextFind.Load()) // a hint only: any value in 0..n is fine
+	if next < n && string(t.key(next)) == string(key) {
+		r.nextFind.Store(int64(next + 1))
+		return t.entry(next), true
+	}
 	if !r.MayContain(key) {
 		return nil, false
 	}
-	t := r.table
-	i := sort.Search(t.len(), func(i int) bool { return string(t.key(i)) >= string(key) })
-	if i == t.len() || string(t.key(i)) != string(key) {
+	lo, hi := 0, n
+	if next > 0 && next <= n && string(t.key(next-1)) < string(key) {
+		lo = next // after the last hit: search only what follows it
+	}
+	i := lo + sort.Search(hi-lo, func(i int) bool { return string(t.key(lo+i)) >= string(key) })
+	if i == n || string(t.key(i)) != string(key) {
 		return nil, false
 	}
+	r.nextFind.Store(int64(i + 1))
 	return t.entry(i), true
 }
 

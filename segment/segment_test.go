@@ -666,3 +666,54 @@ func TestConcurrentReaders(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestFindAnyOrder checks Find in increasing, decreasing and random key
+// order, with absent keys between, from several goroutines: its hint must
+// never change an answer.
+func TestFindAnyOrder(t *testing.T) {
+	const n = 2000
+	series := make([]testSeries, n)
+	for i := range series {
+		key := point.AppendSeriesKey(nil, "m", []point.Tag{{Key: "id", Value: fmt.Sprintf("%06d", 2*i)}}, "v")
+		series[i] = testSeries{key: key, kind: point.KindInt, samples: []point.Sample{{Time: int64(i), Value: point.Int(int64(i))}}}
+	}
+	r := roundTrip(t, 0, series)
+	check := func(i int) error {
+		if i%2 == 1 {
+			key := point.AppendSeriesKey(nil, "m", []point.Tag{{Key: "id", Value: fmt.Sprintf("%06d", i)}}, "v")
+			if _, ok := r.Find(key); ok {
+				return fmt.Errorf("found absent %q", key)
+			}
+			return nil
+		}
+		s := series[i/2]
+		got, ok := r.Find(s.key)
+		if !ok || !bytes.Equal(got.Key, s.key) || got.Blocks[0].MinTime != int64(i/2) {
+			return fmt.Errorf("Find(%q) = %v, %v", s.key, got, ok)
+		}
+		return nil
+	}
+	orders := [][]int{make([]int, 2*n), make([]int, 2*n), rand.New(rand.NewPCG(3, 3)).Perm(2 * n)}
+	for i := range 2 * n {
+		orders[0][i], orders[1][i] = i, 2*n-1-i
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 3*len(orders))
+	for range 3 {
+		for _, order := range orders {
+			wg.Go(func() {
+				for _, i := range order {
+					if err := check(i); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
