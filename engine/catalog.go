@@ -84,7 +84,9 @@ type seriesMeta struct {
 // tagSet is a measurement with a sorted tag set: the identity that the
 // fields of a point share. Points are resolved to a tagSet by hashing their
 // parts, so the hot write path builds no key strings for known series.
-// tagSets and their tags are carved from slabs (see catalog.newSet).
+// tagSets and their tags are carved from slabs (see catalog.newSet). Ids
+// are held in 32 bits here: 4 billion series would need a terabyte of
+// catalog first.
 type tagSet struct {
 	measurement string
 	tags        []Tag    // sorted by key

@@ -206,7 +206,7 @@ func parseIndex(raw []byte, version byte, dataStart, dataEnd int64) (*indexTable
 	if c.err != nil {
 		return nil, c.err
 	}
-	if n > uint64(len(c.b)/minSeriesEntry) || len(raw) > math.MaxUint32 {
+	if n > uint64(len(c.b)/minSeriesEntry) || uint64(len(raw)) > math.MaxUint32 {
 		return nil, fmt.Errorf("%d series in %d bytes", n, len(c.b))
 	}
 	t := &indexTable{raw: raw, version: version, indexAt: dataEnd, offs: make([]uint32, n), data: make([]int64, n)}
