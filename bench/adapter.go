@@ -37,16 +37,55 @@ const (
 
 // Engine names.
 const (
-	EngineStrata  = "strata"
-	EngineSQLite  = "sqlite"
-	EngineLevelDB = "leveldb"
-	EnginePebble  = "pebble"
+	EngineStrata     = "strata"
+	EngineSQLite     = "sqlite"
+	EngineLevelDB    = "leveldb"
+	EnginePebble     = "pebble"
+	EnginePrometheus = "prometheus"
+	// EngineMemLimit is the in-memory floor, not a competitor.
+	EngineMemLimit = "memlimit"
+	// EngineStrataHTTP is strata ingesting line protocol through `strata
+	// serve`'s /api/v2/write, one request per batch.
+	EngineStrataHTTP = "strata-http"
 )
 
 // Engines returns the names of the engines the bench knows, in the default
 // order.
 func Engines() []string {
-	return []string{EngineStrata, EngineSQLite, EngineLevelDB, EnginePebble}
+	return []string{EngineStrata, EngineSQLite, EngineLevelDB, EnginePebble, EnginePrometheus, EngineMemLimit, EngineStrataHTTP}
+}
+
+// Supports reports whether an engine runs in a configuration and
+// durability. Prometheus fsyncs no commit, so it has no durable column;
+// the floor has neither durability nor configuration and runs in
+// default/fast only.
+func Supports(eng string, cfg Config, dur Durability) bool {
+	switch eng {
+	case EnginePrometheus:
+		return dur == Fast
+	case EngineMemLimit:
+		return dur == Fast && cfg == ConfigDefault
+	}
+	return true
+}
+
+// IsFloor reports whether an engine is a floor (drawn as a line, never
+// ranked) rather than a competitor.
+func IsFloor(eng string) bool { return eng == EngineMemLimit }
+
+// EngineNotes says, per engine, what its fast and durable columns fsync
+// and what its equal-memory configuration changes: the parity the table
+// rests on.
+func EngineNotes() map[string]string {
+	return map[string]string{
+		EngineStrata:     "fast: SyncNever (WAL written, fsynced on roll and Close); durable: SyncAlways (fsync per Write); equal-memory: MemTableBytes 64 MiB (its default)",
+		EngineSQLite:     "fast: WAL journal, synchronous=NORMAL (fsync at checkpoints); durable: synchronous=FULL (fsync per transaction); equal-memory: cache_size 64 MiB",
+		EngineLevelDB:    "fast: Sync=false; durable: Sync=true (fsync per batch); equal-memory: WriteBuffer 64 MiB",
+		EnginePebble:     "fast: NoSync; durable: Sync (fsync per batch); equal-memory: MemTableSize 64 MiB",
+		EnginePrometheus: "fast only: the head's WAL is fsynced when a 128 MiB segment fills and on Close, never per commit; equal-memory: no matching knob (the head keeps 1.5 block ranges in memory), run with its defaults",
+		EngineMemLimit:   "in-memory line: per-series slices in a map, no WAL, no disk, no fsync; default/fast only",
+		EngineStrataHTTP: "as strata, behind strata serve's /api/v2/write on loopback: one line-protocol request per batch",
+	}
 }
 
 // store is one engine's database, opened by an opener.
@@ -69,6 +108,10 @@ var openers = map[string]opener{
 	EngineSQLite:  openSQLite,
 	EngineLevelDB: openLevelDB,
 	EnginePebble:  openPebble,
+
+	EnginePrometheus: openPrometheus,
+	EngineMemLimit:   openMemLimit,
+	EngineStrataHTTP: openStrataHTTP,
 }
 
 func lookup(name string) (opener, error) {

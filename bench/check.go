@@ -29,22 +29,31 @@ type NamedQuery struct {
 // Queries returns the three timed queries on d: the point query reads field 0
 // of device 42 (modulo Devices) over [t0+600s, t0+660s); the range scan reads
 // every series over [t0+100s, t0+700s); the aggregate is the mean of field 0
-// of every device in 1-minute buckets over the whole dataset.
+// of every device in 1-minute buckets over the whole dataset. A dataset of
+// fewer than 700 timestamps (the wide shape, the series sweep) would leave
+// the first two empty, so their windows shrink with it: the point query
+// reads the Steps*60/700 (at least one) timestamps from the middle one, the
+// range scan those from Steps/7 to the end.
 func (d *Dataset) Queries() []NamedQuery {
-	sec := int64(time.Second)
 	dev := 42 % d.Devices
+	pointFrom, pointTo, rangeFrom, rangeTo := 600, 660, 100, 700
+	if d.Steps < 700 {
+		pointFrom = d.Steps / 2
+		pointTo = pointFrom + max(1, d.Steps*60/700)
+		rangeFrom, rangeTo = d.Steps/7, d.Steps
+	}
 	return []NamedQuery{
 		{QueryPoint, engine.Query{Selector: engine.Selector{
 			Measurement: d.Measurement, Field: d.Fields[0], Tags: slices.Clone(d.tags[dev]),
-			Start: d.Start + 600*sec, End: d.Start + 660*sec,
+			Start: d.Time(pointFrom), End: d.Time(pointTo),
 		}}},
 		{QueryRange, engine.Query{Selector: engine.Selector{
-			Measurement: d.Measurement, Start: d.Start + 100*sec, End: d.Start + 700*sec,
+			Measurement: d.Measurement, Start: d.Time(rangeFrom), End: d.Time(rangeTo),
 		}}},
 		{QueryAgg, engine.Query{
 			Selector: engine.Selector{Measurement: d.Measurement, Field: d.Fields[0], Start: d.Start, End: d.End()},
 			Agg:      engine.AggMean,
-			Every:    60 * sec,
+			Every:    60 * int64(time.Second),
 		}},
 	}
 }

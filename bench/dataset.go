@@ -21,6 +21,19 @@ const (
 	// ShapeSonnetDB is one series of uniform random values in [0, 100)
 	// rounded to 4 decimals, as in SonnetDB's published insert benchmark.
 	ShapeSonnetDB Shape = "sonnetdb"
+	// ShapeWide is SonnetDB's server comparison: the IoT walk with 30
+	// float fields per point, 1,000 devices x 12 timestamps by default.
+	ShapeWide Shape = "wide"
+)
+
+// Shapes returns the dataset shapes.
+func Shapes() []Shape { return []Shape{ShapeIoT, ShapeSonnetDB, ShapeWide} }
+
+// Default sizes of ShapeWide.
+const (
+	WidePoints  = 12_000
+	WideDevices = 1000
+	WideFields  = 30
 )
 
 // Start is the first timestamp of every dataset: 2023-11-14T22:13:20Z.
@@ -44,6 +57,9 @@ type Dataset struct {
 
 	tags   [][]engine.Tag // per device, sorted by key, shared by all points
 	values [][]float64    // per field: value of (device, step) at step*Devices+device
+	// gen computes values when values is nil: the endless stream of the
+	// mixed workload, too long to hold.
+	gen func(field, device, step int) float64
 }
 
 // IoT returns the baseline dataset: points/devices timestamps of devices
@@ -127,8 +143,14 @@ func NewDataset(shape Shape, points, devices, fields int) (*Dataset, error) {
 		return IoT(points, devices, fields)
 	case ShapeSonnetDB:
 		return SonnetDB(points, fields)
+	case ShapeWide:
+		d, err := IoT(points, devices, fields)
+		if d != nil {
+			d.Shape = ShapeWide
+		}
+		return d, err
 	}
-	return nil, fmt.Errorf("bench: unknown shape %q (want iot or sonnetdb)", shape)
+	return nil, fmt.Errorf("bench: unknown shape %q (want iot, sonnetdb or wide)", shape)
 }
 
 func checkSize(points, devices, fields int) error {
@@ -173,6 +195,9 @@ func (d *Dataset) Tags(device int) []engine.Tag { return d.tags[device] }
 
 // Value returns the value of field j of a device at a step.
 func (d *Dataset) Value(field, device, step int) float64 {
+	if d.values == nil {
+		return d.gen(field, device, step)
+	}
 	return d.values[field][step*d.Devices+device]
 }
 
@@ -195,8 +220,47 @@ func (d *Dataset) fill(p *engine.Point, i int) {
 	p.Tags = d.tags[device]
 	p.Time = d.Time(step)
 	for j, key := range d.Fields {
-		p.Fields[j] = engine.Field{Key: key, Value: engine.Float(d.values[j][i])}
+		var v float64
+		if d.values != nil {
+			v = d.values[j][i]
+		} else {
+			v = d.gen(j, device, step)
+		}
+		p.Fields[j] = engine.Field{Key: key, Value: engine.Float(v)}
 	}
+}
+
+// Stream returns the endless dataset of the mixed workload: the IoT
+// layout (devices, tags, fields, times), Steps set to steps, and values
+// computed on demand instead of held: field j of device i at step s is
+// 20 + i%7 plus a uniform offset in [-5, 5) drawn from a hash of (j, i, s),
+// rounded to 0.01. Random access lets any answer be checked against the
+// stream without keeping what was written.
+func Stream(steps, devices, fields int) (*Dataset, error) {
+	if err := checkSize(devices, devices, fields); err != nil {
+		return nil, err
+	}
+	d := &Dataset{
+		Shape:       ShapeIoT,
+		Measurement: "sensor",
+		Devices:     devices,
+		Steps:       steps,
+		Fields:      fieldKeys("temperature", fields),
+		Start:       Start,
+		Interval:    Interval,
+		tags:        make([][]engine.Tag, devices),
+	}
+	for i := range devices {
+		d.tags[i] = []engine.Tag{
+			{Key: "device_id", Value: fmt.Sprintf("dev-%04d", i)},
+			{Key: "site", Value: fmt.Sprintf("site-%02d", i%10)},
+		}
+	}
+	d.gen = func(field, device, step int) float64 {
+		h := mix(uint64(field)<<48 ^ uint64(device)<<32 ^ uint64(step) ^ 0x9e3779b97f4a7c15)
+		return round(20+float64(device%7)+float64(h>>11)/(1<<53)*10-5, 100)
+	}
+	return d, nil
 }
 
 // Batches yields the points in order, size at a time (the last batch may be

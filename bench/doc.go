@@ -1,13 +1,37 @@
 // Package bench is strata's insert baseline: the same deterministic IoT
-// dataset written into strata, SQLite, LevelDB and Pebble, with the same
-// batches, and the figures put side by side (`strata bench`).
+// dataset written into strata, SQLite, LevelDB, Pebble and Prometheus'
+// TSDB, with the same batches, and the figures put side by side beside an
+// in-memory floor (`strata bench`). Run is the baseline; RunScale sweeps
+// the data size or the series count; RunMixed runs writes and queries
+// together.
+//
+// # Engines
+//
+// strata (engine.DB.Write), SQLite, LevelDB, Pebble, prometheus (the TSDB's
+// head appender, one Commit per batch, series references cached by key,
+// labels __name__ = measurement_field plus the tags, millisecond times;
+// queried through its Querier, means computed in Go) and memlimit, the
+// in-memory line: per-series slices found through a map by series key, no log, no
+// disk, no encoding, drawn as a line and never ranked. It was meant as the
+// floor; it builds every point's canonical key as a string for its map
+// lookup, so an engine that hashes the tag set (strata) inserts faster: it
+// is the cost of the plain in-memory approach, not a bound. EngineNotes
+// states each engine's fsync parity; Supports which configuration and
+// durability it runs in (Prometheus fast only: it fsyncs its WAL when a
+// 128 MiB segment fills and on Close, never per commit; the in-memory line
+// default/fast only). strata-http is strata behind
+// `strata serve`'s /api/v2/write on loopback, one line-protocol request
+// per batch: the cost of ingesting over HTTP.
 //
 // # Dataset
 //
 // IoT builds the baseline (1,000 devices x 1,000 timestamps, a random-walk
 // temperature per device, rounded to 0.01, at 1 s from 2023-11-14T22:13:20Z,
-// all devices at t0, then all at t1, ...) and SonnetDB one series of random
-// values. Both are generated from seeded PCGs, so every run and every engine
+// all devices at t0, then all at t1, ...), SonnetDB one series of random
+// values, and the wide shape 1,000 devices x 30 walks x 12 timestamps.
+// Stream is the mixed workload's endless IoT stream whose values are a hash
+// of (field, device, step), so any answer can be checked without keeping
+// what was written. Both are generated from seeded PCGs, so every run and every engine
 // sees the same points; Dataset.Batches yields them as []engine.Point.
 //
 // # What is measured
@@ -45,6 +69,30 @@
 // Times are the medians of the runs; so are the memory, disk and query
 // figures. The ratio to SQLite compares insert times in the same
 // configuration and durability.
+//
+// # Sweeps
+//
+// RunScale inserts IoT datasets of growing size, one run each: 1M, 10M and
+// 100M points at 1,000 series, or 1k, 10k, 100k and 1M series at 10 points
+// each (3 at 1M). An engine that does not finish a size (insert and
+// queries) within the limit is killed, reported "over limit" and runs no
+// larger size. Points/s, bytes per point and peak RSS are drawn against
+// the size.
+//
+// # Mixed workload
+//
+// RunMixed measures each engine's peak rate by an unthrottled insert of
+// the stream into a directory of its own, then, in a fresh one, paces a
+// writer at a share (0.8) of it while reader goroutines loop over the point
+// query (last 60 s of one device), the range scan (last 600 s of all) and
+// the 1-minute means (last 1,000 s of all), always over data already
+// acknowledged. It reports write and query latency (p50, p99, max), how far
+// the writer fell behind its schedule, write stalls (write calls longer
+// than a batch's share of the schedule, and the engine's own count where it
+// keeps one), compactions run (strata and Pebble from their statistics,
+// Prometheus from its metrics) and throughput per second. Every answer's
+// row and series counts are checked, and every point query and up to 200
+// range scans and aggregates row by row.
 //
 // # Durability
 //

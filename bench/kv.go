@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/stratadb/strata/engine"
 )
@@ -48,7 +49,12 @@ func decodeDataKey(k []byte) (id uint64, t int64, ok bool) {
 
 // kvDict is the series dictionary of a key-value store: canonical key to id
 // in memory, persisted under the dictionary prefix.
+//
+// One goroutine writes (encode, done) while others query: mu guards the
+// map and the slice against the queries; the writer reads them unlocked,
+// being their only writer.
 type kvDict struct {
+	mu      sync.RWMutex
 	ids     map[string]uint64
 	series  []seriesInfo // in id order; series[i].id == i+1
 	kb      keyBuilder
@@ -96,9 +102,11 @@ func (d *kvDict) encode(points []engine.Point, b kvBatch) error {
 			if !ok {
 				k := string(key)
 				id = uint64(len(d.series)) + 1
+				d.mu.Lock()
 				d.ids[k] = id
 				d.series = append(d.series, seriesInfo{id: id, key: k, measurement: p.Measurement,
 					tags: slices.Clone(p.Tags), field: p.Fields[f].Key})
+				d.mu.Unlock()
 				d.pending++
 				d.key = dictKey(d.key[:0], id)
 				b.put(d.key, []byte(k))
@@ -115,10 +123,12 @@ func (d *kvDict) encode(points []engine.Point, b kvBatch) error {
 // or failed (they are forgotten).
 func (d *kvDict) done(err error) {
 	if err != nil {
+		d.mu.Lock()
 		for _, s := range d.series[len(d.series)-d.pending:] {
 			delete(d.ids, s.key)
 		}
 		d.series = d.series[:len(d.series)-d.pending]
+		d.mu.Unlock()
 	}
 	d.pending = 0
 }
@@ -137,21 +147,24 @@ func (d *kvDict) query(ctx context.Context, it kvIter, q engine.Query, rs *resul
 	if q.Agg != engine.AggNone && q.Agg != engine.AggMean {
 		return errUnsupported
 	}
-	var sel []*seriesInfo
+	var sel []seriesInfo
+	d.mu.RLock()
 	for i := range d.series {
 		if d.series[i].matches(&q.Selector) {
-			sel = append(sel, &d.series[i])
+			sel = append(sel, d.series[i])
 		}
 	}
-	slices.SortFunc(sel, func(a, b *seriesInfo) int { return strings.Compare(a.key, b.key) })
+	d.mu.RUnlock()
+	slices.SortFunc(sel, func(a, b seriesInfo) int { return strings.Compare(a.key, b.key) })
+	var key []byte
 	for n, s := range sel {
 		if n%128 == 0 && ctx.Err() != nil {
 			return ctx.Err()
 		}
 		id := rs.series(s.key)
 		var m meanAcc
-		d.key = dataKey(d.key[:0], s.id, q.Start)
-		for ok := it.seek(d.key); ok; ok = it.next() {
+		key = dataKey(key[:0], s.id, q.Start)
+		for ok := it.seek(key); ok; ok = it.next() {
 			sid, t, valid := decodeDataKey(it.key())
 			if !valid || sid != s.id || t >= q.End {
 				break

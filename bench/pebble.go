@@ -94,3 +94,6 @@ func (s *pebbleStore) query(ctx context.Context, q engine.Query, rs *resultSet) 
 }
 
 func (s *pebbleStore) close() error { return s.db.Close() }
+
+// compactions returns the compactions Pebble ran, from its Metrics.
+func (s *pebbleStore) compactions() (int64, bool) { return s.db.Metrics().Compact.Count, true }

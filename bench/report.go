@@ -26,6 +26,18 @@ type Machine struct {
 	Cores int    `json:"cores"`
 	OS    string `json:"os"`
 	Go    string `json:"go"`
+	// LoadAvg is the 1, 5 and 15-minute load averages when the report
+	// was made (Linux), so a reader knows whether the machine was busy
+	// with more than the bench.
+	LoadAvg string `json:"load_avg,omitempty"`
+}
+
+// loadNote is the load averages as a clause of the machine line.
+func (m Machine) loadNote() string {
+	if m.LoadAvg == "" {
+		return ""
+	}
+	return ", load average " + m.LoadAvg + " at the end"
 }
 
 // DatasetInfo describes what was inserted.
@@ -147,6 +159,11 @@ func CurrentMachine() Machine {
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.OS += " " + strings.TrimSpace(string(b))
 	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) >= 3 {
+			m.LoadAvg = strings.Join(f[:3], " ")
+		}
+	}
 	return m
 }
 
@@ -203,7 +220,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	if len(rep.Results) > 0 {
 		runs = rep.Results[0].Runs
 	}
-	fmt.Fprintf(&b, "Machine: %s, %d cores, %s, %s\n\n", m.CPU, m.Cores, m.OS, m.Go)
+	fmt.Fprintf(&b, "Machine: %s, %d cores, %s, %s%s\n\n", m.CPU, m.Cores, m.OS, m.Go, m.loadNote())
 	series := "devices"
 	if d.Devices == 1 {
 		series = "series"

@@ -27,7 +27,7 @@ type Options struct {
 	Batch   int   // points per write call; default 10,000
 	Runs    int   // runs per engine, configuration and durability; default 3
 	Fields  int   // float fields per point; default 1
-	Shape   Shape // default ShapeIoT; ShapeSonnetDB ignores Devices
+	Shape   Shape // default ShapeIoT; ShapeSonnetDB ignores Devices; ShapeWide defaults to 12,000 points of 1,000 devices and 30 fields
 
 	Engines      []string     // default Engines()
 	Durabilities []Durability // default Fast and Durable
@@ -61,14 +61,19 @@ func (o *Options) ensureDefaults() {
 			*p = v
 		}
 	}
+	if o.Shape == "" {
+		o.Shape = ShapeIoT
+	}
+	if o.Shape == ShapeWide {
+		def(&o.Points, WidePoints)
+		def(&o.Devices, WideDevices)
+		def(&o.Fields, WideFields)
+	}
 	def(&o.Points, 1_000_000)
 	def(&o.Devices, 1000)
 	def(&o.Batch, 10_000)
 	def(&o.Runs, 3)
 	def(&o.Fields, 1)
-	if o.Shape == "" {
-		o.Shape = ShapeIoT
-	}
 	if o.Shape == ShapeSonnetDB {
 		o.Devices = 1
 	}
@@ -102,8 +107,8 @@ func (o *Options) validate() error {
 			return fmt.Errorf("bench: unknown config %q (want default or equal-memory)", c)
 		}
 	}
-	if o.Shape != ShapeIoT && o.Shape != ShapeSonnetDB {
-		return fmt.Errorf("bench: unknown shape %q (want iot or sonnetdb)", o.Shape)
+	if !slices.Contains(Shapes(), o.Shape) {
+		return fmt.Errorf("bench: unknown shape %q (want iot, sonnetdb or wide)", o.Shape)
 	}
 	return checkSize(o.Points, o.Devices, o.Fields)
 }
@@ -129,10 +134,24 @@ type Event struct {
 	Done       int           // points written so far
 	Total      int           // points to write
 	Insert     time.Duration // for PhaseDone: the insert's wall time
+	// Devices is the series count of a sweep's size; 0 outside sweeps,
+	// where Run counts the runs. In a sweep, Run counts the sizes.
+	Devices int
+	// Mixed marks the mixed workload: Run counts the engines, Done and
+	// Total are seconds of the mixed phase.
+	Mixed bool
 }
 
-// Label names the job, e.g. "sqlite default/fast run 1/3".
+// Label names the job, e.g. "sqlite default/fast run 1/3", or in a sweep
+// "sqlite default/fast size 2/3 (10,000,000 points, 1,000 series)".
 func (e Event) Label() string {
+	if e.Mixed {
+		return fmt.Sprintf("%s %s/%s mixed (engine %d/%d)", e.Engine, e.Config, e.Durability, e.Run, e.Runs)
+	}
+	if e.Devices > 0 {
+		return fmt.Sprintf("%s %s/%s size %d/%d (%s points, %s series)", e.Engine, e.Config, e.Durability,
+			e.Run, e.Runs, thousands(float64(e.Total)), thousands(float64(e.Devices)))
+	}
 	return fmt.Sprintf("%s %s/%s run %d/%d", e.Engine, e.Config, e.Durability, e.Run, e.Runs)
 }
 
@@ -149,6 +168,7 @@ type job struct {
 	Batch      int        `json:"batch"`
 	Dir        string     `json:"dir"`
 	Queries    bool       `json:"queries"`
+	Mixed      *mixedJob  `json:"mixed,omitempty"` // a mixed workload instead of the insert
 }
 
 // jobResult is what a job measured: what a child process returns as JSON.
@@ -158,6 +178,7 @@ type jobResult struct {
 	PeakRSS    int64         `json:"peak_rss_bytes"`
 	DiskBytes  int64         `json:"disk_bytes"`
 	Queries    []queryResult `json:"queries"`
+	Mixed      *mixedResult  `json:"mixed,omitempty"`
 }
 
 type queryResult struct {
@@ -182,16 +203,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	want := map[string]Digest{}
-	if !o.SkipQueries {
-		var rs resultSet
-		for _, nq := range ds.Queries() {
-			rs.reset()
-			if err := ds.reference(nq.Query, &rs); err != nil {
-				return nil, err
-			}
-			want[nq.Name] = rs.digest()
-		}
+	want, err := references(ds, !o.SkipQueries)
+	if err != nil {
+		return nil, err
 	}
 	if o.Dir != "" {
 		if err := mkdir(o.Dir); err != nil {
@@ -220,6 +234,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		for _, cfg := range o.Configs {
 			for _, dur := range o.Durabilities {
 				for _, eng := range o.Engines {
+					if !Supports(eng, cfg, dur) {
+						continue
+					}
 					ev := Event{Engine: eng, Config: cfg, Durability: dur, Run: run, Runs: o.Runs, Total: ds.Len()}
 					j := job{
 						Engine: eng, Config: cfg, Durability: dur,
@@ -229,6 +246,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 					}
 					res, err := o.runJob(ctx, j, ev)
 					os.RemoveAll(j.Dir)
+					forgetMem(j.Dir)
 					if err != nil {
 						return nil, fmt.Errorf("bench: %s: %w", ev.Label(), err)
 					}
@@ -247,12 +265,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 
 	rep := &Report{
-		Machine: CurrentMachine(),
+		Machine: CurrentMachine(), // at the end: its load average covers the run
 		Dataset: DatasetInfo{Points: ds.Len(), Devices: ds.Devices, Batch: o.Batch, Shape: o.Shape, Fields: o.Fields},
 	}
 	for _, cfg := range o.Configs {
 		for _, dur := range o.Durabilities {
 			for _, eng := range o.Engines {
+				if !Supports(eng, cfg, dur) {
+					continue
+				}
 				rep.Results = append(rep.Results, summarize(eng, cfg, dur, ds.Len(), !o.SkipQueries, measured[cell{eng, cfg, dur}]))
 			}
 		}
@@ -392,6 +413,9 @@ func RunChild(ctx context.Context, r io.Reader, w, progress io.Writer) error {
 // execute runs a job in this process. The dataset is generated before the
 // clock starts; the clock runs from before Open to after Close.
 func execute(ctx context.Context, j job, emit func(Phase, int)) (jobResult, error) {
+	if j.Mixed != nil {
+		return executeMixed(ctx, j, emit)
+	}
 	var res jobResult
 	open, err := lookup(j.Engine)
 	if err != nil {

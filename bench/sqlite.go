@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
 
@@ -30,7 +31,10 @@ CREATE TABLE IF NOT EXISTS points (
 ) WITHOUT ROWID;`
 
 type sqliteStore struct {
-	db   *sql.DB
+	db *sql.DB
+	// mu guards keys against the queries; the writer, its only writer,
+	// reads ids and keys unlocked.
+	mu   sync.RWMutex
 	ids  map[string]int64 // series key -> id
 	keys map[int64]string // id -> series key
 	kb   keyBuilder
@@ -52,9 +56,11 @@ func openSQLite(dir string, cfg Config, dur Durability) (store, error) {
 	if err != nil {
 		return nil, err
 	}
-	// One connection: the pragmas above hold for it, and the writes are
-	// serial anyway.
-	db.SetMaxOpenConns(1)
+	// The driver applies the pragmas above to every connection it opens.
+	// The writes are serial and use one connection at a time; queries
+	// running beside them (the mixed workload) get connections of their
+	// own, so they read a WAL snapshot instead of waiting for the writer.
+	db.SetMaxIdleConns(4)
 	s := &sqliteStore{db: db, ids: map[string]int64{}, keys: map[int64]string{}}
 	if err := s.init(); err != nil {
 		db.Close()
@@ -93,10 +99,12 @@ func (s *sqliteStore) write(points []engine.Point) (err error) {
 	defer func() {
 		if err != nil {
 			tx.Rollback()
+			s.mu.Lock()
 			for _, k := range added {
 				delete(s.keys, s.ids[k])
 				delete(s.ids, k)
 			}
+			s.mu.Unlock()
 		}
 	}()
 	stmt, err := tx.Prepare(`INSERT OR REPLACE INTO points (series, ts, value) VALUES (?, ?, ?)`)
@@ -130,7 +138,9 @@ func (s *sqliteStore) write(points []engine.Point) (err error) {
 				if id, err = res.LastInsertId(); err != nil {
 					return err
 				}
+				s.mu.Lock()
 				s.ids[k], s.keys[id] = id, k
+				s.mu.Unlock()
 				added = append(added, k)
 			}
 			if _, err := stmt.Exec(id, p.Time, v); err != nil {
@@ -192,7 +202,9 @@ func (s *sqliteStore) query(ctx context.Context, q engine.Query, rs *resultSet) 
 			return err
 		}
 		if id != last {
+			s.mu.RLock()
 			key, ok := s.keys[id]
+			s.mu.RUnlock()
 			if !ok {
 				return fmt.Errorf("series id %d not in the series table", id)
 			}

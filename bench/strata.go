@@ -9,7 +9,9 @@ import (
 // strataStore writes through the public engine API, the path users call.
 type strataStore struct{ db *engine.DB }
 
-func openStrata(dir string, cfg Config, dur Durability) (store, error) {
+// strataOptions returns strata's options for a configuration and
+// durability.
+func strataOptions(cfg Config, dur Durability) *engine.Options {
 	opts := &engine.Options{Sync: engine.SyncNever}
 	if dur == Durable {
 		opts.Sync = engine.SyncAlways
@@ -17,7 +19,11 @@ func openStrata(dir string, cfg Config, dur Durability) (store, error) {
 	if cfg == ConfigEqualMemory {
 		opts.MemTableBytes = equalMemory
 	}
-	db, err := engine.Open(dir, opts)
+	return opts
+}
+
+func openStrata(dir string, cfg Config, dur Durability) (store, error) {
+	db, err := engine.Open(dir, strataOptions(cfg, dur))
 	if err != nil {
 		return nil, err
 	}
@@ -43,3 +49,13 @@ func (s *strataStore) query(ctx context.Context, q engine.Query, rs *resultSet) 
 }
 
 func (s *strataStore) close() error { return s.db.Close() }
+
+// compactions returns the compactions strata ran, from its Stats.
+func (s *strataStore) compactions() (int64, bool) { return s.db.Stats().Compactions, true }
+
+// writeStalls returns the writes strata stalled or slowed to let a flush
+// or compaction catch up, from its Stats.
+func (s *strataStore) writeStalls() int64 {
+	st := s.db.Stats()
+	return st.WriteStalls + st.WriteSlowdowns
+}

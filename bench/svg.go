@@ -2,9 +2,12 @@ package bench
 
 import (
 	"fmt"
+	"image/color"
 	"io"
+	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -17,14 +20,16 @@ import (
 
 // WriteSVG draws two grouped bar charts, insert throughput and bytes on disk
 // per point, with one group per configuration/durability and one bar (and
-// legend entry) per engine, and writes them as one SVG image.
+// legend entry) per engine, and writes them as one SVG image. The floor is
+// a dashed line across the throughput chart, not a bar; an axis whose
+// values span more than a decade is logarithmic.
 func (rep *Report) WriteSVG(w io.Writer) error {
 	var modes, engines []string
 	for _, r := range rep.Results {
 		if m := r.Mode(); !slices.Contains(modes, m) {
 			modes = append(modes, m)
 		}
-		if !slices.Contains(engines, r.Engine) {
+		if !slices.Contains(engines, r.Engine) && !IsFloor(r.Engine) {
 			engines = append(engines, r.Engine)
 		}
 	}
@@ -34,12 +39,12 @@ func (rep *Report) WriteSVG(w io.Writer) error {
 	d := rep.Dataset
 	what := fmt.Sprintf("%s points, %s, batches of %s", thousands(float64(d.Points)), d.Shape, thousands(float64(d.Batch)))
 	speed, err := rep.barPlot("Insert throughput, higher is better ("+what+")", "points/s", modes, engines,
-		func(r *Result) float64 { return r.PointsPerSec }, compact)
+		func(r *Result) float64 { return r.PointsPerSec }, compact, true)
 	if err != nil {
 		return err
 	}
 	size, err := rep.barPlot("Bytes on disk per point after close, lower is better", "bytes/point", modes, engines,
-		func(r *Result) float64 { return r.BytesPerPoint }, func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) })
+		func(r *Result) float64 { return r.BytesPerPoint }, func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }, false)
 	if err != nil {
 		return err
 	}
@@ -54,21 +59,11 @@ func (rep *Report) WriteSVG(w io.Writer) error {
 	return err
 }
 
-func (rep *Report) barPlot(title, ylabel string, modes, engines []string, value func(*Result) float64, label func(float64) string) (*plot.Plot, error) {
+func (rep *Report) barPlot(title, ylabel string, modes, engines []string, value func(*Result) float64, label func(float64) string, floor bool) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = title
 	p.Y.Label.Text = ylabel
 	p.X.Label.Text = "configuration / durability"
-	p.Y.Min = 0
-	p.Y.Tick.Marker = plot.TickerFunc(func(lo, hi float64) []plot.Tick {
-		ticks := plot.DefaultTicks{}.Ticks(lo, hi)
-		for i := range ticks {
-			if ticks[i].Label != "" {
-				ticks[i].Label = compact(ticks[i].Value)
-			}
-		}
-		return ticks
-	})
 	p.NominalX(modes...)
 	p.Legend.Top = true
 	p.Legend.Left = false
@@ -76,31 +71,59 @@ func (rep *Report) barPlot(title, ylabel string, modes, engines []string, value 
 	grid.Vertical.Color = nil
 	p.Add(grid)
 
+	lo, hi := math.Inf(1), 0.0
+	for _, r := range rep.Results {
+		if v := value(&r); !IsFloor(r.Engine) || floor {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+	}
+	// A log axis when the bars span more than a decade: each bar then
+	// rises from the axis' bottom, an invisible bar it is stacked on.
+	logY := lo > 0 && hi > 10*lo
+	base := 0.0
+	if logY {
+		base = math.Pow(10, math.Floor(math.Log10(lo)))
+		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, logTicks{}
+		p.Y.Label.Text += " (log scale)"
+	} else {
+		p.Y.Tick.Marker = compactTicks{}
+	}
+
 	width := vg.Points(float64(min(28, 360/(len(engines)*len(modes)))))
-	top := 0.0
 	for i, eng := range engines {
 		vals := make(plotter.Values, len(modes))
+		bottom := make(plotter.Values, len(modes))
 		xys := make(plotter.XYs, len(modes))
 		labels := make([]string, len(modes))
+		for m := range modes {
+			bottom[m] = base
+			xys[m] = plotter.XY{X: float64(m), Y: base}
+		}
 		for _, r := range rep.Results {
 			if r.Engine == eng {
 				m := slices.Index(modes, r.Mode())
-				vals[m] = value(&r)
-				top = max(top, vals[m])
-				xys[m] = plotter.XY{X: float64(m), Y: vals[m]}
-				labels[m] = label(vals[m])
+				v := value(&r)
+				vals[m] = max(v-base, 0)
+				xys[m].Y = max(v, base)
+				labels[m] = label(v)
 			}
 		}
-		for m := range xys {
-			xys[m].X = float64(m)
-		}
+		offset := width * vg.Length(float64(i)-float64(len(engines)-1)/2)
 		bars, err := plotter.NewBarChart(vals, width)
 		if err != nil {
 			return nil, err
 		}
+		if logY {
+			under, err := plotter.NewBarChart(bottom, width)
+			if err != nil {
+				return nil, err
+			}
+			under.Color, under.LineStyle.Width, under.Offset = nil, 0, offset
+			bars.StackOn(under)
+		}
 		bars.Color = plotutil.Color(i)
 		bars.LineStyle.Width = 0
-		bars.Offset = width * vg.Length(float64(i)-float64(len(engines)-1)/2)
+		bars.Offset = offset
 		p.Add(bars)
 		p.Legend.Add(eng, bars)
 
@@ -115,25 +138,58 @@ func (rep *Report) barPlot(title, ylabel string, modes, engines []string, value 
 		lab.Offset = vg.Point{X: bars.Offset, Y: vg.Points(2)}
 		p.Add(lab)
 	}
+	if floor {
+		for _, r := range rep.Results {
+			if !IsFloor(r.Engine) {
+				continue
+			}
+			v := value(&r)
+			fl, err := plotter.NewLine(plotter.XYs{{X: -0.75, Y: v}, {X: float64(len(modes)) - 0.25, Y: v}})
+			if err != nil {
+				return nil, err
+			}
+			fl.Color = color.Gray{Y: 90}
+			fl.Width = vg.Points(1.5)
+			fl.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+			p.Add(fl)
+			p.Legend.Add(fmt.Sprintf("%s (in memory, %s)", r.Engine, label(v)), fl)
+			break
+		}
+	}
 	// Room above the bars for the legend, and beside the outer groups for
 	// their labels.
-	p.Y.Max = max(top, 1) * 1.4
+	if logY {
+		p.Y.Min, p.Y.Max = base, math.Pow(10, math.Ceil(math.Log10(hi)+0.7))
+	} else {
+		p.Y.Min, p.Y.Max = 0, max(hi, 1)*1.4
+	}
 	p.X.Min, p.X.Max = -0.75, float64(len(modes))-0.25
 	return p, nil
 }
 
-// compact formats a figure in at most four significant characters: 950,
-// 81.2k, 1.25M.
+// compact formats a figure in three significant digits or fewer, with a
+// unit suffix and no trailing zeros: 950, 81.2k, 1.25M, 10M.
 func compact(v float64) string {
+	unit, div := "", 1.0
 	switch {
+	case v >= 1e9:
+		unit, div = "G", 1e9
 	case v >= 1e6:
-		return strconv.FormatFloat(v/1e6, 'f', 2, 64) + "M"
-	case v >= 1e4:
-		return strconv.FormatFloat(v/1e3, 'f', 0, 64) + "k"
+		unit, div = "M", 1e6
 	case v >= 1e3:
-		return strconv.FormatFloat(v/1e3, 'f', 1, 64) + "k"
-	case v == float64(int64(v)):
-		return strconv.FormatInt(int64(v), 10)
+		unit, div = "k", 1e3
 	}
-	return strconv.FormatFloat(v, 'g', 3, 64)
+	x := v / div
+	dec := 0
+	switch {
+	case x < 10:
+		dec = 2
+	case x < 100:
+		dec = 1
+	}
+	s := strconv.FormatFloat(x, 'f', dec, 64)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return s + unit
 }

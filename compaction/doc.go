@@ -60,4 +60,11 @@
 // series or segment, so compaction memory is independent of data size.
 // Blocks that retention or a delete range covers entirely are skipped
 // without being read.
+//
+// # Compatibility
+//
+// This package is a building block of package engine, public so that the
+// layout of the storage engine can be read and tested piece by piece. Its
+// API has no compatibility promise and its signatures use types internal to
+// strata (vfs.FS, point.Kind, ...): programs use package engine.
 package compaction

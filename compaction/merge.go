@@ -17,10 +17,6 @@ import (
 // checkContextEvery is how many series Merge writes between two polls of ctx.
 const checkContextEvery = 128
 
-// defaultBlockSamples sizes the output buffer when MergeOptions.BlockSamples
-// is zero; it matches segment's default block size.
-const defaultBlockSamples = 1000
-
 // TimeRange is an inclusive range of timestamps.
 type TimeRange struct{ Min, Max int64 }
 
@@ -48,10 +44,11 @@ type MergeOptions struct {
 	// NewOutput creates the next output; the engine names it. Required.
 	NewOutput func() (*segment.Writer, error)
 	// BlockSamples sizes Merge's output buffer: samples are handed to the
-	// writer at most this many at a time. 0 = 1000.
+	// writer at most this many at a time. 0 = segment.DefaultBlockSamples.
 	BlockSamples int
-	// FS removes outputs that were already finished when Merge fails later;
-	// nil = vfs.Default. It must be the FS the outputs were created on.
+	// FS is the filesystem NewOutput creates the outputs on. Required: when
+	// Merge fails after finishing some outputs it removes them through FS,
+	// and only them, so it must be the FS they were written with.
 	FS vfs.FS
 }
 
@@ -62,7 +59,6 @@ type MergeStats struct {
 	SamplesIn      int64 // samples in the inputs' series, read or skipped
 	SamplesOut     int64 // samples written
 	SamplesDropped int64 // removed by MinTime or a Drop range
-	BlocksCopied   int64 // blocks copied without decoding; segment offers no raw copy yet, so 0
 
 	SamplesOverwritten int64 // shadowed by a later input at the same (key, time)
 	BlocksRead         int64 // blocks decoded
@@ -75,8 +71,11 @@ type MergeStats struct {
 	MaxResidentSamples int64
 }
 
-// errNoOutput is returned when MergeOptions.NewOutput is nil.
-var errNoOutput = fmt.Errorf("compaction: MergeOptions.NewOutput is nil: %w", base.ErrInvalid)
+// errNoOutput and errNoFS are returned when MergeOptions.NewOutput or FS is nil.
+var (
+	errNoOutput = fmt.Errorf("%w: compaction: MergeOptions.NewOutput is nil", base.ErrInvalid)
+	errNoFS     = fmt.Errorf("%w: compaction: MergeOptions.FS is nil", base.ErrInvalid)
+)
 
 // Merge is a streaming k-way merge over the inputs' series (in key order) and,
 // within a series, over the inputs' samples in time order. Memory is bounded
@@ -93,19 +92,19 @@ func Merge(ctx context.Context, inputs []Input, opts MergeOptions) ([]segment.Me
 	if opts.NewOutput == nil {
 		return nil, MergeStats{}, errNoOutput
 	}
+	if opts.FS == nil {
+		return nil, MergeStats{}, errNoFS
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, MergeStats{}, err
 	}
 	for i, in := range inputs {
 		if in.Reader == nil {
-			return nil, MergeStats{}, fmt.Errorf("compaction: input %d has a nil Reader: %w", i, base.ErrInvalid)
+			return nil, MergeStats{}, fmt.Errorf("%w: compaction: input %d has a nil Reader", base.ErrInvalid, i)
 		}
 	}
 	if opts.BlockSamples <= 0 {
-		opts.BlockSamples = defaultBlockSamples
-	}
-	if opts.FS == nil {
-		opts.FS = vfs.Default
+		opts.BlockSamples = segment.DefaultBlockSamples
 	}
 	m := newMerger(inputs, opts)
 	if err := m.run(ctx); err != nil {
@@ -424,7 +423,7 @@ func (m *merger) flushOut(key []byte, kind point.Kind) error {
 			return fmt.Errorf("compaction: new output: %w", err)
 		}
 		if w == nil {
-			return fmt.Errorf("compaction: NewOutput returned a nil writer: %w", base.ErrInvalid)
+			return fmt.Errorf("%w: compaction: NewOutput returned a nil writer", base.ErrInvalid)
 		}
 		m.w = w
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -761,4 +762,51 @@ func TestMergeInjectedErrors(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestMergeCleansUpThroughItsFS fails a merge after it has finished an
+// output: the output is removed from the filesystem it was written on, and
+// a file of the same name on another filesystem is left alone. A nil FS is
+// refused rather than defaulted.
+func TestMergeCleansUpThroughItsFS(t *testing.T) {
+	dir := t.TempDir()
+	mem := vfs.NewMem()
+	if err := mem.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a := writeSeg(t, mem, filepath.Join(dir, "a.seg"), 10, []tseries{
+		{key: "a", kind: point.KindInt, samples: intsAt(0, 1, 2)},
+		{key: "b", kind: point.KindInt, samples: intsAt(0, 1, 2)},
+		{key: "k", kind: point.KindInt, samples: intsAt(0, 1, 2)},
+	})
+	b := writeSeg(t, mem, filepath.Join(dir, "b.seg"), 10, []tseries{{key: "k", kind: point.KindFloat, samples: floats(0, 3)}})
+	outDir := t.TempDir()
+	if err := mem.MkdirAll(outDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The same name on the operating system's filesystem: not Merge's.
+	bystander := filepath.Join(outDir, "out-000001.seg")
+	if err := os.WriteFile(bystander, []byte("someone else's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := &outputs{fs: mem, dir: outDir, blockSamples: 10}
+	opts := o.mergeOpts()
+	opts.TargetSegmentBytes = 1 // a new output per series: "a" is finished before "k" fails
+	if _, _, err := Merge(context.Background(), []Input{{Reader: a}, {Reader: b}}, opts); !errors.Is(err, base.ErrCorrupt) {
+		t.Fatalf("Merge = %v, want ErrCorrupt", err)
+	}
+	if o.n.Load() < 2 {
+		t.Fatalf("%d outputs created; the test needs a finished one before the failure", o.n.Load())
+	}
+	if names, _ := mem.ReadDir(outDir); len(names) != 0 {
+		t.Fatalf("outputs left on the merge's filesystem: %v", names)
+	}
+	if b, err := os.ReadFile(bystander); err != nil || string(b) != "someone else's" {
+		t.Fatalf("a file on another filesystem was touched: %q, %v", b, err)
+	}
+
+	opts.FS = nil
+	if _, _, err := Merge(context.Background(), []Input{{Reader: a}}, opts); !errors.Is(err, base.ErrInvalid) {
+		t.Fatalf("Merge with a nil FS = %v, want ErrInvalid", err)
+	}
 }

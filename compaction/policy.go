@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/stratadb/strata/internal/base"
 )
 
 // Policy defaults, used for zero (or out of range) fields.
@@ -52,9 +54,9 @@ func (k PlanKind) String() string {
 // take the defaults; the zero Policy is valid.
 type Policy struct {
 	L0Trigger     int   // L0 segment count that starts an L0->L1 compaction; default 4
-	Multiplier    int   // level n+1 target / level n target; default 10 (values below 2 too)
+	Multiplier    int   // level n+1 target / level n target; default 10; at least 2
 	L1TargetBytes int64 // default 64 MiB
-	MaxLevels     int   // default 7 (L0..L6); values below 2 too
+	MaxLevels     int   // default 7 (L0..L6); at least 2
 	// ExpiredFraction is the share of a bottom-level segment's time span
 	// that must be older than the retention cutoff before Pick rewrites the
 	// segment to reclaim the space; default 0.25. Without such a threshold
@@ -63,6 +65,28 @@ type Policy struct {
 	ExpiredFraction float64
 }
 
+// Validate reports a field that is neither zero (the default) nor usable.
+// The engine validates its options with it, so a value is either accepted
+// and used or rejected: never silently replaced.
+func (p Policy) Validate() error {
+	switch {
+	case p.L0Trigger < 0:
+		return fmt.Errorf("%w: L0Trigger %d is negative", base.ErrInvalid, p.L0Trigger)
+	case p.Multiplier < 0 || p.Multiplier == 1:
+		return fmt.Errorf("%w: level multiplier %d is below 2", base.ErrInvalid, p.Multiplier)
+	case p.L1TargetBytes < 0:
+		return fmt.Errorf("%w: L1 target %d is negative", base.ErrInvalid, p.L1TargetBytes)
+	case p.MaxLevels < 0 || p.MaxLevels == 1:
+		return fmt.Errorf("%w: %d levels is below 2", base.ErrInvalid, p.MaxLevels)
+	case !(p.ExpiredFraction >= 0 && p.ExpiredFraction <= 1): // NaN too
+		return fmt.Errorf("%w: expired fraction %v outside [0, 1]", base.ErrInvalid, p.ExpiredFraction)
+	}
+	return nil
+}
+
+// withDefaults replaces zero fields with the defaults. Invalid fields (see
+// Validate) are replaced too, so that Pick never loops or divides by a
+// useless multiplier even when a caller skipped Validate.
 func (p Policy) withDefaults() Policy {
 	if p.L0Trigger <= 0 {
 		p.L0Trigger = DefaultL0Trigger

@@ -3,12 +3,15 @@ package compaction
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stratadb/strata/internal/base"
 )
 
 // sseg builds a SegmentInfo for policy tests; times default to [0, 99].
@@ -137,9 +140,17 @@ func TestPolicyDefaultsAndTargets(t *testing.T) {
 	p = Policy{L1TargetBytes: 1000, Multiplier: 4}
 	f(1, 1000)
 	f(3, 16000)
-	d := Policy{L0Trigger: -1, Multiplier: 1, MaxLevels: 1, ExpiredFraction: math.NaN()}.withDefaults()
+	d := Policy{}.withDefaults()
 	if d.L0Trigger != 4 || d.Multiplier != 10 || d.L1TargetBytes != 64<<20 || d.MaxLevels != 7 || d.ExpiredFraction != 0.25 {
 		t.Errorf("defaults: %+v", d)
+	}
+	if err := (Policy{}).Validate(); err != nil {
+		t.Errorf("zero policy: %v", err)
+	}
+	for _, bad := range []Policy{{L0Trigger: -1}, {Multiplier: 1}, {Multiplier: -3}, {L1TargetBytes: -1}, {MaxLevels: 1}, {ExpiredFraction: 2}, {ExpiredFraction: math.NaN()}} {
+		if err := bad.Validate(); !errors.Is(err, base.ErrInvalid) {
+			t.Errorf("Validate(%+v) = %v, want ErrInvalid", bad, err)
+		}
 	}
 }
 

@@ -95,17 +95,15 @@ type tagSet struct {
 	next        *tagSet  // hash collision chain
 }
 
-type tagRef struct{ measurement, key, value string }
-
 // catalog maps series to dense ids and indexes them by measurement and tag.
 // The single writer (holding DB.commitMu) reads without mu and takes mu to
 // add series; queries take mu.RLock.
 type catalog struct {
-	mu            sync.RWMutex
-	series        []seriesMeta // by id
-	sets          map[uint64]*tagSet
-	byMeasurement map[string][]uint64 // ascending ids
-	byTag         map[tagRef][]uint64 // ascending ids
+	mu     sync.RWMutex
+	series []seriesMeta // by id
+	sets   map[uint64]*tagSet
+	idx    index    // by measurement and tag (index.go)
+	order  keyOrder // ids ranked by key (index.go)
 
 	// Slabs that new tag sets and their tags are carved from: one
 	// allocation per many series instead of two per series.
@@ -121,9 +119,8 @@ const (
 
 func newCatalog() *catalog {
 	return &catalog{
-		sets:          make(map[uint64]*tagSet),
-		byMeasurement: make(map[string][]uint64),
-		byTag:         make(map[tagRef][]uint64),
+		sets: make(map[uint64]*tagSet),
+		idx:  newIndex(),
 	}
 }
 
@@ -276,12 +273,8 @@ func (c *catalog) addParts(key string, kind Kind, measurement string, tags []Tag
 	} else {
 		set.more = append(set.more, uint32(id))
 	}
-	for _, t := range set.tags {
-		r := tagRef{measurement, t.Key, t.Value}
-		c.byTag[r] = append(c.byTag[r], id)
-	}
 	c.series = append(c.series, seriesMeta{key: key, kind: kind, set: set, field: field})
-	c.byMeasurement[measurement] = append(c.byMeasurement[measurement], id)
+	c.idx.add(id, set.measurement, set.tags) // set's own strings; tags may be scratch
 	return id
 }
 
@@ -320,46 +313,6 @@ func (c *catalog) len() int {
 	return len(c.series)
 }
 
-// match returns the ids of the series that sel selects, ascending. The
-// caller holds mu.RLock.
-func (c *catalog) match(sel *Selector) []uint64 {
-	cand := c.byMeasurement[sel.Measurement]
-	for _, t := range sel.Tags {
-		l := c.byTag[tagRef{sel.Measurement, t.Key, t.Value}]
-		if len(l) < len(cand) {
-			cand = l
-		}
-	}
-	var out []uint64
-	for _, id := range cand {
-		s := &c.series[id]
-		if s.set.measurement != sel.Measurement || (sel.Field != "" && s.field != sel.Field) {
-			continue
-		}
-		if !hasTags(s.set.tags, sel.Tags) {
-			continue
-		}
-		out = append(out, id)
-	}
-	return out
-}
-
-// matches reports whether series id is selected by sel's series part.
-func (c *catalog) matches(id uint64, sel *Selector) bool {
-	s := &c.series[id]
-	return s.set.measurement == sel.Measurement && (sel.Field == "" || s.field == sel.Field) && hasTags(s.set.tags, sel.Tags)
-}
-
-func hasTags(have []Tag, want []Tag) bool {
-	for _, w := range want {
-		i, ok := slices.BinarySearchFunc(have, w.Key, func(t Tag, k string) int { return strings.Compare(t.Key, k) })
-		if !ok || have[i].Value != w.Value {
-			return false
-		}
-	}
-	return true
-}
-
 // appendCatalogEntries encodes series [from, to) as one record payload.
 func (c *catalog) appendCatalogEntries(dst []byte, from, to int) []byte {
 	c.mu.RLock()
@@ -383,76 +336,6 @@ type catalogFile struct {
 	version byte  // of the file, which its records follow
 	n       int   // series persisted
 	size    int64 // bytes in the file
-}
-
-// loadCatalog reads path into c, truncating a torn tail, and opens the file
-// for appending. A missing file is created.
-func loadCatalog(fs vfs.FS, path string, c *catalog) (*catalogFile, int64, error) {
-	data, err := vfs.ReadFile(fs, path)
-	if errors.Is(err, errNotExist) || (err == nil && len(data) == 0) {
-		f, err := fs.Create(path)
-		if err != nil {
-			return nil, 0, err
-		}
-		hdr := append([]byte(catalogMagic), catalogVersion)
-		if _, err := f.Write(hdr); err != nil {
-			f.Close()
-			return nil, 0, err
-		}
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return nil, 0, err
-		}
-		if err := vfs.SyncDirOf(fs, path); err != nil {
-			f.Close()
-			return nil, 0, err
-		}
-		return &catalogFile{fs: fs, path: path, f: f, version: catalogVersion, size: catalogHeaderSize}, 0, nil
-	}
-	if err != nil {
-		return nil, 0, err
-	}
-	if len(data) < catalogHeaderSize || string(data[:4]) != catalogMagic {
-		return nil, 0, corruptf(path, 0, "bad magic")
-	}
-	version := data[4]
-	if version != 1 && version != catalogVersion {
-		return nil, 0, corruptf(path, 4, "unsupported version %d", version)
-	}
-	off := int64(catalogHeaderSize)
-	rest := data[catalogHeaderSize:]
-	var torn int64
-	for len(rest) > 0 {
-		payload, n, perr := nextCatalogRecord(rest)
-		if perr != nil {
-			// A bad record is a torn tail only if no valid record follows it.
-			if laterValidRecord(rest[1:]) {
-				return nil, 0, corruptf(path, off, "%v", perr)
-			}
-			torn = int64(len(rest))
-			break
-		}
-		if err := decodeCatalogRecord(payload, version, c); err != nil {
-			return nil, 0, corruptf(path, off, "%v", err)
-		}
-		off += int64(n)
-		rest = rest[n:]
-	}
-	f, err := fs.OpenReadWrite(path)
-	if err != nil {
-		return nil, 0, err
-	}
-	if torn > 0 {
-		if err := f.Truncate(off); err != nil {
-			f.Close()
-			return nil, 0, err
-		}
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return nil, 0, err
-		}
-	}
-	return &catalogFile{fs: fs, path: path, f: f, version: version, n: len(c.series), size: off}, torn, nil
 }
 
 func nextCatalogRecord(b []byte) ([]byte, int, error) {

@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
+	iofs "io/fs"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -224,4 +227,28 @@ func FuzzCatalogRecord(f *testing.F) {
 			}
 		}
 	})
+}
+
+// loadCatalog reads the catalog file at path into c and opens it for
+// appending the way Open does (readCatalog, then loadedCatalog.open),
+// returning the open file and the bytes of torn tail cut off.
+func loadCatalog(fs vfs.FS, path string, c *catalog) (*catalogFile, int64, error) {
+	lc := &loadedCatalog{path: path}
+	data, err := vfs.ReadFile(fs, path)
+	switch {
+	case errors.Is(err, iofs.ErrNotExist):
+	case err != nil:
+		return nil, 0, err
+	default:
+		lc.exists = true
+		if lc.version, lc.valid, lc.torn, err = parseCatalog(path, data, c); err != nil {
+			return nil, 0, err
+		}
+	}
+	lc.n = len(c.series)
+	db := &DB{fs: fs, logger: slog.New(slog.DiscardHandler)}
+	if err := lc.open(db); err != nil {
+		return nil, 0, err
+	}
+	return db.catf, lc.torn, nil
 }

@@ -19,6 +19,9 @@ func (db *DB) Compact() error {
 	if err := db.checkOpen(); err != nil {
 		return err
 	}
+	if err := db.checkWritable(); err != nil {
+		return err
+	}
 	for {
 		did, err := db.compactOnce()
 		if err != nil {
@@ -107,7 +110,8 @@ func (db *DB) compactOnce() (bool, error) {
 		return false, ErrClosed
 	}
 	v.ref()
-	tombs := db.mu.tombstones
+	// Only published tombstones: an unpublished delete may still fail.
+	tombs := tombstonesAsOf(db.mu.tombstones, db.vis.published.Load())
 	db.mu.Unlock()
 	defer db.unrefVersion(v)
 	if hook := db.testAfterCompactionSnapshot; hook != nil {
@@ -164,6 +168,7 @@ func (db *DB) compactOnce() (bool, error) {
 			MinTime:            cutoff,
 			TargetSegmentBytes: db.opts.TargetSegmentBytes,
 			BlockSamples:       db.opts.BlockSamples,
+			FS:                 db.fs,
 			NewOutput: func() (*segment.Writer, error) {
 				path := filepath.Join(db.dir, segName(db.allocFileNum()))
 				return segment.Create(path, segment.WriterOptions{FS: db.fs, BlockSamples: db.opts.BlockSamples})
@@ -190,6 +195,10 @@ func (db *DB) compactOnce() (bool, error) {
 		}
 	}
 
+	// Dropping expired data, by a whole file or in a merge, may uncover an
+	// older value of the same (series, time) left in another segment: the
+	// expiry floor rises to the cutoff in the same edit, so nothing older
+	// ever shows again.
 	err := db.logAndApply(func(levels *[maxLevels][]*segHandle) {
 		for l := range levels {
 			levels[l] = slices.DeleteFunc(levels[l], func(h *segHandle) bool { return removed[h] })
@@ -197,7 +206,7 @@ func (db *DB) compactOnce() (bool, error) {
 		for _, h := range outputs {
 			levels[h.level] = append(levels[h.level], h)
 		}
-	}, nil)
+	}, nil, cutoff)
 	if err != nil {
 		// Outputs stay on disk: the manifest may name them (see flush).
 		for _, h := range outputs {
@@ -213,85 +222,6 @@ func (db *DB) compactOnce() (bool, error) {
 	db.logger.Debug("compacted", "reason", plan.Reason, "level", plan.Level, "output_level", plan.OutputLevel,
 		"inputs", len(inputs), "outputs", len(outputs), "bytes_written", st.BytesWritten, "took", d)
 	return true, nil
-}
-
-// pendingTombstone returns the lowest seq among tombs, above what h has
-// applied, of a tombstone that may delete data in h; math.MaxUint64 when
-// none can.
-func (db *DB) pendingTombstone(h *segHandle, tombs []tombstone) uint64 {
-	applied := h.tombApplied.Load()
-	lowest := uint64(math.MaxUint64)
-	for i := range tombs {
-		t := &tombs[i]
-		if t.seq > applied && t.seq < lowest && db.tombstoneAffects(h, t) {
-			lowest = t.seq
-		}
-	}
-	return lowest
-}
-
-// maxAffectCheck bounds how many selected series tombstoneAffects looks up
-// in a segment; past it a tombstone is taken to affect every segment whose
-// time range it overlaps.
-const maxAffectCheck = 4096
-
-// tombstoneAffects reports whether t may delete samples of h: it overlaps
-// h's time range and selects a series that h holds in that range. Series
-// created after the delete match too, which only makes the answer
-// conservative.
-func (db *DB) tombstoneAffects(h *segHandle, t *tombstone) bool {
-	if t.sel.End <= h.meta.MinTime || t.sel.Start > h.meta.MaxTime {
-		return false
-	}
-	db.cat.mu.RLock()
-	ids := db.cat.match(&t.sel)
-	if len(ids) > maxAffectCheck {
-		db.cat.mu.RUnlock()
-		return true
-	}
-	keys := make([]string, len(ids))
-	for i, id := range ids {
-		keys[i] = db.cat.series[id].key
-	}
-	db.cat.mu.RUnlock()
-	for _, key := range keys {
-		if key < string(h.meta.FirstKey) || key > string(h.meta.LastKey) {
-			continue
-		}
-		if idx, ok := h.r.Find([]byte(key)); ok && idx.MinTime() < t.sel.End && idx.MaxTime() >= t.sel.Start {
-			return true
-		}
-	}
-	return false
-}
-
-// dropFunc returns the ranges the tombstones newer than applied delete from
-// a series, for compaction.
-func (db *DB) dropFunc(applied uint64, tombs []tombstone) func(key []byte) []compaction.TimeRange {
-	var live []tombstone
-	for _, t := range tombs {
-		if t.seq > applied {
-			live = append(live, t)
-		}
-	}
-	if len(live) == 0 {
-		return nil
-	}
-	return func(key []byte) []compaction.TimeRange {
-		db.cat.mu.RLock()
-		defer db.cat.mu.RUnlock()
-		id, ok := db.cat.lookup(string(key))
-		if !ok {
-			return nil
-		}
-		var out []compaction.TimeRange
-		for _, t := range live {
-			if db.cat.matches(id, &t.sel) {
-				out = append(out, compaction.TimeRange{Min: t.sel.Start, Max: t.sel.End - 1})
-			}
-		}
-		return out
-	}
 }
 
 // infos describes v's segments for the compaction policy.

@@ -18,6 +18,24 @@
 // commit lock (so WAL order is apply order); SyncAlways writers wait for
 // their fsync outside it, sharing fsyncs (group commit). Queries read a
 // consistent snapshot of memtables and segments without blocking writers.
+//
+// # Errors
+//
+// One convention holds in every strata package, so that a message reads
+// each piece of context once:
+//
+//   - Conditions callers act on are sentinels, matched with errors.Is:
+//     ErrInvalid, ErrCorrupt, ErrClosed, ... Their text starts "strata: ".
+//   - An error that is such a condition puts the sentinel first and the
+//     detail after it: "strata: invalid input: empty measurement".
+//   - A leaf package starts the errors it makes with its name ("wal: ",
+//     "segment: ", "compaction: ") and names the file it was working on;
+//     errors of the filesystem already name their path.
+//   - A caller that wraps a lower error adds its own operation before it,
+//     never the callee's ("flush: segment: sync /db/000007.seg.tmp: ..."),
+//     and returns the error unwrapped when it has nothing to add.
+//   - Damaged bytes are a *CorruptionError: file, offset and cause; it
+//     matches ErrCorrupt.
 package engine
 
 import (
@@ -28,7 +46,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -86,6 +103,8 @@ type memRef struct {
 	tombApplied uint64 // tombstones with seq <= tombApplied are applied to it
 	seriesEnd   int    // catalog size at seal: series it may reference
 	sealed      bool
+	// keyBytes: the key bytes of the series it holds; written under commitMu.
+	keyBytes int64
 	// deletes is set when a Delete ran while this memtable was active, so
 	// that Flush and Close persist the tombstone even with no samples.
 	deletes bool
@@ -103,6 +122,7 @@ type segHandle struct {
 	meta        segment.Meta
 	refs        atomic.Int32 // versions that list it
 	obsolete    atomic.Bool  // removed from the current version: delete at last unref
+	ids         segIDs       // catalog ids of its series, built on first use (meta.go)
 }
 
 // version is an immutable set of live segments. Queries hold a reference
@@ -124,8 +144,19 @@ type DB struct {
 	catf   *catalogFile
 	policy compaction.Policy
 
-	closed atomic.Bool
-	seq    atomic.Uint64 // last sequence number assigned (Write and Delete)
+	closed   atomic.Bool
+	readOnly bool          // Options.ReadOnly: no lock, no WAL, no background work
+	seq      atomic.Uint64 // last sequence number assigned (Write and Delete)
+	vis      seqVisibility // what readers see: see visibility.go
+
+	// files holds the numbers of the segment files that may be on disk:
+	// live ones, outputs being written, and dropped ones not yet removed.
+	// The manifest lists those that are not live as obsolete, so that Open
+	// can tell a leftover from a lost file.
+	files struct {
+		sync.Mutex
+		nums map[uint64]bool
+	}
 
 	// commitMu serialises Write and Delete, so that sequence order, WAL order
 	// and memtable apply order agree. The fields below are guarded by it.
@@ -161,9 +192,14 @@ type DB struct {
 
 	st stats
 
+	feed feed // change feed subscribers (feed.go)
+
 	// testAfterCompactionSnapshot, when set by a test, runs in compactOnce
 	// right after the compaction has taken its snapshot.
 	testAfterCompactionSnapshot func()
+	// testAfterQuerySnapshot, when set by a test, runs in Query right after
+	// the query has taken its snapshot.
+	testAfterQuerySnapshot func()
 }
 
 // writeScratch holds the buffers the write path reuses.
@@ -178,15 +214,16 @@ type writeScratch struct {
 }
 
 type pendingSeries struct {
-	key         string
-	kind        Kind
-	measurement string
-	tags        []Tag
-	field       string
+	key  string
+	kind Kind
 }
 
-// Open opens the database in dir, creating dir if it is missing. A nil opts
-// means the defaults; so does every zero field of a non-nil opts.
+// Open opens the database in dir. A missing or empty dir gets a new
+// database; a dir that holds something else is ErrNotDatabase, and a
+// database whose manifest is missing or damaged is ErrCorrupt: Open never
+// deletes, truncates or rewrites a file it cannot prove is its own (see
+// open.go). With opts.ReadOnly nothing is created or changed at all. A nil
+// opts means the defaults; so does every zero field of a non-nil opts.
 func Open(dir string, opts *Options) (*DB, error) {
 	opts = opts.Clone()
 	opts.EnsureDefaults()
@@ -197,45 +234,10 @@ func Open(dir string, opts *Options) (*DB, error) {
 	if fsys == nil {
 		fsys = vfs.Default
 	}
-	if err := fsys.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create database dir: %w", err)
+	if opts.ReadOnly {
+		return openReadOnly(dir, opts, fsys)
 	}
-	if err := fsys.SyncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
-		return nil, fmt.Errorf("sync parent of database dir: %w", err)
-	}
-	lock, err := fsys.Lock(filepath.Join(dir, lockName))
-	if err != nil {
-		if errors.Is(err, vfs.ErrLocked) {
-			return nil, fmt.Errorf("open %s: %w", dir, ErrLocked)
-		}
-		return nil, fmt.Errorf("open %s: %w", dir, err)
-	}
-	db := &DB{
-		dir:    dir,
-		opts:   opts,
-		fs:     fsys,
-		logger: opts.Logger.With("db", dir),
-		lock:   lock,
-		cat:    newCatalog(),
-		policy: compaction.Policy{
-			L0Trigger:     opts.L0CompactionTrigger,
-			Multiplier:    opts.LevelMultiplier,
-			L1TargetBytes: opts.L1TargetBytes,
-			MaxLevels:     maxLevels,
-		},
-		compactCh: make(chan struct{}, 1),
-	}
-	db.mu.cond = sync.NewCond(&db.mu.Mutex)
-	db.w.pendByID = make(map[string]int)
-	if err := db.recover(); err != nil {
-		db.releaseAfterFailedOpen()
-		return nil, err
-	}
-	db.bgCtx, db.bgCancel = context.WithCancel(context.Background())
-	db.wg.Go(db.flushLoop)
-	db.wg.Go(db.compactLoop)
-	db.maybeScheduleCompaction()
-	return db, nil
+	return openWritable(dir, opts, fsys)
 }
 
 func (db *DB) releaseAfterFailedOpen() {
@@ -248,167 +250,9 @@ func (db *DB) releaseAfterFailedOpen() {
 	if v := db.mu.v; v != nil {
 		db.unrefVersion(v)
 	}
-	db.lock.Close()
-}
-
-// recover loads the manifest, the series catalog and the segments, removes
-// files no manifest lists, and replays the WAL into a fresh memtable.
-func (db *DB) recover() error {
-	mpath := filepath.Join(db.dir, manifestName)
-	m := &manifest{nextFile: 1, walStart: 0}
-	data, err := vfs.ReadFile(db.fs, mpath)
-	switch {
-	case err == nil:
-		if m, err = unmarshalManifest(mpath, data); err != nil {
-			return err
-		}
-	case errors.Is(err, errNotExist):
-	default:
-		return fmt.Errorf("read manifest: %w", err)
+	if db.lock != nil {
+		db.lock.Close()
 	}
-
-	catf, torn, err := loadCatalog(db.fs, filepath.Join(db.dir, catalogName), db.cat)
-	if err != nil {
-		return fmt.Errorf("load series catalog: %w", err)
-	}
-	db.catf = catf
-	if torn > 0 {
-		db.logger.Warn("truncated torn tail of series catalog", "bytes", torn)
-	}
-	if uint64(len(db.cat.series)) < m.seriesCount {
-		return corruptf(catf.path, catf.size, "catalog holds %d series, manifest expects %d", len(db.cat.series), m.seriesCount)
-	}
-
-	v := &version{}
-	v.refs.Store(1)
-	db.mu.v = v
-	live := make(map[uint64]bool, len(m.segments))
-	for _, ms := range m.segments {
-		path := filepath.Join(db.dir, segName(ms.fileNum))
-		r, err := segment.Open(db.fs, path)
-		if err != nil {
-			return fmt.Errorf("open segment: %w", err)
-		}
-		h := newSegHandle(ms.fileNum, ms.level, ms.tombApplied, r)
-		h.refs.Store(1)
-		v.levels[ms.level] = append(v.levels[ms.level], h)
-		live[ms.fileNum] = true
-	}
-	sortLevels(v)
-	db.mu.nextFile = m.nextFile
-	db.mu.walStart = m.walStart
-	db.mu.tombstones = m.tombstones
-	db.seq.Store(m.lastSeq)
-
-	// Remove what no manifest lists: unfinished segments and temp files.
-	names, err := db.fs.ReadDir(db.dir)
-	if err != nil {
-		return fmt.Errorf("list database dir: %w", err)
-	}
-	for _, name := range names {
-		num, isSeg := parseSegName(name)
-		if strings.HasSuffix(name, tmpSuffix) || (isSeg && !live[num]) {
-			if err := db.fs.Remove(filepath.Join(db.dir, name)); err != nil {
-				return fmt.Errorf("remove orphan %s: %w", name, err)
-			}
-			db.logger.Info("removed orphaned file", "file", name)
-		}
-	}
-
-	// Replay the WAL past what the segments cover.
-	mem := &memRef{t: memtable.New()}
-	walDir := filepath.Join(db.dir, walDirName)
-	var batch wal.Batch
-	var del wal.Delete
-	// A delete that every segment has applied is not a live tombstone, even
-	// if its WAL record is replayed.
-	segOldest := uint64(math.MaxUint64)
-	for _, ms := range m.segments {
-		segOldest = min(segOldest, ms.tombApplied)
-	}
-	// A replayed delete marks the replayed memtable so Close persists it.
-	replayedDeletes := false
-	known := make(map[uint64]bool, len(db.mu.tombstones))
-	for _, t := range db.mu.tombstones {
-		known[t.seq] = true
-	}
-	res, err := wal.Replay(db.fs, walDir, m.walStart, func(file uint64, typ byte, payload []byte) error {
-		switch typ {
-		case wal.RecordBatch:
-			if err := batch.Unmarshal(payload); err != nil {
-				return err
-			}
-			for _, d := range batch.Series {
-				if d.ID < uint64(len(db.cat.series)) {
-					if db.cat.series[d.ID].key != string(d.Key) {
-						return fmt.Errorf("%w: wal series %d is %q, catalog says %q", ErrCorrupt, d.ID, d.Key, db.cat.series[d.ID].key)
-					}
-					continue
-				}
-				if d.ID != uint64(len(db.cat.series)) {
-					return fmt.Errorf("%w: wal series id %d out of sequence", ErrCorrupt, d.ID)
-				}
-				if _, err := db.cat.addKey(d.Key, d.Kind); err != nil {
-					return fmt.Errorf("%w: %v", ErrCorrupt, err)
-				}
-			}
-			for _, e := range batch.Entries {
-				if e.ID >= uint64(len(db.cat.series)) || db.cat.series[e.ID].kind != e.Value.Kind() {
-					return fmt.Errorf("%w: wal entry for unknown series %d or wrong kind", ErrCorrupt, e.ID)
-				}
-			}
-			mem.t.Apply(batch.Entries)
-			if batch.Seq > db.seq.Load() {
-				db.seq.Store(batch.Seq)
-			}
-		case wal.RecordDelete:
-			if err := del.Unmarshal(payload); err != nil {
-				return err
-			}
-			if !known[del.Seq] && del.Seq > segOldest {
-				known[del.Seq] = true
-				sel := del.Selector
-				sel.Tags = slices.Clone(sel.Tags) // Unmarshal reuses the slice
-				db.mu.tombstones = append(db.mu.tombstones, tombstone{seq: del.Seq, sel: sel})
-			}
-			db.applyDeleteToMem(mem.t, &del.Selector)
-			replayedDeletes = true
-			if del.Seq > db.seq.Load() {
-				db.seq.Store(del.Seq)
-			}
-		default:
-			return fmt.Errorf("%w: unknown wal record type %d", ErrCorrupt, typ)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("replay wal: %w", err)
-	}
-	if res.Truncated {
-		db.logger.Warn("truncated torn wal tail", "file", res.TruncatedFile, "offset", res.TruncatedOffset, "bytes", res.TruncatedBytes)
-	}
-	if res.Records > 0 {
-		db.logger.Info("replayed wal", "files", res.Files, "records", res.Records, "samples", mem.t.Len())
-	}
-	mem.deletes = replayedDeletes
-	db.mu.mem = mem
-
-	w, err := wal.Open(walDir, wal.Options{
-		FS:           db.fs,
-		SegmentBytes: db.opts.WALSegmentBytes,
-		Sync:         db.opts.Sync,
-		SyncInterval: db.opts.SyncInterval,
-		Logger:       db.logger,
-		MinFile:      m.walStart,
-	})
-	if err != nil {
-		return fmt.Errorf("open wal: %w", err)
-	}
-	db.wal = w
-	if err := w.RemoveBefore(m.walStart); err != nil {
-		return fmt.Errorf("remove covered wal files: %w", err)
-	}
-	return nil
 }
 
 func sortLevels(v *version) {
@@ -418,21 +262,20 @@ func sortLevels(v *version) {
 	}
 }
 
-// applyDeleteToMem removes the samples sel selects from t.
-func (db *DB) applyDeleteToMem(t *memtable.Table, sel *Selector) {
-	db.cat.mu.RLock()
-	ids := db.cat.match(sel)
-	db.cat.mu.RUnlock()
-	for _, id := range ids {
-		t.Delete(id, sel.Start, sel.End-1)
-	}
-}
-
 // Close flushes the memtable, waits for background work to stop and
 // releases the directory. A second call returns ErrClosed.
 func (db *DB) Close() error {
 	if db.closed.Swap(true) {
 		return ErrClosed
+	}
+	if db.readOnly {
+		db.bgCancel()
+		db.mu.Lock()
+		v := db.mu.v
+		db.mu.v = nil
+		db.mu.Unlock()
+		db.unrefVersion(v)
+		return nil
 	}
 	// Wait out writes in flight; no new one starts (closed is set).
 	// The last memtable is sealed without rolling the WAL: no write follows
@@ -485,19 +328,65 @@ func (db *DB) Close() error {
 	return err
 }
 
+// checkWritable returns ErrReadOnly on a DB opened ReadOnly.
+func (db *DB) checkWritable() error {
+	if db.readOnly {
+		return ErrReadOnly
+	}
+	return nil
+}
+
+// noteFile records that segment file num may exist on disk.
+func (db *DB) noteFile(num uint64) {
+	db.files.Lock()
+	db.files.nums[num] = true
+	db.files.Unlock()
+}
+
+// forgetFile records that segment file num is removed.
+func (db *DB) forgetFile(num uint64) {
+	db.files.Lock()
+	delete(db.files.nums, num)
+	db.files.Unlock()
+}
+
+// removeSegmentFile removes segment file num, which no manifest lists, and
+// forgets it once it is gone.
+func (db *DB) removeSegmentFile(num uint64) {
+	path := filepath.Join(db.dir, segName(num))
+	if err := db.fs.Remove(path); err != nil && !errors.Is(err, errNotExist) {
+		db.logger.Warn("remove unused segment", "file", path, "err", err)
+		return
+	}
+	db.forgetFile(num)
+}
+
+// obsoleteFiles returns, sorted, the segment files that may be on disk but
+// that v does not list: what a manifest describing v records as obsolete.
+func (db *DB) obsoleteFiles(v *version) []uint64 {
+	live := make(map[uint64]bool)
+	for _, level := range v.levels {
+		for _, h := range level {
+			live[h.fileNum] = true
+		}
+	}
+	db.files.Lock()
+	var out []uint64
+	for n := range db.files.nums {
+		if !live[n] {
+			out = append(out, n)
+		}
+	}
+	db.files.Unlock()
+	slices.Sort(out)
+	return out
+}
+
 func (db *DB) checkOpen() error {
 	if db.closed.Load() {
 		return ErrClosed
 	}
 	return nil
-}
-
-// retentionCutoff returns the oldest visible timestamp.
-func (db *DB) retentionCutoff() int64 {
-	if db.opts.Retention <= 0 {
-		return math.MinInt64
-	}
-	return db.opts.Now().Add(-db.opts.Retention).UnixNano()
 }
 
 func (v *version) ref() { v.refs.Add(1) }
@@ -523,9 +412,11 @@ func (db *DB) unrefSegment(h *segHandle) {
 		db.logger.Warn("close segment", "file", h.meta.Path, "err", err)
 	}
 	if h.obsolete.Load() {
-		if err := db.fs.Remove(h.meta.Path); err != nil {
+		if err := db.fs.Remove(h.meta.Path); err != nil && !errors.Is(err, errNotExist) {
 			db.logger.Warn("remove obsolete segment", "file", h.meta.Path, "err", err)
+			return
 		}
+		db.forgetFile(h.fileNum)
 	}
 }
 
@@ -541,23 +432,3 @@ func newVersion(levels [maxLevels][]*segHandle) *version {
 	sortLevels(v)
 	return v
 }
-
-// snapshot is what one query reads.
-type snapshot struct {
-	v          *version
-	imm        []*memRef
-	mem        *memRef
-	tombstones []tombstone
-}
-
-func (db *DB) acquireSnapshot() (*snapshot, error) {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	if db.mu.v == nil {
-		return nil, ErrClosed
-	}
-	db.mu.v.ref()
-	return &snapshot{v: db.mu.v, imm: slices.Clone(db.mu.imm), mem: db.mu.mem, tombstones: db.mu.tombstones}, nil
-}
-
-func (db *DB) releaseSnapshot(s *snapshot) { db.unrefVersion(s.v) }

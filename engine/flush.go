@@ -19,6 +19,9 @@ func (db *DB) Flush() error {
 	if err := db.checkOpen(); err != nil {
 		return err
 	}
+	if err := db.checkWritable(); err != nil {
+		return err
+	}
 	db.commitMu.Lock()
 	if err := db.checkOpen(); err != nil {
 		db.commitMu.Unlock()
@@ -92,6 +95,7 @@ func (db *DB) allocFileNum() uint64 {
 	defer db.mu.Unlock()
 	n := db.mu.nextFile
 	db.mu.nextFile++
+	db.noteFile(n)
 	return n
 }
 
@@ -99,9 +103,18 @@ func (db *DB) allocFileNum() uint64 {
 // edit and removes the WAL files m covered.
 func (db *DB) flushMemtable(m *memRef) error {
 	start := time.Now()
-	db.mu.Lock()
-	tombs := db.mu.tombstones
-	db.mu.Unlock()
+	// Every operation logged in m's WAL files (and any after) is resolved
+	// before m is flushed: a write or delete whose WAL record failed is
+	// undone first, and never reaches a segment or the manifest.
+	db.vis.wait(db.seq.Load())
+	snap, err := db.acquireSnapshot()
+	if err != nil {
+		return err
+	}
+	defer db.releaseSnapshot(snap)
+	// The segment applies every tombstone of the snapshot (a mask on m's
+	// samples), so it starts with the largest of them applied.
+	tombs := snap.tombstones
 	tombApplied := m.tombApplied
 	for _, t := range tombs {
 		tombApplied = max(tombApplied, t.seq)
@@ -119,27 +132,29 @@ func (db *DB) flushMemtable(m *memRef) error {
 		path := filepath.Join(db.dir, segName(num))
 		w, err := segment.Create(path, segment.WriterOptions{FS: db.fs, BlockSamples: db.opts.BlockSamples})
 		if err != nil {
-			return fmt.Errorf("create segment: %w", err)
+			return err
 		}
 		var buf []point.Sample
+		var stombs []tombstone
 		for _, id := range ids {
 			db.cat.mu.RLock()
 			meta := db.cat.series[id]
+			stombs = db.seriesTombstones(id, tombs, m.tombApplied, stombs[:0])
 			db.cat.mu.RUnlock()
-			buf = m.t.Samples(id, math.MinInt64, math.MaxInt64, buf[:0])
-			buf = db.applyTombstones(buf, id, tombs, m.tombApplied)
+			view := snap.memView(m, stombs)
+			buf = m.t.Read(id, math.MinInt64, math.MaxInt64, &view, buf[:0])
 			if len(buf) == 0 {
 				continue
 			}
 			if err := w.Add([]byte(meta.key), meta.kind, buf); err != nil {
 				w.Abort()
-				return fmt.Errorf("write segment: %w", err)
+				return err
 			}
 		}
 		sm, err := w.Finish()
 		if err != nil {
 			w.Abort()
-			return fmt.Errorf("finish segment: %w", err)
+			return err
 		}
 		if sm.Series > 0 {
 			r, err := segment.Open(db.fs, path)
@@ -148,7 +163,7 @@ func (db *DB) flushMemtable(m *memRef) error {
 			}
 			h = newSegHandle(num, 0, tombApplied, r)
 		} else {
-			db.fs.Remove(path)
+			db.removeSegmentFile(num)
 		}
 	}
 	// Count the flush before it becomes visible, so a caller that Flush
@@ -158,11 +173,11 @@ func (db *DB) flushMemtable(m *memRef) error {
 	if h != nil {
 		db.st.flushBytes.Add(h.meta.Size)
 	}
-	err := db.logAndApply(func(levels *[maxLevels][]*segHandle) {
+	err = db.logAndApply(func(levels *[maxLevels][]*segHandle) {
 		if h != nil {
 			levels[0] = append(levels[0], h)
 		}
-	}, m)
+	}, m, math.MinInt64)
 	if err != nil {
 		// The manifest may name the segment even though writing it failed
 		// (a rename that landed before a failed directory sync), so the file
@@ -181,31 +196,13 @@ func (db *DB) flushMemtable(m *memRef) error {
 	return nil
 }
 
-// applyTombstones removes from samples (of series id, read from a source
-// whose data is older than every tombstone with seq > applied) what those
-// tombstones delete.
-func (db *DB) applyTombstones(samples []point.Sample, id uint64, tombs []tombstone, applied uint64) []point.Sample {
-	for i := range tombs {
-		t := &tombs[i]
-		if t.seq <= applied || len(samples) == 0 {
-			continue
-		}
-		db.cat.mu.RLock()
-		ok := db.cat.matches(id, &t.sel)
-		db.cat.mu.RUnlock()
-		if !ok {
-			continue
-		}
-		samples = slices.DeleteFunc(samples, func(s point.Sample) bool { return s.Time >= t.sel.Start && s.Time < t.sel.End })
-	}
-	return samples
-}
-
 // logAndApply computes the next version with edit, writes the manifest that
 // describes it and installs it. When flushed is non-nil, that memtable
 // leaves the immutable list in the same step, the WAL start moves past it
 // and the series it may reference are made durable in the catalog first.
-func (db *DB) logAndApply(edit func(levels *[maxLevels][]*segHandle), flushed *memRef) error {
+// expiredBefore is the expiry floor the edit relies on (math.MinInt64 when
+// it drops nothing by retention): the manifest records it with the edit.
+func (db *DB) logAndApply(edit func(levels *[maxLevels][]*segHandle), flushed *memRef, expiredBefore int64) error {
 	db.versionMu.Lock()
 	defer db.versionMu.Unlock()
 
@@ -216,7 +213,7 @@ func (db *DB) logAndApply(edit func(levels *[maxLevels][]*segHandle), flushed *m
 	// needs no WAL fsync.
 	if flushed == nil || flushed.walEnd <= db.wal.CurrentFile() {
 		if err := db.wal.Sync(); err != nil {
-			return fmt.Errorf("sync wal: %w", err)
+			return err // wal errors name the log and file
 		}
 	}
 
@@ -242,38 +239,15 @@ func (db *DB) logAndApply(edit func(levels *[maxLevels][]*segHandle), flushed *m
 	edit(&levels)
 	nv := newVersion(levels)
 
-	// Raise tombApplied of segments that no live tombstone above it can
-	// affect, so those tombstones can be dropped without rewriting data.
-	var maxSeq uint64
-	for _, t := range tombs {
-		maxSeq = max(maxSeq, t.seq)
-	}
-	for _, level := range nv.levels {
-		for _, h := range level {
-			if h.tombApplied.Load() >= maxSeq {
-				continue
-			}
-			target := maxSeq
-			if p := db.pendingTombstone(h, tombs); p != math.MaxUint64 {
-				target = p - 1
-			}
-			if target > h.tombApplied.Load() {
-				h.tombApplied.Store(target)
-			}
-		}
-	}
-
 	// A tombstone is dropped once every source it could apply to has applied
-	// it. Segments record how far they have; sealed memtables too, but they
-	// are not durable (the WAL replays them with their tombstones), so the
-	// manifest keeps what the segments need and memory what both need.
-	segOldest := uint64(math.MaxUint64)
-	for _, level := range nv.levels {
-		for _, h := range level {
-			segOldest = min(segOldest, h.tombApplied.Load())
-		}
-	}
-	kept := slices.DeleteFunc(slices.Clone(tombs), func(t tombstone) bool { return t.seq <= segOldest })
+	// it. Segments record how far they have; memtables hold nothing written
+	// before their tombApplied, but they are not durable (the WAL replays
+	// them with their tombstones), so the manifest keeps what the segments
+	// need and memory what both need.
+	segOldest := db.raiseTombApplied(&nv.levels, tombs)
+	// Unpublished deletes may still fail; those that succeed are replayed
+	// from the WAL, which keeps every record after walStart.
+	kept := pruneTombstones(tombstonesAsOf(tombs, db.vis.published.Load()), segOldest, nil)
 
 	m := manifest{
 		nextFile:    nextFile,
@@ -281,12 +255,14 @@ func (db *DB) logAndApply(edit func(levels *[maxLevels][]*segHandle), flushed *m
 		lastSeq:     db.seq.Load(),
 		seriesCount: uint64(db.catf.n),
 	}
+	m.setExpiredBefore(max(expiredBefore, db.vis.floor.Load()))
 	for l, level := range nv.levels {
 		for _, h := range level {
 			m.segments = append(m.segments, manifestSegment{fileNum: h.fileNum, level: l, tombApplied: h.tombApplied.Load()})
 		}
 	}
 	m.tombstones = kept
+	m.obsolete = db.obsoleteFiles(nv)
 	if err := vfs.WriteFileAtomic(db.fs, filepath.Join(db.dir, manifestName), m.marshal()); err != nil {
 		// Undo the references newVersion took. Which manifest is on disk is
 		// now unknown, so stop: later writes fail until the DB is reopened,
@@ -313,13 +289,12 @@ func (db *DB) logAndApply(edit func(levels *[maxLevels][]*segHandle), flushed *m
 	if flushed != nil {
 		db.mu.imm = slices.DeleteFunc(db.mu.imm, func(m *memRef) bool { return m == flushed })
 	}
+	// The floor rises only once the manifest holds it, and before any
+	// reader can miss the data the edit dropped.
+	db.vis.raiseFloor(m.expiredBefore())
 	// Deletes may have added tombstones and seals memtables since the
 	// snapshot: prune what is in memory now.
-	oldest := segOldest
-	for _, m := range db.mu.imm {
-		oldest = min(oldest, m.tombApplied)
-	}
-	db.mu.tombstones = slices.DeleteFunc(slices.Clone(db.mu.tombstones), func(t tombstone) bool { return t.seq <= oldest })
+	db.mu.tombstones = pruneTombstones(db.mu.tombstones, segOldest, append(slices.Clip(db.mu.imm), db.mu.mem))
 	db.mu.cond.Broadcast()
 	db.mu.Unlock()
 

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -231,7 +233,7 @@ func (s *modelSeries) matches(sel *Selector) bool {
 			return false
 		}
 	}
-	return true
+	return modelMatchers(s.tags, sel.Matchers)
 }
 
 func (m *model) delete(sel Selector) {
@@ -240,7 +242,7 @@ func (m *model) delete(sel Selector) {
 			continue
 		}
 		for t := range s.samples {
-			if t >= sel.Start && t < sel.End {
+			if sel.Covers(t) {
 				delete(s.samples, t)
 			}
 		}
@@ -290,7 +292,8 @@ func (m *model) query(q Query, cutoff int64) []Series {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	lo := max(q.Start, cutoff)
+	lo, hi := q.TimeRange()
+	lo = max(lo, cutoff)
 	var out []Series
 	for _, k := range keys {
 		s := m.series[k]
@@ -302,7 +305,7 @@ func (m *model) query(q Query, cutoff int64) []Series {
 		}
 		var ss []Sample
 		for t, v := range s.samples {
-			if t >= lo && t < q.End {
+			if t >= lo && t <= hi {
 				ss = append(ss, Sample{Time: t, Value: v})
 			}
 		}
@@ -329,26 +332,33 @@ func aggregateModel(q Query, kind Kind, ss []Sample) []Sample {
 		for j < len(ss) && (q.Every == 0 || bucketStart(ss[j].Time, q.Every) == b) {
 			j++
 		}
-		out = append(out, Sample{Time: b, Value: aggregateBucket(q.Agg, kind, ss[i:j])})
+		v, t := aggregateBucket(q.Agg, kind, ss[i:j])
+		if q.Every == 0 && (q.Agg == AggFirst || q.Agg == AggLast || q.Agg == AggMin || q.Agg == AggMax) {
+			b = t // selector: the picked sample's own time
+		}
+		out = append(out, Sample{Time: b, Value: v})
 		i = j
 	}
 	return out
 }
 
-func aggregateBucket(agg Aggregate, kind Kind, ss []Sample) Value {
+// aggregateBucket returns the aggregate of time-sorted samples and, for
+// first, last, min and max, the time of the sample picked (the earliest
+// holding the value for min and max).
+func aggregateBucket(agg Aggregate, kind Kind, ss []Sample) (Value, int64) {
 	switch agg {
 	case AggCount:
-		return Int(int64(len(ss)))
+		return Int(int64(len(ss))), 0
 	case AggFirst:
-		return ss[0].Value
+		return ss[0].Value, ss[0].Time
 	case AggLast:
-		return ss[len(ss)-1].Value
+		return ss[len(ss)-1].Value, ss[len(ss)-1].Time
 	case AggMean:
 		var sum float64
 		for _, s := range ss {
 			sum += asFloat(s.Value)
 		}
-		return Float(sum / float64(len(ss)))
+		return Float(sum / float64(len(ss))), 0
 	case AggSum:
 		switch kind {
 		case KindFloat:
@@ -356,32 +366,24 @@ func aggregateBucket(agg Aggregate, kind Kind, ss []Sample) Value {
 			for _, s := range ss {
 				sum += s.Value.Float()
 			}
-			return Float(sum)
+			return Float(sum), 0
 		case KindInt:
-			var sum int64
-			for _, s := range ss {
-				sum += s.Value.Int()
-			}
-			return Int(sum)
+			return Int(saturatingIntSum(ss)), 0
 		default:
-			var sum uint64
-			for _, s := range ss {
-				sum += s.Value.Uint()
-			}
-			return Uint(sum)
+			return Uint(saturatingUintSum(ss)), 0
 		}
 	case AggMin, AggMax:
-		best := ss[0].Value
+		best, bt := ss[0].Value, ss[0].Time
 		for _, s := range ss[1:] {
 			less := valueLess(s.Value, best)
 			if agg == AggMax {
 				less = valueLess(best, s.Value)
 			}
 			if less {
-				best = s.Value
+				best, bt = s.Value, s.Time
 			}
 		}
-		return best
+		return best, bt
 	}
 	panic(fmt.Sprintf("aggregate %v", agg))
 }
@@ -465,8 +467,8 @@ func checkQuery(t testing.TB, db *DB, m *model, q Query, cutoff int64, where str
 }
 
 func formatQuery(q Query) string {
-	return fmt.Sprintf("{%s field=%q tags=%v [%d,%d) %v every=%d}",
-		q.Measurement, q.Field, q.Tags, q.Start, q.End, q.Agg, q.Every)
+	return fmt.Sprintf("{%s field=%q tags=%v matchers=%v [%d,%d) %v every=%d group=%q}",
+		q.Measurement, q.Field, q.Tags, q.Matchers, q.Start, q.End, q.Agg, q.Every, q.GroupBy)
 }
 
 // wellFormed checks what any query result must satisfy, whatever the data:
@@ -499,7 +501,8 @@ func wellFormed(q Query, res []Series) string {
 					return fmt.Sprintf("series %q: sample %d outside [%d, %d)", key, smp.Time, q.Start, q.End)
 				}
 			case q.Every == 0:
-				if smp.Time != q.Start || len(s.Samples) != 1 {
+				selector := q.Agg == AggFirst || q.Agg == AggLast || q.Agg == AggMin || q.Agg == AggMax
+				if (!selector && smp.Time != q.Start) || (selector && !q.Covers(smp.Time)) || len(s.Samples) != 1 {
 					return fmt.Sprintf("series %q: Every=0 gave %d samples, first at %d", key, len(s.Samples), smp.Time)
 				}
 			default:
@@ -656,3 +659,57 @@ func (g *gen) selector() Selector {
 var genEvery = []int64{1, 3, 1000, 7000, 60_000, 250_000}
 
 func (g *gen) every() int64 { return genEvery[g.r.IntN(len(genEvery))] }
+
+// modelMatchers applies PromQL matcher semantics by brute force: a missing
+// key is "", a regexp must match the whole value.
+func modelMatchers(tags []Tag, ms []Matcher) bool {
+	for _, m := range ms {
+		v := ""
+		for _, t := range tags {
+			if t.Key == m.Key {
+				v = t.Value
+			}
+		}
+		var ok bool
+		switch m.Op {
+		case MatchEqual:
+			ok = v == m.Value
+		case MatchNotEqual:
+			ok = v != m.Value
+		default:
+			re := regexp.MustCompile("^(?:" + m.Value + ")$")
+			ok = re.MatchString(v) == (m.Op == MatchRegexp)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// saturatingIntSum sums ints exactly and clamps to the int64 range.
+func saturatingIntSum(ss []Sample) int64 {
+	sum := new(big.Int)
+	for _, s := range ss {
+		sum.Add(sum, big.NewInt(s.Value.Int()))
+	}
+	switch {
+	case sum.Cmp(big.NewInt(math.MaxInt64)) > 0:
+		return math.MaxInt64
+	case sum.Cmp(big.NewInt(math.MinInt64)) < 0:
+		return math.MinInt64
+	}
+	return sum.Int64()
+}
+
+// saturatingUintSum sums uints exactly and clamps to math.MaxUint64.
+func saturatingUintSum(ss []Sample) uint64 {
+	sum := new(big.Int)
+	for _, s := range ss {
+		sum.Add(sum, new(big.Int).SetUint64(s.Value.Uint()))
+	}
+	if !sum.IsUint64() {
+		return math.MaxUint64
+	}
+	return sum.Uint64()
+}

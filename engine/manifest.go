@@ -4,36 +4,52 @@ package engine
 // with their levels, the WAL position they cover, the live tombstones and
 // the counters that must never go backwards. It is replaced atomically
 // (write MANIFEST.tmp, fsync, rename, fsync dir) after every flush and
-// compaction, so a crash leaves the old state or the new one.
+// compaction, so a crash leaves the old state or the new one. A new
+// database writes its first manifest before any other file, so every
+// database has one: a directory holding a MANIFEST that starts with the
+// magic is a strata database (see open.go).
 //
 //	file      := magic "SMAN" (4) | version (1) | payload | crc32c(magic..payload) uint32 LE (4)
 //	payload   := nextFile uvarint | walStart uvarint | lastSeq uvarint | seriesCount uvarint
 //	             | nseg uvarint | segment{nseg} | ntomb uvarint | tombstone{ntomb}
+//	             | nobs uvarint | obsolete uvarint{nobs}                    (version 2 only)
+//	             [ | expiry uvarint ]                                        (version 2, optional)
 //	segment   := fileNum uvarint | level uvarint | tombApplied uvarint
-//	tombstone := seq uvarint | measurement str | field str | ntags uvarint | (key str | value str){ntags}
-//	             | start varint | end varint
+//	tombstone := a wal.Delete: seq uvarint | measurement str | field str
+//	             | ntags uvarint | (key str | value str){ntags} | start varint | end varint
+//	             | nmatchers uvarint | (key str | op byte | value str){nmatchers} (version 2 only)
 //	str       := len uvarint | bytes
 //
-// walStart: WAL files numbered below it are covered by segments. seriesCount:
-// the series catalog holds at least this many series (ids 0..seriesCount-1).
-// tombApplied: tombstones with a seq at or below it are already applied to
-// the segment's data.
+// nextFile: every segment file number in use is below it; a segment file
+// numbered at or above it was written by a flush or compaction whose
+// manifest edit never landed. walStart: WAL files numbered below it are
+// covered by segments. lastSeq: the last sequence number assigned when the
+// manifest was written. seriesCount: the series catalog holds at least this
+// many series (ids 0..seriesCount-1). tombApplied: tombstones with a seq at
+// or below it are already applied to the segment's data. obsolete: segment
+// files that left the live set (compaction inputs, abandoned outputs) and
+// may still be on disk because their removal had not happened when the
+// manifest was written; Open removes them. Version 1 (written by earlier
+// releases, still read) has no obsolete list and no matchers in its
+// tombstones. expiry: the expiry floor (see visibility.go), biased so that
+// 0 is math.MinInt64 (none): samples older are gone for good. A manifest
+// that ends before it has none.
 //
 // These constants are part of the durable format and must not be changed.
 
 import (
 	"encoding/binary"
-	"errors"
-	"fmt"
 	"hash/crc32"
 
-	"github.com/stratadb/strata/internal/point"
+	"github.com/stratadb/strata/internal/decbuf"
+	"github.com/stratadb/strata/wal"
 )
 
 const (
-	manifestMagic   = "SMAN"
-	manifestVersion = 1
-	manifestName    = "MANIFEST"
+	manifestMagic     = "SMAN"
+	manifestVersion   = 2
+	manifestVersionV1 = 1 // no obsolete list; read, never written
+	manifestName      = "MANIFEST"
 )
 
 type manifestSegment struct {
@@ -54,12 +70,18 @@ type manifest struct {
 	seriesCount uint64
 	segments    []manifestSegment
 	tombstones  []tombstone
+	obsolete    []uint64 // segment files dropped from the live set, maybe not yet removed
+	version     byte     // as read; marshal always writes manifestVersion
+	// expiry is the expiry floor biased by 2^63 (floor - math.MinInt64), so
+	// that the zero manifest has none; see expiredBefore.
+	expiry uint64
 }
 
-func appendStr(dst []byte, s string) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(s)))
-	return append(dst, s...)
-}
+// expiredBefore returns the expiry floor: samples older are gone for good.
+func (m *manifest) expiredBefore() int64 { return int64(m.expiry + 1<<63) }
+
+// setExpiredBefore sets the expiry floor.
+func (m *manifest) setExpiredBefore(t int64) { m.expiry = uint64(t) - 1<<63 }
 
 func (m *manifest) marshal() []byte {
 	b := append([]byte(manifestMagic), manifestVersion)
@@ -75,134 +97,88 @@ func (m *manifest) marshal() []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(len(m.tombstones)))
 	for _, t := range m.tombstones {
-		b = binary.AppendUvarint(b, t.seq)
-		b = appendStr(b, t.sel.Measurement)
-		b = appendStr(b, t.sel.Field)
-		b = binary.AppendUvarint(b, uint64(len(t.sel.Tags)))
-		for _, tag := range t.sel.Tags {
-			b = appendStr(b, tag.Key)
-			b = appendStr(b, tag.Value)
-		}
-		b = binary.AppendVarint(b, t.sel.Start)
-		b = binary.AppendVarint(b, t.sel.End)
+		d := wal.Delete{Seq: t.seq, Selector: t.sel}
+		b = d.Marshal(b)
 	}
+	b = binary.AppendUvarint(b, uint64(len(m.obsolete)))
+	for _, n := range m.obsolete {
+		b = binary.AppendUvarint(b, n)
+	}
+	b = binary.AppendUvarint(b, m.expiry)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
-// decoder reads varints and strings from untrusted bytes; the first failure
-// sticks and later reads return zero values.
-type decoder struct {
-	b   []byte
-	off int
-	err error
-}
+// Smallest encodings, to bound counts before allocating.
+const (
+	minManifestSegment   = 3 // fileNum, level, tombApplied
+	minManifestTombstone = 6 // seq, measurement, field, ntags, start, end
+)
 
-func (d *decoder) fail(what string) {
-	if d.err == nil {
-		d.err = fmt.Errorf("bad %s at offset %d", what, d.off)
-	}
-}
-
-func (d *decoder) uvarint(what string) uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b[d.off:])
-	if n <= 0 {
-		d.fail(what)
-		return 0
-	}
-	d.off += n
-	return v
-}
-
-func (d *decoder) varint(what string) int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b[d.off:])
-	if n <= 0 {
-		d.fail(what)
-		return 0
-	}
-	d.off += n
-	return v
-}
-
-// count reads a element count, bounded by the bytes left (each element takes
-// at least min bytes), so a damaged count never drives an allocation.
-func (d *decoder) count(what string, min int) int {
-	n := d.uvarint(what)
-	if d.err == nil && n > uint64((len(d.b)-d.off)/min) {
-		d.fail(what)
-		return 0
-	}
-	return int(n)
-}
-
-func (d *decoder) str(what string) string {
-	n := d.uvarint(what)
-	if d.err != nil {
-		return ""
-	}
-	if n > uint64(len(d.b)-d.off) {
-		d.fail(what)
-		return ""
-	}
-	s := string(d.b[d.off : d.off+int(n)])
-	d.off += int(n)
-	return s
+// hasManifestMagic reports whether b starts like a manifest: the test of
+// whether a directory holds a strata database.
+func hasManifestMagic(b []byte) bool {
+	return len(b) >= len(manifestMagic) && string(b[:len(manifestMagic)]) == manifestMagic
 }
 
 func unmarshalManifest(path string, b []byte) (*manifest, error) {
-	if len(b) < len(manifestMagic)+1+4 || string(b[:4]) != manifestMagic {
+	if len(b) < len(manifestMagic)+1+4 || !hasManifestMagic(b) {
 		return nil, corruptf(path, 0, "bad magic")
 	}
-	if b[4] != manifestVersion {
-		return nil, corruptf(path, 4, "unsupported version %d", b[4])
+	if v := b[4]; v != manifestVersion && v != manifestVersionV1 {
+		return nil, corruptf(path, 4, "unsupported version %d", v)
 	}
 	body := b[:len(b)-4]
 	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
 		return nil, corruptf(path, int64(len(b)-4), "checksum mismatch")
 	}
-	d := &decoder{b: body, off: 5}
-	m := &manifest{}
-	m.nextFile = d.uvarint("next file")
-	m.walStart = d.uvarint("wal start")
-	m.lastSeq = d.uvarint("last seq")
-	m.seriesCount = d.uvarint("series count")
-	nseg := d.count("segment count", 3)
+	const start = 5
+	d := decbuf.New(body[start:])
+	m := &manifest{version: b[4]}
+	m.nextFile = d.Uvarint("next file")
+	m.walStart = d.Uvarint("wal start")
+	m.lastSeq = d.Uvarint("last seq")
+	m.seriesCount = d.Uvarint("series count")
+	nseg := d.Count("segment count", minManifestSegment)
 	m.segments = make([]manifestSegment, 0, nseg)
 	for range nseg {
-		s := manifestSegment{fileNum: d.uvarint("file number")}
-		lvl := d.uvarint("level")
+		s := manifestSegment{fileNum: d.Uvarint("file number")}
+		lvl := d.Uvarint("level")
 		if lvl >= maxLevels {
-			d.fail("level")
+			d.Failf("level %d", lvl)
 		}
 		s.level = int(lvl)
-		s.tombApplied = d.uvarint("tomb applied")
+		s.tombApplied = d.Uvarint("tomb applied")
+		if s.fileNum >= m.nextFile {
+			d.Failf("segment %d not below the next file number %d", s.fileNum, m.nextFile)
+		}
 		m.segments = append(m.segments, s)
 	}
-	ntomb := d.count("tombstone count", 6)
+	ntomb := d.Count("tombstone count", minManifestTombstone)
 	for range ntomb {
-		t := tombstone{seq: d.uvarint("tombstone seq")}
-		t.sel.Measurement = d.str("measurement")
-		t.sel.Field = d.str("field")
-		ntags := d.count("tag count", 2)
-		for range ntags {
-			t.sel.Tags = append(t.sel.Tags, point.Tag{Key: d.str("tag key"), Value: d.str("tag value")})
+		var del wal.Delete
+		if m.version >= 2 {
+			del.Decode(&d)
+		} else {
+			del.DecodeLegacy(&d)
 		}
-		t.sel.Start = d.varint("start")
-		t.sel.End = d.varint("end")
-		m.tombstones = append(m.tombstones, t)
+		if d.Err() != nil {
+			break
+		}
+		m.tombstones = append(m.tombstones, tombstone{seq: del.Seq, sel: del.Selector})
 	}
-	if d.err == nil && d.off != len(body) {
-		d.fail("trailing bytes")
+	if m.version >= 2 {
+		nobs := d.Count("obsolete count", 1)
+		m.obsolete = make([]uint64, 0, nobs)
+		for range nobs {
+			m.obsolete = append(m.obsolete, d.Uvarint("obsolete file number"))
+		}
 	}
-	if d.err != nil {
-		return nil, corruptf(path, int64(d.off), "%v", d.err)
+	if m.version >= 2 && d.Err() == nil && d.Len() > 0 {
+		m.expiry = d.Uvarint("expiry floor")
+	}
+	d.End("manifest")
+	if err := d.Err(); err != nil {
+		return nil, corruptf(path, int64(start+d.Offset()), "%v", err)
 	}
 	return m, nil
 }
-
-var errNoManifest = errors.New("no manifest")

@@ -4,19 +4,24 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/stratadb/strata/compaction"
+	"github.com/stratadb/strata/segment"
 )
 
-// Defaults for the zero fields of Options.
+// Defaults for the zero fields of Options. The block and level defaults
+// are the segment and compaction packages' own, so there is one source for
+// each.
 const (
 	DefaultSyncInterval          = 100 * time.Millisecond
 	DefaultMemTableBytes         = 64 << 20
 	DefaultWALSegmentBytes       = 64 << 20
-	DefaultBlockSamples          = 1000
+	DefaultBlockSamples          = segment.DefaultBlockSamples
 	DefaultMaxImmutableMemTables = 2
-	DefaultL0CompactionTrigger   = 4
+	DefaultL0CompactionTrigger   = compaction.DefaultL0Trigger
 	DefaultL0StopWritesTrigger   = 12
-	DefaultLevelMultiplier       = 10
-	DefaultL1TargetBytes         = 64 << 20
+	DefaultLevelMultiplier       = compaction.DefaultMultiplier
+	DefaultL1TargetBytes         = compaction.DefaultL1TargetBytes
 	DefaultTargetSegmentBytes    = 64 << 20
 )
 
@@ -89,18 +94,27 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: negative Retention", ErrInvalid)
 	case o.WALSegmentBytes < 0:
 		return fmt.Errorf("%w: negative WALSegmentBytes", ErrInvalid)
-	case o.BlockSamples < 1 || o.BlockSamples > 1<<16:
-		return fmt.Errorf("%w: BlockSamples %d out of [1, 65536]", ErrInvalid, o.BlockSamples)
+	case o.BlockSamples < 1 || o.BlockSamples > segment.MaxBlockSamples:
+		return fmt.Errorf("%w: BlockSamples %d out of [1, %d]", ErrInvalid, o.BlockSamples, segment.MaxBlockSamples)
 	case o.MaxImmutableMemTables < 1:
 		return fmt.Errorf("%w: MaxImmutableMemTables must be at least 1", ErrInvalid)
 	case o.L0CompactionTrigger < 1:
 		return fmt.Errorf("%w: L0CompactionTrigger must be at least 1", ErrInvalid)
 	case o.L0StopWritesTrigger <= o.L0CompactionTrigger:
 		return fmt.Errorf("%w: L0StopWritesTrigger must exceed L0CompactionTrigger", ErrInvalid)
-	case o.LevelMultiplier < 2:
-		return fmt.Errorf("%w: LevelMultiplier must be at least 2", ErrInvalid)
-	case o.L1TargetBytes < 1 || o.TargetSegmentBytes < 1:
-		return fmt.Errorf("%w: level and segment targets must be positive", ErrInvalid)
+	case o.TargetSegmentBytes < 1:
+		return fmt.Errorf("%w: TargetSegmentBytes must be positive", ErrInvalid)
 	}
-	return nil
+	// The level options are the compaction policy's: it says what it accepts.
+	return o.policy().Validate()
+}
+
+// policy is the compaction policy the options describe.
+func (o *Options) policy() compaction.Policy {
+	return compaction.Policy{
+		L0Trigger:     o.L0CompactionTrigger,
+		Multiplier:    o.LevelMultiplier,
+		L1TargetBytes: o.L1TargetBytes,
+		MaxLevels:     maxLevels,
+	}
 }

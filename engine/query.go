@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 	"strings"
@@ -16,67 +17,203 @@ const checkContextEvery = 128
 
 // Query returns the series q selects, sorted by canonical series key, each
 // with its samples (or per-bucket aggregates) sorted by time. A series with
-// no sample in range is left out.
+// no sample in range is left out. With q.GroupBy non-nil it returns one
+// result per group instead (see QuerySeq). Query collects QuerySeq.
+//
+// Integer sums are exact: an AggSum of int samples whose true sum lies
+// outside the int64 range saturates at math.MaxInt64 or math.MinInt64, and
+// one of uint samples at math.MaxUint64, never wrapping; AggMean of ints
+// and uints divides the exact sum. Float sums and means add the samples in
+// time order. Every aggregate gives the same answer, bit for bit, whether
+// the samples are in memtables, segments (block stats included), compacted
+// or reopened.
 func (db *DB) Query(ctx context.Context, q Query) ([]Series, error) {
+	var out []Series
+	for s, err := range db.QuerySeq(ctx, q) {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// QuerySeq is the streaming form of Query: it yields the results one at a
+// time, in Query's order, reading each series only when the previous
+// result has been handed over, so a result far larger than memory can be
+// consumed (each yielded Series is the caller's). An error is yielded once,
+// last. The query reads one consistent snapshot, held until the loop ends;
+// breaking out of the loop releases it.
+//
+// With GroupBy, the series of one field that share the values of the
+// GroupBy tag keys are aggregated together, as InfluxQL's GROUP BY tag: one
+// result per (field, group), its Tags the group's tags (a key a series
+// lacks counts as "" and is left out), sorted like series.
+func (db *DB) QuerySeq(ctx context.Context, q Query) iter.Seq2[Series, error] {
+	return func(yield func(Series, error) bool) {
+		stopped := false
+		err := db.query(ctx, q, func(s Series) bool {
+			if !yield(s, nil) {
+				stopped = true
+				return false
+			}
+			return true
+		})
+		if err != nil && !stopped {
+			yield(Series{}, err)
+		}
+	}
+}
+
+// query runs q and passes each result to emit until emit returns false.
+func (db *DB) query(ctx context.Context, q Query, emit func(Series) bool) error {
 	if err := validateQuery(&q); err != nil {
-		return nil, err
+		return err
+	}
+	groupBy, err := normalizeGroupBy(q.GroupBy)
+	if err != nil {
+		return err
+	}
+	ms, err := compileSelector(&q.Selector)
+	if err != nil {
+		return err
 	}
 	if err := db.checkOpen(); err != nil {
-		return nil, err
+		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
 	snap, err := db.acquireSnapshot()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer db.releaseSnapshot(snap)
+	if hook := db.testAfterQuerySnapshot; hook != nil {
+		hook()
+	}
 
 	// Visible range, inclusive: [mint, maxt].
-	mint, maxt := max(q.Start, db.retentionCutoff()), q.End-1
+	mint, maxt := q.TimeRange()
+	mint = max(mint, db.retentionCutoff())
 	if mint > maxt {
-		return nil, nil
+		return nil
 	}
 
-	db.cat.mu.RLock()
-	ids := db.cat.match(&q.Selector)
-	metas := make([]seriesMeta, len(ids))
-	for i, id := range ids {
-		metas[i] = db.cat.series[id]
+	metas, ids := db.selectSorted(&q.Selector, ms)
+	if q.Agg == AggSum || q.Agg == AggMean || q.Agg == AggMin || q.Agg == AggMax {
+		// sum, mean, min and max apply to numbers only.
+		n := 0
+		for i := range metas {
+			if metas[i].kind.Numeric() {
+				metas[n], ids[n] = metas[i], ids[i]
+				n++
+			}
+		}
+		metas, ids = metas[:n], ids[:n]
 	}
-	db.cat.mu.RUnlock()
-	order := make([]int, len(ids))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return strings.Compare(metas[a].key, metas[b].key) })
 
 	r := seriesReader{db: db, snap: snap}
-	var out []Series
-	for n, i := range order {
-		if n%checkContextEvery == 0 && ctx.Err() != nil {
-			return nil, ctx.Err()
+	if groupBy != nil {
+		return r.queryGroups(ctx, &q, groupBy, metas, ids, mint, maxt, emit)
+	}
+	for i := range metas {
+		if i%checkContextEvery == 0 && ctx.Err() != nil {
+			return ctx.Err()
 		}
 		meta := &metas[i]
-		if q.Agg != AggNone && q.Agg != AggCount && q.Agg != AggFirst && q.Agg != AggLast && !meta.kind.Numeric() {
-			continue // sum, mean, min and max apply to numbers only
-		}
 		samples, err := r.read(ids[i], meta, mint, maxt, &q)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if len(samples) == 0 {
 			continue
 		}
-		out = append(out, Series{
+		if !emit(Series{
 			Measurement: meta.set.measurement,
 			Tags:        slices.Clone(meta.set.tags),
 			Field:       meta.field,
 			Samples:     samples,
-		})
+		}) {
+			return nil
+		}
 	}
-	return out, nil
+	return nil
+}
+
+// selectSorted returns the series sel selects (compiled matchers ms),
+// sorted by canonical key, with their ids.
+func (db *DB) selectSorted(sel *Selector, ms []matcher) ([]seriesMeta, []uint64) {
+	db.cat.mu.RLock()
+	ids := db.cat.matchCompiled(sel, ms)
+	db.cat.mu.RUnlock()
+	db.cat.sortByKey(ids)
+	metas := make([]seriesMeta, len(ids))
+	db.cat.mu.RLock()
+	for i, id := range ids {
+		metas[i] = db.cat.series[id]
+	}
+	db.cat.mu.RUnlock()
+	return metas, ids
+}
+
+// queryGroups aggregates the series (sorted by key) by group and emits
+// one result per group in canonical key order.
+func (r *seriesReader) queryGroups(ctx context.Context, q *Query, keys []string, metas []seriesMeta, ids []uint64, mint, maxt int64, emit func(Series) bool) error {
+	type group struct {
+		key    string
+		tags   []Tag
+		field  string
+		series []int // indexes into metas, in key order
+	}
+	var groups []*group
+	byKey := make(map[string]*group)
+	var kbuf []byte
+	var tbuf []Tag
+	for i := range metas {
+		m := &metas[i]
+		tbuf = tbuf[:0]
+		for _, k := range keys {
+			if v := tagValue(m.set.tags, k); v != "" {
+				tbuf = append(tbuf, Tag{Key: k, Value: v})
+			}
+		}
+		kbuf = point.AppendSeriesKey(kbuf[:0], m.set.measurement, tbuf, m.field)
+		g := byKey[string(kbuf)]
+		if g == nil {
+			g = &group{key: string(kbuf), tags: slices.Clone(tbuf), field: m.field}
+			byKey[g.key] = g
+			groups = append(groups, g)
+		}
+		g.series = append(g.series, i)
+	}
+	slices.SortFunc(groups, func(a, b *group) int { return strings.Compare(a.key, b.key) })
+
+	b := bucketer{every: q.Every, start: q.Start}
+	var series accs
+	n := 0
+	for _, g := range groups {
+		var states []acc
+		for _, i := range g.series {
+			if n%checkContextEvery == 0 && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			n++
+			series = accs{b: b, out: series.out[:0]}
+			if err := r.accumulate(ids[i], &metas[i], mint, maxt, q, &series); err != nil {
+				return err
+			}
+			states = mergeAccs(states, series.out)
+		}
+		samples := finishAccs(states, q.Agg, q.Every, nil)
+		if len(samples) == 0 {
+			continue
+		}
+		if !emit(Series{Measurement: q.Measurement, Tags: g.tags, Field: g.field, Samples: samples}) {
+			return nil
+		}
+	}
+	return nil
 }
 
 func validateQuery(q *Query) error {
@@ -88,6 +225,9 @@ func validateQuery(q *Query) error {
 	}
 	if q.Every < 0 {
 		return fmt.Errorf("%w: negative Every %d", ErrInvalid, q.Every)
+	}
+	if q.GroupBy != nil && q.Agg == AggNone {
+		return fmt.Errorf("%w: GroupBy needs an aggregate", ErrInvalid)
 	}
 	return nil
 }
@@ -135,25 +275,39 @@ func (r *seriesReader) sources(id uint64, key []byte, mint, maxt int64) []source
 		}
 	}
 	if _, ok := r.snap.mem.t.Kind(id); ok {
-		srcs = append(srcs, source{mem: r.snap.mem, tombApplied: math.MaxUint64})
+		srcs = append(srcs, source{mem: r.snap.mem, tombApplied: r.snap.mem.tombApplied})
 	}
 	return srcs
-}
-
-// tombstonesFor returns the tombstones that may delete samples of series id
-// from a source with the given tombApplied.
-func (r *seriesReader) tombstonesFor(id uint64, applied uint64, dst []tombstone) []tombstone {
-	for _, t := range r.snap.tombstones {
-		if t.seq > applied && r.db.cat.matches(id, &t.sel) {
-			dst = append(dst, t)
-		}
-	}
-	return dst
 }
 
 // read returns the visible samples of one series in [mint, maxt], raw or
 // aggregated as q asks.
 func (r *seriesReader) read(id uint64, meta *seriesMeta, mint, maxt int64, q *Query) ([]point.Sample, error) {
+	if q.Agg != AggNone {
+		st := accs{b: bucketer{every: q.Every, start: q.Start}}
+		if err := r.accumulate(id, meta, mint, maxt, q, &st); err != nil {
+			return nil, err
+		}
+		return finishAccs(st.out, q.Agg, q.Every, nil), nil
+	}
+	merged, err := r.merged(id, meta, mint, maxt)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(merged), nil
+}
+
+// merged returns the visible samples of one series in [mint, maxt], merged
+// from every source (newest wins) with tombstones applied. The result
+// aliases r's buffers: it is valid until the next call.
+func (r *seriesReader) merged(id uint64, meta *seriesMeta, mint, maxt int64) ([]point.Sample, error) {
+	srcs, tombs := r.sourcesAndTombs(id, meta, mint, maxt)
+	return r.mergeSources(id, srcs, tombs, mint, maxt)
+}
+
+// sourcesAndTombs returns where series id has samples in [mint, maxt] and
+// the tombstones that may delete some of them.
+func (r *seriesReader) sourcesAndTombs(id uint64, meta *seriesMeta, mint, maxt int64) ([]source, []tombstone) {
 	key := []byte(meta.key)
 	srcs := r.sources(id, key, mint, maxt)
 	if len(srcs) == 0 {
@@ -164,15 +318,12 @@ func (r *seriesReader) read(id uint64, meta *seriesMeta, mint, maxt int64, q *Qu
 		applied = min(applied, s.tombApplied)
 	}
 	r.db.cat.mu.RLock()
-	tombs := r.tombstonesFor(id, applied, nil)
+	tombs := r.db.seriesTombstones(id, r.snap.tombstones, applied, nil)
 	r.db.cat.mu.RUnlock()
+	return srcs, tombs
+}
 
-	// Aggregate pushdown: one segment alone holds the series and no
-	// tombstone touches it, so whole blocks inside a bucket use their stats.
-	if len(srcs) == 1 && srcs[0].seg != nil && len(tombs) == 0 && pushdownable(q.Agg) {
-		return r.aggregateSegment(srcs[0], meta.kind, mint, maxt, q)
-	}
-
+func (r *seriesReader) mergeSources(id uint64, srcs []source, tombs []tombstone, mint, maxt int64) ([]point.Sample, error) {
 	for len(r.bufs) < len(srcs) {
 		r.bufs = append(r.bufs, nil)
 	}
@@ -187,10 +338,11 @@ func (r *seriesReader) read(id uint64, meta *seriesMeta, mint, maxt int64, q *Qu
 			if err := it.Close(); err != nil {
 				return nil, err
 			}
+			buf = deleteTombstoned(buf, tombs, s.tombApplied)
 		} else {
-			buf = s.mem.t.Samples(id, mint, maxt, buf)
+			view := r.snap.memView(s.mem, tombs)
+			buf = s.mem.t.Read(id, mint, maxt, &view, buf)
 		}
-		buf = applyTombs(buf, tombs, s.tombApplied)
 		r.bufs[i] = buf
 		if i == 0 {
 			merged = buf
@@ -198,26 +350,29 @@ func (r *seriesReader) read(id uint64, meta *seriesMeta, mint, maxt int64, q *Qu
 			merged = mergeNewer(merged, buf)
 		}
 	}
-	if q.Agg == AggNone {
-		return slices.Clone(merged), nil
-	}
-	var a aggregator
-	a.init(q, meta.kind)
-	for _, s := range merged {
-		a.add(s)
-	}
-	return a.finish(), nil
+	return merged, nil
 }
 
-func applyTombs(samples []point.Sample, tombs []tombstone, applied uint64) []point.Sample {
-	for i := range tombs {
-		t := &tombs[i]
-		if t.seq <= applied {
-			continue
-		}
-		samples = slices.DeleteFunc(samples, func(s point.Sample) bool { return s.Time >= t.sel.Start && s.Time < t.sel.End })
+// accumulate folds the visible samples of one series in [mint, maxt] into
+// per-bucket states.
+func (r *seriesReader) accumulate(id uint64, meta *seriesMeta, mint, maxt int64, q *Query, st *accs) error {
+	srcs, tombs := r.sourcesAndTombs(id, meta, mint, maxt)
+	if len(srcs) == 0 {
+		return nil
 	}
-	return samples
+	// Aggregate pushdown: one segment alone holds the series and no
+	// tombstone touches it, so whole blocks inside a bucket use their stats.
+	if len(srcs) == 1 && srcs[0].seg != nil && len(tombs) == 0 && pushdownable(q.Agg) {
+		return r.aggregateSegment(srcs[0], meta.kind, mint, maxt, q, st)
+	}
+	merged, err := r.mergeSources(id, srcs, tombs, mint, maxt)
+	if err != nil {
+		return err
+	}
+	for _, s := range merged {
+		st.at(s.Time).addSample(s.Time, s.Value)
+	}
+	return nil
 }
 
 // mergeNewer merges two time-sorted runs; on equal times newer wins.
@@ -253,10 +408,11 @@ func pushdownable(a Aggregate) bool {
 }
 
 // aggregateSegment aggregates one series of one segment, using block stats
-// for blocks that lie wholly inside the range and inside one bucket.
-func (r *seriesReader) aggregateSegment(s source, kind Kind, mint, maxt int64, q *Query) ([]point.Sample, error) {
-	var a aggregator
-	a.init(q, kind)
+// for blocks that lie wholly inside the range and inside one bucket. With
+// Every 0, min and max need the time of the value they pick: a block whose
+// min (max) cannot beat the one found so far is skipped, one that can is
+// decoded. An int or uint block sum that may have wrapped is not trusted.
+func (r *seriesReader) aggregateSegment(s source, kind Kind, mint, maxt int64, q *Query, st *accs) error {
 	buf := r.blockBuf
 	defer func() { r.blockBuf = buf }()
 	for b := range s.idx.Blocks {
@@ -264,160 +420,42 @@ func (r *seriesReader) aggregateSegment(s source, kind Kind, mint, maxt int64, q
 		if bm.MaxTime < mint || bm.MinTime > maxt {
 			continue
 		}
-		if bm.MinTime >= mint && bm.MaxTime <= maxt && a.bucket(bm.MinTime) == a.bucket(bm.MaxTime) {
-			a.addBlock(bm)
-			r.db.st.blocksPushedDown.Add(1)
-			continue
+		if bm.MinTime >= mint && bm.MaxTime <= maxt && st.b.bucket(bm.MinTime) == st.b.bucket(bm.MaxTime) {
+			a := st.at(bm.MinTime)
+			use := true
+			switch q.Agg {
+			case AggSum, AggMean:
+				// A float block's stored sum was added in another order
+				// than the samples one by one: decode it, so that every
+				// path gives the same answer bit for bit.
+				use = kind != KindFloat && blockSumExact(bm, kind)
+			case AggMin, AggMax:
+				if q.Every == 0 {
+					use = false
+					if a.hasNum && ((q.Agg == AggMin && cmpNum(bm.Min, a.min) >= 0) || (q.Agg == AggMax && cmpNum(bm.Max, a.max) <= 0)) {
+						// Cannot beat the value held, which is earlier.
+						a.count += int64(bm.Count)
+						r.db.st.blocksPushedDown.Add(1)
+						continue
+					}
+				}
+			}
+			if use {
+				a.addBlock(bm, kind, q.Agg == AggMin || q.Agg == AggMax)
+				r.db.st.blocksPushedDown.Add(1)
+				continue
+			}
 		}
 		var err error
 		buf, err = s.seg.r.ReadBlock(s.idx, b, buf[:0])
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, smp := range buf {
 			if smp.Time >= mint && smp.Time <= maxt {
-				a.add(smp)
+				st.at(smp.Time).addSample(smp.Time, smp.Value)
 			}
 		}
 	}
-	return a.finish(), nil
-}
-
-// aggregator folds time-ordered samples (or whole blocks) into buckets.
-type aggregator struct {
-	agg    Aggregate
-	kind   Kind
-	every  int64
-	start  int64
-	out    []point.Sample
-	has    bool
-	cur    int64 // bucket start
-	count  int64
-	sumF   float64 // float sum, and mean's accumulator for every kind
-	sumI   uint64  // int and uint sums wrap like Go's integers
-	min    point.Value
-	max    point.Value
-	first  point.Value
-	last   point.Value
-	minSet bool
-}
-
-func (a *aggregator) init(q *Query, kind Kind) {
-	*a = aggregator{agg: q.Agg, kind: kind, every: q.Every, start: q.Start}
-}
-
-// bucket returns the start of the bucket t falls in: epoch-aligned with
-// flooring for negative t, or the query start when Every is 0.
-func (a *aggregator) bucket(t int64) int64 {
-	if a.every == 0 {
-		return a.start
-	}
-	m := t % a.every
-	if m < 0 {
-		m += a.every
-	}
-	if t < math.MinInt64+m {
-		return math.MinInt64 // the bucket starts below the int64 range: clamp
-	}
-	return t - m
-}
-
-func (a *aggregator) roll(b int64) {
-	if a.has && b != a.cur {
-		a.emit()
-	}
-	if !a.has || b != a.cur {
-		a.has, a.cur = true, b
-		a.count, a.sumF, a.sumI, a.minSet = 0, 0, 0, false
-	}
-}
-
-func less(kind Kind, x, y point.Value) bool {
-	switch kind {
-	case KindFloat:
-		return x.Float() < y.Float()
-	case KindInt:
-		return x.Int() < y.Int()
-	case KindUint:
-		return x.Uint() < y.Uint()
-	}
-	return false
-}
-
-func (a *aggregator) add(s point.Sample) {
-	a.roll(a.bucket(s.Time))
-	if a.count == 0 {
-		a.first = s.Value
-	}
-	a.last = s.Value
-	a.fold(1, s.Value, s.Value, s.Value)
-}
-
-// addBlock folds a whole block's stats; the block lies in one bucket.
-func (a *aggregator) addBlock(b *segment.BlockMeta) {
-	a.roll(a.bucket(b.MinTime))
-	a.fold(int64(b.Count), b.Sum, b.Min, b.Max)
-}
-
-// fold adds n samples whose sum, min and max are given to the bucket.
-func (a *aggregator) fold(n int64, sum, mn, mx point.Value) {
-	a.count += n
-	if !a.kind.Numeric() {
-		return
-	}
-	switch a.kind {
-	case KindFloat:
-		a.sumF += sum.Float()
-	case KindInt:
-		a.sumI += uint64(sum.Int())
-		a.sumF += float64(sum.Int())
-	case KindUint:
-		a.sumI += sum.Uint()
-		a.sumF += float64(sum.Uint())
-	}
-	if !a.minSet || less(a.kind, mn, a.min) {
-		a.min = mn
-	}
-	if !a.minSet || less(a.kind, a.max, mx) {
-		a.max = mx
-	}
-	a.minSet = true
-}
-
-func (a *aggregator) emit() {
-	if a.count == 0 {
-		return
-	}
-	var v point.Value
-	switch a.agg {
-	case AggCount:
-		v = point.Int(a.count)
-	case AggSum:
-		switch a.kind {
-		case KindFloat:
-			v = point.Float(a.sumF)
-		case KindInt:
-			v = point.Int(int64(a.sumI))
-		case KindUint:
-			v = point.Uint(a.sumI)
-		}
-	case AggMean:
-		v = point.Float(a.sumF / float64(a.count))
-	case AggMin:
-		v = a.min
-	case AggMax:
-		v = a.max
-	case AggFirst:
-		v = a.first
-	case AggLast:
-		v = a.last
-	}
-	a.out = append(a.out, point.Sample{Time: a.cur, Value: v})
-}
-
-func (a *aggregator) finish() []point.Sample {
-	if a.has {
-		a.emit()
-	}
-	return a.out
+	return nil
 }

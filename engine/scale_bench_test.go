@@ -184,7 +184,7 @@ func BenchmarkCatalogLoad(b *testing.B) {
 		perSeries = (float64(after.HeapAlloc) - float64(before.HeapAlloc) - float64(keyBytes)) / series
 		// Without the inverted index by measurement and tag: the series
 		// and tag sets alone.
-		c.byMeasurement, c.byTag = nil, nil
+		c.idx = index{}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		corePerSeries = (float64(after.HeapAlloc) - float64(before.HeapAlloc) - float64(keyBytes)) / series

@@ -85,7 +85,7 @@ func (db *DB) Stats() Stats {
 		s.PendingCompactionBytes = db.policy.PendingBytes(infos(v))
 		db.unrefVersion(v)
 	}
-	if !db.closed.Load() {
+	if !db.closed.Load() && db.wal != nil {
 		s.WALBytes = db.wal.Size()
 	}
 	s.DiskBytes += s.WALBytes

@@ -11,18 +11,96 @@ import (
 	"github.com/stratadb/strata/wal"
 )
 
-// The data model types are defined in internal/point and re-exported here.
-type (
-	Point    = point.Point
-	Tag      = point.Tag
-	Field    = point.Field
-	Value    = point.Value
-	Kind     = point.Kind
-	Sample   = point.Sample
-	Selector = point.Selector
-	Matcher  = point.Matcher
-	MatchOp  = point.MatchOp
-)
+// The data model types are defined in internal/point, where the leaf
+// packages (wal, memtable, segment, compaction) can use them without
+// importing engine, and are aliases here: an engine.Point is a point.Point.
+// Each alias' comment shows the type's exported shape, since go doc prints
+// an alias without its fields; TestAliasDocs keeps them in step.
+
+// Point is one measurement at one time: a tag set and one or more fields.
+//
+//	type Point struct {
+//		Measurement string
+//		Tags        []Tag   // any order; duplicate keys are an error
+//		Fields      []Field // at least one
+//		Time        int64   // Unix ns
+//	}
+type Point = point.Point
+
+// Tag is a key=value pair that identifies a series.
+//
+//	type Tag struct{ Key, Value string }
+type Tag = point.Tag
+
+// Field is one named value of a point.
+//
+//	type Field struct {
+//		Key   string
+//		Value Value
+//	}
+type Field = point.Field
+
+// Value is a field value of one of the five kinds: make one with Float,
+// Int, Uint, Bool or String. The zero Value has no kind and is never stored.
+//
+//	func (v Value) Kind() Kind      // KindFloat, KindInt, KindUint, KindBool, KindString
+//	func (v Value) Float() float64  // the value, or the zero value for another kind
+//	func (v Value) Int() int64
+//	func (v Value) Uint() uint64
+//	func (v Value) Bool() bool
+//	func (v Value) Str() string
+//	func (v Value) String() string  // any kind, formatted for people
+//	func (v Value) Equal(w Value) bool // same kind and value; NaN equals NaN
+//	func (v Value) Bits() uint64    // the 64-bit payload of a number or bool (floats as IEEE-754 bits)
+type Value = point.Value
+
+// Kind is the type of a field's values. A series' kind is fixed by its
+// first write, for the life of the database.
+//
+//	func (k Kind) Valid() bool   // one of the five storable kinds
+//	func (k Kind) Numeric() bool // float, int or uint: sum, mean, min and max apply
+//	func (k Kind) String() string
+type Kind = point.Kind
+
+// Sample is one timestamped value of a series.
+//
+//	type Sample struct {
+//		Time  int64 // Unix ns
+//		Value Value
+//	}
+type Sample = point.Sample
+
+// Selector picks series and a half-open time range. Query and Delete take
+// one (Measurement required); the metadata calls and Last too
+// (Measurement "" = every measurement).
+//
+//	type Selector struct {
+//		Measurement string    // required for Query and Delete; "" = every measurement for the metadata calls
+//		Field       string    // "" = every field
+//		Tags        []Tag     // exact-match filters, ANDed; empty = every series of the measurement
+//		Matchers    []Matcher // more filters, ANDed with Tags
+//		Start, End  int64     // half-open [Start, End) in Unix ns; Start == End == 0 means all time
+//	}
+type Selector = point.Selector
+
+// Matcher filters series by one tag, as a PromQL label matcher: a series
+// that lacks the tag key has the value "" for it, so k != "x" matches
+// series without k, k = "" matches exactly the series without k, and
+// k =~ ".*" matches every series. A regexp uses RE2 syntax and must match
+// the whole value; an invalid one is ErrInvalid.
+//
+//	type Matcher struct {
+//		Key   string
+//		Op    MatchOp // MatchEqual (the zero value), MatchNotEqual, MatchRegexp, MatchNotRegexp
+//		Value string
+//	}
+type Matcher = point.Matcher
+
+// MatchOp is the operator of a Matcher.
+//
+//	func (op MatchOp) String() string // "=", "!=", "=~", "!~"
+//	func (op MatchOp) Valid() bool    // one of the four operators
+type MatchOp = point.MatchOp
 
 // Match operators of a Matcher, as PromQL's label matchers.
 const (
@@ -65,13 +143,29 @@ var (
 	ErrNotDatabase = base.ErrNotDatabase
 )
 
-// CorruptionError locates damaged bytes; it matches ErrCorrupt.
+// CorruptionError locates damaged bytes; errors.Is(err, ErrCorrupt) is
+// true for it, and errors.As gives the location.
+//
+//	type CorruptionError struct {
+//		Path   string // file the bad bytes were read from
+//		Offset int64  // byte offset of the damaged record, block or section
+//		Err    error  // what failed: a checksum, a magic, a length, ...
+//	}
 type CorruptionError = base.CorruptionError
 
-// PointError names the point of a Write call that was rejected.
+// PointError names the point of a Write call that was rejected; Err wraps
+// ErrInvalid or ErrFieldTypeConflict.
+//
+//	type PointError struct {
+//		Index int   // index of the point in the slice passed to Write
+//		Err   error // the reason
+//	}
 type PointError = base.PointError
 
-// SyncMode says when the WAL is fsynced.
+// SyncMode says when the WAL is fsynced: SyncAlways, SyncInterval or
+// SyncNever.
+//
+//	func (m SyncMode) String() string
 type SyncMode = wal.SyncMode
 
 const (

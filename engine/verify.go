@@ -11,8 +11,12 @@ type VerifyReport struct {
 	Segments int
 	Series   int64 // series entries across segments
 	Blocks   int64
-	Samples  int64
+	Samples  int64 // samples in segment blocks
 	Bytes    int64 // segment bytes
+	// MemTableSamples counts the samples held in memtables: replayed from
+	// the WAL at Open (all that a read-only DB holds beyond its segments)
+	// or written since, not yet flushed.
+	MemTableSamples int64
 }
 
 // Verify reads every block of every live segment, checking checksums and
@@ -31,6 +35,10 @@ func (db *DB) Verify(ctx context.Context) (VerifyReport, error) {
 		return rep, err
 	}
 	defer db.releaseSnapshot(snap)
+	for _, m := range snap.imm {
+		rep.MemTableSamples += int64(m.t.Len())
+	}
+	rep.MemTableSamples += int64(snap.mem.t.Len())
 	var buf []Sample
 	for _, level := range snap.v.levels {
 		for _, h := range level {

@@ -12,12 +12,26 @@ import (
 	"github.com/stratadb/strata/wal"
 )
 
+// Limits of what Write accepts; see internal/point. Every value within them
+// can be flushed, compacted, reopened and read back, and Write rejects what
+// passes them with ErrInvalid, naming the point.
+const (
+	MaxStringLen  = point.MaxStringLen  // bytes of a string field value
+	MaxKeyLen     = point.MaxKeyLen     // bytes of a canonical series key
+	MaxTags       = point.MaxTags       // tags of a point
+	MaxPointBytes = point.MaxPointBytes // encoded bytes of a point's values and new series keys
+	MaxWriteBytes = point.MaxWriteBytes // encoded bytes of the points of one Write call
+)
+
 // Write stores points atomically: when it returns nil all of them are
 // stored (and, under SyncAlways, durable); on error none is. An invalid
 // point or a field kind conflict gives a *PointError naming the point's
 // index, wrapping ErrInvalid or ErrFieldTypeConflict.
 func (db *DB) Write(points []Point) error {
 	if err := db.checkOpen(); err != nil {
+		return err
+	}
+	if err := db.checkWritable(); err != nil {
 		return err
 	}
 	if len(points) == 0 {
@@ -38,6 +52,14 @@ func (db *DB) Write(points []Point) error {
 		return err
 	}
 	seq := db.seq.Load() + 1
+	if !db.mu.mem.t.Fits(seq) {
+		// The memtable has seen 2^32 sequence numbers: start a new one
+		// before this write is logged into the current WAL file.
+		if err := db.sealLocked(true); err != nil {
+			db.commitMu.Unlock()
+			return err
+		}
+	}
 	base := uint64(len(db.cat.series))
 	w.defs = w.defs[:0]
 	w.key = w.key[:0]
@@ -52,10 +74,12 @@ func (db *DB) Write(points []Point) error {
 	}
 	b := wal.Batch{Seq: seq, Series: w.defs, Entries: w.entries}
 	w.buf = b.Marshal(w.buf[:0])
+	subs := db.feedPrepare(seq, len(w.entries), w.buf) // change feed (feed.go)
 	pos, err := db.wal.Write(wal.RecordBatch, w.buf)
 	if err != nil {
+		feedCommit(subs, seq, false)
 		db.commitMu.Unlock()
-		return fmt.Errorf("write wal: %w", err)
+		return err // wal errors name the log and file
 	}
 	db.seq.Store(seq)
 	if len(w.pend) > 0 {
@@ -65,11 +89,18 @@ func (db *DB) Write(points []Point) error {
 		}
 		db.cat.mu.Unlock()
 	}
-	mem := db.mu.mem // only commitMu holders replace it
-	mem.t.Apply(w.entries)
+	// Fed after the catalog knows the batch's series.
+	feedCommit(subs, seq, true)
+	// Applied now, invisible to readers until seq is published. Only
+	// commitMu holders replace mem; Fits was checked above, and sequence
+	// numbers only grow, so ApplySeq cannot refuse.
+	mem := db.mu.mem
+	if err := mem.t.ApplySeq(w.entries, seq); err != nil {
+		panic(fmt.Sprintf("engine: apply write %d: %v", seq, err))
+	}
 	db.st.pointsWritten.Add(int64(len(points)))
 	db.st.samplesWritten.Add(int64(len(w.entries)))
-	if mem.t.Bytes() >= db.opts.MemTableBytes {
+	if mem.t.Bytes()+mem.keyBytes >= db.opts.MemTableBytes || mem.keyBytes >= maxMemKeyBytes {
 		// This write is logged and applied; a failed seal is the WAL's
 		// sticky failure, which SyncTo and the next writes report.
 		if err := db.sealLocked(true); err != nil {
@@ -77,7 +108,15 @@ func (db *DB) Write(points []Point) error {
 		}
 	}
 	db.commitMu.Unlock()
-	return db.wal.SyncTo(pos)
+	if err := db.wal.SyncTo(pos); err != nil {
+		// Not durable: undo the write before anyone may see it.
+		mem.t.DropSeq(seq)
+		db.vis.resolve(seq)
+		return err
+	}
+	db.vis.resolve(seq)
+	db.vis.wait(seq) // earlier writes sharing the fsync publish first
+	return nil
 }
 
 // resolveLocked maps every field of points to a series id, checking kinds,
@@ -89,6 +128,7 @@ func (db *DB) resolveLocked(points []Point) error {
 	w.pend = w.pend[:0]
 	clear(w.pendByID)
 	base := uint64(len(db.cat.series))
+	callBytes := 0
 	for i := range points {
 		p := &points[i]
 		tags := p.Tags
@@ -108,15 +148,15 @@ func (db *DB) resolveLocked(points []Point) error {
 		if len(p.Fields) == 0 {
 			return &PointError{Index: i, Err: fmt.Errorf("%w: no fields", ErrInvalid)}
 		}
-		for j, f := range p.Fields {
-			if err := point.ValidateValue(&f); err != nil {
+		pointBytes := 0
+		for j := range p.Fields {
+			if err := point.ValidateValue(&p.Fields[j]); err != nil {
 				return &PointError{Index: i, Err: err}
 			}
-			for _, g := range p.Fields[:j] {
-				if g.Key == f.Key {
-					return &PointError{Index: i, Err: fmt.Errorf("%w: duplicate field key %q", ErrInvalid, f.Key)}
-				}
-			}
+			pointBytes += point.EntryBytes(p.Fields[j].Value)
+		}
+		if k, dup := point.DuplicateFieldKey(p.Fields); dup {
+			return &PointError{Index: i, Err: fmt.Errorf("%w: duplicate field key %q", ErrInvalid, k)}
 		}
 		for _, f := range p.Fields {
 			kind := f.Value.Kind()
@@ -134,6 +174,9 @@ func (db *DB) resolveLocked(points []Point) error {
 				return &PointError{Index: i, Err: err}
 			}
 			w.key = point.AppendSeriesKey(w.key[:0], p.Measurement, tags, f.Key)
+			if len(w.key) > MaxKeyLen {
+				return &PointError{Index: i, Err: fmt.Errorf("%w: series key of %d bytes, more than %d", ErrInvalid, len(w.key), MaxKeyLen)}
+			}
 			idx, ok := w.pendByID[string(w.key)]
 			if ok {
 				if have := w.pend[idx].kind; have != kind {
@@ -145,8 +188,15 @@ func (db *DB) resolveLocked(points []Point) error {
 				key := string(w.key)
 				w.pendByID[key] = idx
 				w.pend = append(w.pend, pendingSeries{key: key, kind: kind})
+				pointBytes += len(key) + 16
 			}
 			w.entries = append(w.entries, point.Entry{ID: base + uint64(idx), Time: p.Time, Value: f.Value})
+		}
+		if pointBytes > MaxPointBytes {
+			return &PointError{Index: i, Err: fmt.Errorf("%w: point of %d bytes, more than %d", ErrInvalid, pointBytes, MaxPointBytes)}
+		}
+		if callBytes += pointBytes; callBytes > MaxWriteBytes {
+			return &PointError{Index: i, Err: fmt.Errorf("%w: the points up to this one take %d bytes, more than %d for one Write", ErrInvalid, callBytes, MaxWriteBytes)}
 		}
 	}
 	return nil
@@ -205,19 +255,37 @@ func (db *DB) sealLocked(roll bool) error {
 	db.mu.Lock()
 	old := db.mu.mem
 	old.walEnd = walEnd
-	old.tombApplied = db.seq.Load()
 	old.seriesEnd = len(db.cat.series)
 	old.sealed = true
 	db.mu.imm = append(db.mu.imm, old)
-	db.mu.mem = &memRef{t: memtable.New()}
+	db.mu.mem = db.newMemRef(db.seq.Load())
 	db.mu.cond.Broadcast()
 	db.mu.Unlock()
 	return nil
 }
 
+// maxMemKeyBytes bounds the series keys one memtable references, whatever
+// MemTableBytes is: its flush writes them all to one segment index, which
+// segment readers accept up to 1 GiB.
+const maxMemKeyBytes = 256 << 20
+
+// newMemRef returns an empty memtable whose samples are all written after
+// sequence number tombApplied. It counts the key bytes of the series it
+// holds, which its flush writes to the segment index, toward its size.
+func (db *DB) newMemRef(tombApplied uint64) *memRef {
+	m := &memRef{t: memtable.New(), tombApplied: tombApplied}
+	m.t.OnNewSeries(func(id uint64) {
+		// Called by Apply, which runs under commitMu (or alone, in
+		// recovery): the catalog only grows under commitMu, so reading it
+		// here needs no lock.
+		m.keyBytes += int64(len(db.cat.series[id].key))
+	})
+	return m
+}
+
 // Delete removes the samples s selects that were written before it; later
-// writes into the range are kept. It is applied to reads at once and
-// physically by compaction.
+// writes into the range are kept. It is applied to reads at once, as a
+// tombstone (see visibility.go), and physically by flush and compaction.
 func (db *DB) Delete(ctx context.Context, s Selector) error {
 	if err := validateSelector(&s); err != nil {
 		return err
@@ -228,9 +296,13 @@ func (db *DB) Delete(ctx context.Context, s Selector) error {
 	if err := db.checkOpen(); err != nil {
 		return err
 	}
+	if err := db.checkWritable(); err != nil {
+		return err
+	}
 	sel := s
 	sel.Tags = slices.Clone(s.Tags)
 	point.SortTags(sel.Tags)
+	sel.Matchers = slices.Clone(s.Matchers)
 
 	db.commitMu.Lock()
 	if err := db.checkOpen(); err != nil {
@@ -242,37 +314,32 @@ func (db *DB) Delete(ctx context.Context, s Selector) error {
 	pos, err := db.wal.Write(wal.RecordDelete, rec.Marshal(nil))
 	if err != nil {
 		db.commitMu.Unlock()
-		return fmt.Errorf("write wal: %w", err)
+		return err // wal errors name the log and file
 	}
 	db.seq.Store(seq)
-	// Publish the tombstone and apply it to the active memtable in one step
-	// for snapshots (no I/O here).
+	// Readers ignore the tombstone until seq is published.
 	db.mu.Lock()
 	db.mu.tombstones = append(slices.Clip(db.mu.tombstones), tombstone{seq: seq, sel: sel})
 	db.mu.mem.deletes = true
-	db.applyDeleteToMem(db.mu.mem.t, &sel)
 	db.mu.Unlock()
-	db.st.deletes.Add(1)
 	db.commitMu.Unlock()
-	return db.wal.SyncTo(pos)
+	if err := db.wal.SyncTo(pos); err != nil {
+		db.mu.Lock()
+		db.mu.tombstones = slices.DeleteFunc(slices.Clone(db.mu.tombstones), func(t tombstone) bool { return t.seq == seq })
+		db.mu.Unlock()
+		db.vis.resolve(seq)
+		return err
+	}
+	db.st.deletes.Add(1)
+	db.vis.resolve(seq)
+	db.vis.wait(seq)
+	db.reclaimDeleted(&sel, seq)
+	return nil
 }
 
 func validateSelector(s *Selector) error {
 	if s.Measurement == "" {
 		return fmt.Errorf("%w: empty measurement", ErrInvalid)
 	}
-	if s.Start >= s.End {
-		return fmt.Errorf("%w: start %d is not before end %d", ErrInvalid, s.Start, s.End)
-	}
-	for i, t := range s.Tags {
-		if t.Key == "" || t.Value == "" {
-			return fmt.Errorf("%w: empty tag key or value in selector", ErrInvalid)
-		}
-		for _, u := range s.Tags[:i] {
-			if u.Key == t.Key {
-				return fmt.Errorf("%w: duplicate tag key %q in selector", ErrInvalid, t.Key)
-			}
-		}
-	}
-	return nil
+	return validateSelectorFilters(s)
 }

@@ -1,5 +1,38 @@
 // Package forward delivers what a strata database stores to a central,
-// distributed engine over Prometheus remote write or InfluxDB line protocol
-// (see DESIGN.md, "Forwarding to a central cluster"). It lives in its own
-// module so that the library stays free of its protocol dependencies.
+// distributed engine over Prometheus remote write 1.0 or InfluxDB line
+// protocol (DESIGN.md, "Forwarding to a central cluster"). It lives in its
+// own module so that the library stays free of its protocol dependencies.
+//
+// # Use
+//
+//	db, _ := engine.Open(dir, nil)
+//	f, err := forward.New(db, forward.Options{URL: "http://vm:8428/api/v1/write", Protocol: forward.Prometheus})
+//	...
+//	f.Start()
+//	defer f.Close() // before db.Close
+//
+// New must run before the first write after Open: it subscribes to the
+// database's change feed (engine.DB.Subscribe) and queues every batch
+// logged from then on.
+//
+// # Guarantees
+//
+// Every point the database stores after New reaches the remote at least
+// once, in write order per series: batches are queued on disk before their
+// WAL record is written, delivered one request at a time, and the delivered
+// position is kept in a cursor file. A kill -9 at any instant loses
+// nothing: after the restart, a queued batch the database never logged
+// (its sequence number is past engine.FeedInfo.RecoveredSeq) is cut off, and
+// delivery resumes at the cursor; the batch in flight at the crash may be
+// sent twice. Network errors, 5xx and 429 are retried with jittered
+// exponential backoff (honouring Retry-After); another 4xx drops its batch.
+// Past MaxBacklogBytes or MaxBacklogAge the oldest undelivered queue file
+// is dropped. Every drop is counted in Stats and logged; the database
+// itself never loses anything to forwarding.
+//
+// # Metrics
+//
+// Stats returns the counts; Stats.Metrics describes them as strata_forward_*
+// Prometheus metrics without a client library, for a server's /metrics
+// (WriteMetrics writes them in the text format).
 package forward

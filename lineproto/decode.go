@@ -1,6 +1,7 @@
 package lineproto
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -14,27 +15,26 @@ import (
 var errInternal = errors.New("lineproto: internal error: entry lost by the decoder")
 
 // decodeChunk turns the entries of chunk into points, flushing every full
-// batch, and empties chunk.
+// batch, and empties chunk but for the entry being split, if any.
 func (w *writer) decodeChunk() error {
 	if len(w.entries) == 0 {
 		return nil
 	}
-	var d *lineprotocol.Decoder
-	if len(w.chunk) > 0 {
-		d = lineprotocol.NewDecoderWithBytes(w.chunk)
+	done := len(w.chunk)
+	if w.open {
+		done = w.cur.start
 	}
-	for i, e := range w.entries {
-		if i%checkContextEvery == checkContextEvery-1 {
-			if err := w.ctx.Err(); err != nil {
-				return err
-			}
-		}
+	var d *lineprotocol.Decoder
+	if done > 0 {
+		d = lineprotocol.NewDecoderWithBytes(w.chunk[:done])
+	}
+	for _, e := range w.entries {
 		if e.err != nil {
 			w.reject(e.line, e.err)
 			continue
 		}
-		// Every entry is one non-blank line that is not a comment, so the
-		// decoder's entries are ours one to one.
+		// Every entry is one line that the decoder neither skips nor
+		// splits, so the decoder's entries are ours one to one.
 		if d == nil || !d.Next() {
 			w.reject(e.line, errInternal)
 			continue
@@ -49,7 +49,16 @@ func (w *writer) decodeChunk() error {
 			}
 		}
 	}
-	w.chunk, w.entries = w.chunk[:0], w.entries[:0]
+	if len(w.points) > 0 {
+		w.pending()
+	}
+	// Keep the bytes of the entry being split, at the start of chunk.
+	n := copy(w.chunk, w.chunk[done:])
+	w.chunk, w.entries = w.chunk[:n], w.entries[:0]
+	if w.open {
+		w.cur.from -= done
+		w.cur.start -= done
+	}
 	// Small chunks first, so that the series of the first lines are known
 	// soon; then large ones, which cost less per line.
 	w.chunkEntries = min(2*w.chunkEntries, maxChunkEntries)
@@ -61,8 +70,8 @@ func (w *writer) decodeChunk() error {
 func (w *writer) decodeEntry(d *lineprotocol.Decoder, e entry) error {
 	tags, fields := len(w.tags), len(w.fields)
 	p, err := w.parse(d, e)
-	if err == nil {
-		err = validate(&p)
+	if err == nil && e.series == nil {
+		err = w.validate(&p) // a cached series section was valid
 	}
 	if err != nil {
 		w.tags, w.fields = w.tags[:tags], w.fields[:fields]
@@ -72,9 +81,12 @@ func (w *writer) decodeEntry(d *lineprotocol.Decoder, e entry) error {
 	w.lines = append(w.lines, e.line)
 	if e.prefix > 0 {
 		// Remember the series section for the lines to come.
-		if len(w.series) >= maxSeries {
+		cost := e.prefix + len(p.Measurement) + entryCost*(1+len(p.Tags))
+		if len(w.series) >= maxSeries || w.seriesBytes+cost > maxSeriesBytes {
 			clear(w.series)
+			w.seriesBytes = 0
 		}
+		w.seriesBytes += cost
 		w.series[string(w.chunk[e.off:e.off+e.prefix])] = &series{
 			measurement: p.Measurement,
 			tags:        slices.Clone(p.Tags),
@@ -206,17 +218,36 @@ func (w *writer) parseTime(b []byte) (int64, error) {
 // parseValue rejects NaN and infinities, and parse drops duplicate fields. So
 // what remains is duplicate tag keys. (point.Validate scans every name for
 // newlines, which costs a fifth of the parse; the tests check that every
-// point handed to the DB passes it.)
-func validate(p *point.Point) error {
-	for i := 1; i < len(p.Tags); i++ {
-		for _, t := range p.Tags[:i] {
-			if t.Key == p.Tags[i].Key {
-				return invalidf("duplicate tag key %q", t.Key)
+// point handed to the DB passes it.) Many tags are checked in sorted order,
+// so that a line holding thousands costs O(n log n), not O(n²).
+func (w *writer) validate(p *point.Point) error {
+	if len(p.Tags) <= smallTagSet {
+		for i := 1; i < len(p.Tags); i++ {
+			for _, t := range p.Tags[:i] {
+				if t.Key == p.Tags[i].Key {
+					return invalidf("duplicate tag key %q", t.Key)
+				}
 			}
+		}
+		return nil
+	}
+	keys := w.keys[:0]
+	for _, t := range p.Tags {
+		keys = append(keys, t.Key)
+	}
+	slices.Sort(keys)
+	w.keys = keys
+	defer clear(keys)
+	for i := 1; i < len(keys); i++ {
+		if keys[i] == keys[i-1] {
+			return invalidf("duplicate tag key %q", keys[i])
 		}
 	}
 	return nil
 }
+
+// smallTagSet is the most tags validate compares pairwise.
+const smallTagSet = 16
 
 // atoi parses a decimal int64 like strconv.ParseInt(string(b), 10, 64),
 // several times faster on the 19-digit timestamps of nanosecond input.
@@ -229,6 +260,14 @@ func atoi(b []byte) (int64, error) {
 		return strconv.ParseInt(string(b), 10, 64) // let strconv explain
 	}
 	var n uint64 // 19 digits cannot overflow it
+	for len(digits) >= 8 {
+		v, ok := parse8(digits)
+		if !ok {
+			return strconv.ParseInt(string(b), 10, 64)
+		}
+		n = n*1e8 + v
+		digits = digits[8:]
+	}
 	for _, c := range digits {
 		c -= '0'
 		if c > 9 {
@@ -236,7 +275,7 @@ func atoi(b []byte) (int64, error) {
 		}
 		n = n*10 + uint64(c)
 	}
-	if len(digits) < len(b) {
+	if b[0] == '-' {
 		if n > 1<<63 {
 			return strconv.ParseInt(string(b), 10, 64)
 		}
@@ -246,6 +285,21 @@ func atoi(b []byte) (int64, error) {
 		return strconv.ParseInt(string(b), 10, 64)
 	}
 	return int64(n), nil
+}
+
+// parse8 parses the 8 decimal digits that b starts with, in a few word
+// operations. It reports false if one of the bytes is not a digit.
+func parse8(b []byte) (uint64, bool) {
+	v := binary.LittleEndian.Uint64(b) // b[0], the first digit, in the low byte
+	// A digit is 0x30-0x39: its high nibble is 3, and adding 6 to it
+	// carries into the high nibble for 0x3a-0x3f only.
+	if v&0xf0f0f0f0f0f0f0f0 != 0x3030303030303030 || (v+0x0606060606060606)&0xf0f0f0f0f0f0f0f0 != 0x3030303030303030 {
+		return 0, false
+	}
+	v -= 0x3030303030303030
+	v = (v*10 + v>>8) & 0x00ff00ff00ff00ff   // pairs of digits in 16-bit lanes
+	v = (v*100 + v>>16) & 0x0000ffff0000ffff // groups of four in 32-bit lanes
+	return (v*10000 + v>>32) & 0x00000000ffffffff, true
 }
 
 // name returns b as a string. slot is the position of the name in its line
@@ -270,21 +324,15 @@ func (w *writer) intern(b []byte) string {
 	}
 	s := string(b)
 	if len(b) <= maxInternLen {
-		if len(w.names) >= maxInterned {
+		if len(w.names) >= maxInterned || w.namesBytes+len(b)+entryCost > maxInternBytes {
 			clear(w.names)
+			w.namesBytes = 0
 		}
+		w.namesBytes += len(b) + entryCost
 		w.names[s] = s
 	}
 	return s
 }
-
-// floatByte marks the bytes of a decimal float.
-var floatByte = func() (t [256]bool) {
-	for _, c := range []byte("0123456789.eE+-") {
-		t[c] = true
-	}
-	return t
-}()
 
 // pow10 holds the powers of ten that a float64 represents exactly.
 var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15}
@@ -339,17 +387,16 @@ func parseValue(kind lineprotocol.ValueKind, b []byte) (point.Value, error) {
 		if f, ok := parseSimpleFloat(b); ok {
 			return point.Float(f), nil
 		}
-		for _, c := range b {
-			if !floatByte[c] {
-				return point.Value{}, fmt.Errorf("invalid float %q", b)
-			}
-		}
+		// What the decoder accepts: strconv's syntax (so hexadecimal
+		// mantissas too), finite values only.
 		f, err := strconv.ParseFloat(string(b), 64)
-		if err != nil {
-			if errors.Is(err, strconv.ErrRange) {
-				return point.Value{}, fmt.Errorf("float %s out of range", b)
-			}
+		switch {
+		case errors.Is(err, strconv.ErrRange):
+			return point.Value{}, fmt.Errorf("float %s out of range", b)
+		case err != nil:
 			return point.Value{}, fmt.Errorf("invalid float %q", b)
+		case math.IsInf(f, 0) || math.IsNaN(f):
+			return point.Value{}, fmt.Errorf("float %s is not a number", b)
 		}
 		return point.Float(f), nil
 	case lineprotocol.Int:

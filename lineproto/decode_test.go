@@ -46,13 +46,38 @@ func TestParseSimpleFloat(t *testing.T) {
 }
 
 func TestAtoi(t *testing.T) {
-	for _, s := range []string{"0", "-0", "7", "007", "-1", "1700000000000000000", "9223372036854775807",
+	r := rand.New(rand.NewPCG(5, 6))
+	var random []string
+	for range 100_000 {
+		s := strconv.FormatUint(r.Uint64()>>r.IntN(64), 10)
+		if r.IntN(2) == 0 {
+			s = "-" + s
+		}
+		if r.IntN(4) == 0 { // a byte that is not a digit
+			b := []byte(s)
+			b[r.IntN(len(b))] = byte(r.IntN(256))
+			s = string(b)
+		}
+		random = append(random, s)
+	}
+	for _, s := range append(random, []string{"0", "-0", "7", "007", "-1", "1700000000000000000", "9223372036854775807",
 		"-9223372036854775808", "9223372036854775808", "-9223372036854775809", "99999999999999999999",
-		"", "-", "--1", "1-", "12a", "+5", "18446744073709551616"} {
+		"", "-", "--1", "1-", "12a", "+5", "18446744073709551616", "1234567/", "1234567:", "0000000000000000001",
+		"-9223372036854775807", "12345678", "123456789", "1234567a9", "12345678901234567a"}...) {
 		got, err := atoi([]byte(s))
 		want, werr := strconv.ParseInt(s, 10, 64)
 		if got != want || (err == nil) != (werr == nil) {
 			t.Errorf("atoi(%q) = %d, %v; strconv: %d, %v", s, got, err, want, werr)
+		}
+	}
+}
+
+// BenchmarkAtoi parses nanosecond timestamps, as the baseline has them.
+func BenchmarkAtoi(b *testing.B) {
+	ts := []byte("1700000000123456789")
+	for b.Loop() {
+		if _, err := atoi(ts); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -9,14 +9,19 @@
 //
 //	measurement[,tag=value...] field=value[,field=value...] [timestamp]
 //
-// parsed with the decoder of github.com/influxdata/line-protocol/v2:
+// parsed with the decoder of github.com/influxdata/line-protocol/v2, which
+// InfluxDB uses: a line is accepted or rejected exactly as that decoder
+// (with its NextField and Time) accepts or rejects it, with one exception
+// (duplicate tag keys, below). FuzzConformance checks this line by line.
 //
 //   - Field values are floats (1, -1.5, 1e-3: a number without a suffix is a
 //     float, so v=1 is the float 1), signed integers with an i suffix (-42i),
 //     unsigned integers with a u suffix (42u), booleans (t, T, true, True,
-//     TRUE, f, F, false, False, FALSE) and double-quoted strings. Floats are
-//     decimal (digits, '.', an exponent); hexadecimal forms, NaN and Inf are
-//     rejected, as are numbers outside the range of their kind.
+//     TRUE, f, F, false, False, FALSE) and double-quoted strings. Numbers are
+//     read as strconv reads them, as the decoder does: floats may be
+//     hexadecimal (0x1p-3) and digits may be separated by underscores
+//     (1_000); NaN and infinities are rejected, as are numbers outside the
+//     range of their kind. A bad value rejects its line.
 //   - Escapes: "\," and "\ " in the measurement; "\,", "\=" and "\ " in tag
 //     keys, tag values and field keys; "\"" and "\\" (and "\n", "\r", "\t",
 //     which the decoder turns into the control characters) in string values.
@@ -27,11 +32,19 @@
 //     already rules out empty names, control bytes and lines without
 //     fields, and Write rejects duplicate tag keys itself.
 //   - Duplicate field keys in one line: the last value wins, as in InfluxDB,
-//     so cpu v=1,v=2i writes the integer 2. Duplicate tag keys are an error.
-//   - Blank lines (only spaces, tabs and carriage returns) and comment lines
-//     (whose first non-blank byte is '#') are skipped and not counted.
-//     Leading and trailing spaces and tabs are ignored, and a CR before the
-//     newline (CRLF line endings) is dropped.
+//     so cpu v=1,v=2i writes the integer 2. Duplicate tag keys are an error
+//     (the decoder passes them; the data model has one value per tag key).
+//   - Blank lines (only spaces, and a carriage return before the newline)
+//     and comment lines (spaces, then '#', then printable bytes) are skipped
+//     and not counted. Leading spaces are ignored, and so are trailing ones
+//     after the fields or the timestamp. A tab is not a blank: a line that
+//     starts with one is rejected, and so is a comment line that holds a tab
+//     or another control byte.
+//   - A carriage return ends a line only right before its newline (CRLF) or
+//     at the end of the input. Anywhere else outside a string value it
+//     rejects the line. (The decoder then reads a second, rejected entry from
+//     the carriage return on; when that is on a later line than the entry's
+//     start, because a string value spans lines, that line is rejected too.)
 //
 // # Timestamps
 //
@@ -50,10 +63,11 @@
 // entry longer than Options.MaxLineBytes is rejected alone and reading resumes
 // after the newline that ends the line where the limit was crossed.
 //
-// Every invalid entry becomes a *LineError in Result.Rejected, in line order,
-// giving its number and the reason: a syntax error (with its column when the
-// entry is one line), a value out of range, a point that fails validation, or
-// a point the DB refused. Parser rejections match base.ErrInvalid
+// Every invalid entry is counted in Result.RejectedCount and the first
+// Options.MaxRejected of them (100 by default) are kept in Result.Rejected,
+// in line order, as *LineError values giving the line number and the reason:
+// a syntax error (with its column when the entry is one line), a value out
+// of range, a point that fails validation, or a point the DB refused. Parser rejections match base.ErrInvalid
 // (engine.ErrInvalid) with errors.Is. The DB's Write is atomic; when it
 // refuses a point with a *base.PointError (wrapping ErrInvalid or
 // ErrFieldTypeConflict), that point's line is rejected and the rest of the
@@ -66,6 +80,17 @@
 //
 // One line is one point: its measurement, its tags in the order written, its
 // fields (after dropping duplicates) and its time. Result.Lines counts the
-// entries read, Result.Points the points written; when Write returns a nil
-// error, Lines == Points + len(Rejected).
+// entries read, Result.Points the points written; Lines == Points +
+// RejectedCount when Write returns a nil error or the context's error.
+//
+// # Batches, idle input and cancellation
+//
+// Points go to the DB in batches of Options.BatchSize. An entry is complete
+// once its newline (or the end of the input) is read; a complete entry waits
+// at most Options.Linger (1s by default) in a batch that is not full, so
+// lines trickling in from a pipe or a socket are written soon even though the
+// input stays open. Cancelling the context stops Write at once, even while it
+// waits for input: it writes every complete entry it has read, drops only an
+// unfinished one, and returns the context's error. Memory is bounded by the
+// batch, a read buffer and MaxRejected, never by the input.
 package lineproto

@@ -26,6 +26,7 @@ func FuzzWrite(f *testing.F) {
 			MaxLineBytes: 64,
 			Now:          fixedNow,
 			Precision:    lineproto.Precision(len(in) % 4),
+			MaxRejected:  len(in) + 1,
 		}
 		db := newMemDB()
 		res, err := lineproto.Write(context.Background(), db, bytes.NewReader(in), opts)
@@ -35,8 +36,8 @@ func FuzzWrite(f *testing.F) {
 		if db.invalid > 0 {
 			t.Fatalf("handed the DB %d points that fail point.Validate", db.invalid)
 		}
-		if res.Lines != res.Points+len(res.Rejected) || res.Points != len(db.points) {
-			t.Fatalf("Lines %d, Points %d, Rejected %d, stored %d", res.Lines, res.Points, len(res.Rejected), len(db.points))
+		if res.Lines != res.Points+res.RejectedCount || res.Points != len(db.points) || len(res.Rejected) != res.RejectedCount {
+			t.Fatalf("Lines %d, Points %d, Rejected %d of %d, stored %d", res.Lines, res.Points, len(res.Rejected), res.RejectedCount, len(db.points))
 		}
 		phys := bytes.Count(in, []byte("\n")) + 1
 		last := 0
@@ -50,11 +51,17 @@ func FuzzWrite(f *testing.F) {
 			last = le.Line
 		}
 
-		// Without quotes, every entry is one physical line.
+		// Without quotes, every entry is one physical line: one that is
+		// neither blank (spaces, and a final CR) nor a comment (spaces, '#'
+		// and printable bytes, and a final CR).
 		if bytes.IndexByte(in, '"') < 0 {
 			n := 0
 			for line := range bytes.SplitSeq(in, []byte("\n")) {
-				if l := bytes.Trim(line, " \t\r"); len(l) > 0 && l[0] != '#' {
+				l := bytes.TrimLeft(bytes.TrimSuffix(line, []byte("\r")), " ")
+				comment := len(l) > 0 && l[0] == '#' && !bytes.ContainsFunc(l, func(r rune) bool {
+					return r < 0x20 || r == 0x7f
+				})
+				if len(l) > 0 && !comment {
 					n++
 				}
 			}

@@ -1,8 +1,6 @@
 package lineproto
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -83,6 +81,8 @@ func (p Precision) String() string {
 const (
 	DefaultBatchSize    = 5000
 	DefaultMaxLineBytes = 64 << 10
+	DefaultMaxRejected  = 100
+	DefaultLinger       = time.Second
 )
 
 // Options configure Write. The zero value is valid: every zero field means
@@ -99,6 +99,17 @@ type Options struct {
 	// newline. A longer one is rejected alone and reading resumes at the next
 	// newline. Default 64 KiB.
 	MaxLineBytes int
+	// MaxRejected is how many rejected entries Result.Rejected keeps: those
+	// with the lowest line numbers. Every rejection is counted in
+	// Result.RejectedCount, so memory does not grow with the number of bad
+	// lines. Default 100.
+	MaxRejected int
+	// Linger is the longest a complete entry waits, in a batch that is not
+	// full, before it is written: when the input is idle (a pipe, a socket)
+	// Write writes what it has after Linger instead of waiting for a full
+	// batch or the end of the input. Default 1s, as Telegraf's flush
+	// interval.
+	Linger time.Duration
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -111,6 +122,12 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxLineBytes < 0 {
 		return o, fmt.Errorf("lineproto: %w: negative max line bytes %d", base.ErrInvalid, o.MaxLineBytes)
 	}
+	if o.Linger < 0 {
+		return o, fmt.Errorf("lineproto: %w: negative linger %v", base.ErrInvalid, o.Linger)
+	}
+	if o.MaxRejected < 0 {
+		return o, fmt.Errorf("lineproto: %w: negative max rejected %d", base.ErrInvalid, o.MaxRejected)
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -120,14 +137,26 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxLineBytes == 0 {
 		o.MaxLineBytes = DefaultMaxLineBytes
 	}
+	if o.MaxRejected == 0 {
+		o.MaxRejected = DefaultMaxRejected
+	}
+	if o.Linger == 0 {
+		o.Linger = DefaultLinger
+	}
 	return o, nil
 }
 
 // Result reports what Write did.
 type Result struct {
-	Lines    int          // entries read: non-blank, non-comment lines
-	Points   int          // points written
-	Rejected []*LineError // the entries not written, in line order
+	Lines  int // entries read: non-blank, non-comment lines
+	Points int // points written
+	// Rejected holds the first Options.MaxRejected entries not written, in
+	// line order.
+	Rejected []*LineError
+	// RejectedCount is the number of entries not written, kept in Rejected
+	// or not: Lines == Points + RejectedCount once the input is read to the
+	// end.
+	RejectedCount int
 }
 
 // LineError is an entry that was not written and why.
@@ -166,10 +195,20 @@ func invalidf(format string, args ...any) error {
 }
 
 // Write reads line protocol from r and writes it to db in batches of
-// opts.BatchSize points. It returns a nil error when r was read to the end,
-// whatever the number of rejected lines; ctx.Err() when ctx is cancelled; the
-// error of r or of db otherwise. Points acknowledged by db before an error
-// stay written. Memory use is bounded by the batch, not by the input.
+// opts.BatchSize points, and writes a partial batch once its first entry has
+// waited opts.Linger. It returns a nil error when r was read to the end,
+// whatever the number of rejected lines; the error of r or of db otherwise.
+// Points acknowledged by db before an error stay written. Memory use is
+// bounded by the batch, not by the input.
+//
+// Cancelling ctx stops the ingest promptly, even while a Read of r blocks:
+// Write stops reading, writes every complete entry it has read (those in
+// Result), and returns ctx.Err(). Only an entry whose end was not read yet is
+// dropped, so no line Write has taken from r is lost silently. Reads of r run
+// in a goroutine of their own; when ctx is cancelled during a Read that
+// blocks, Write returns without waiting for it, the goroutine ends when that
+// Read returns, and what it read is discarded: do not use r after a
+// cancelled Write.
 func Write(ctx context.Context, db DB, r io.Reader, opts Options) (Result, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -187,34 +226,45 @@ func Write(ctx context.Context, db DB, r io.Reader, opts Options) (Result, error
 		series: make(map[string]*series),
 
 		chunkEntries: 1,
-		points:       make([]point.Point, 0, min(o.BatchSize, 1024)),
+		points:       make([]point.Point, 0, min(o.BatchSize, 64)),
 	}
-	err = w.run(r)
+	in := newInput(ctx, r)
+	defer in.close()
+	w.in = in
+	err = w.run(in)
 	return w.res, err
 }
 
 const (
-	// readBufSize is the size of the bufio.Reader; longer lines arrive in
-	// several pieces.
-	readBufSize = 64 << 10
 	// The entries split so far are decoded when they fill chunkBytes or
 	// reach writer.chunkEntries, which doubles from 1 to maxChunkEntries.
 	chunkBytes      = 64 << 10
 	maxChunkEntries = 4096
-	// checkContextEvery is how many input pieces or entries pass between two
+	// checkContextEvery is how many input pieces pass between two
 	// looks at ctx.
 	checkContextEvery = 128
 	// wholeRetries is how many points of a batch the DB may refuse before
 	// the points ahead of a refused one are written on their own, which
 	// bounds the work for a batch full of conflicts.
 	wholeRetries = 8
-	// maxInterned and maxInternLen bound the table of names, maxSeries and
-	// maxSeriesLen the table of series sections.
-	maxInterned  = 1 << 16
-	maxInternLen = 256
-	maxSeries    = 1 << 16
-	maxSeriesLen = 1024
+	// maxInterned, maxInternLen and maxInternBytes bound the table of
+	// names, maxSeries, maxSeriesLen and maxSeriesBytes the table of series
+	// sections: a table is emptied when it would go past its bound. The
+	// bytes count the keys and strings, and entryCost for each entry, tag
+	// or name besides.
+	maxInterned    = 1 << 16
+	maxInternLen   = 256
+	maxInternBytes = 4 << 20
+	maxSeries      = 1 << 16
+	maxSeriesLen   = 1024
+	maxSeriesBytes = 8 << 20
+	entryCost      = 64
 )
+
+// readBufSize is the longest piece of a line that the splitter gets at once;
+// longer lines arrive in several pieces. Tests make it small to send lines
+// through pieces.
+var readBufSize = 64 << 10
 
 // entry is one split entry, on a line of writer.chunk.
 type entry struct {
@@ -272,26 +322,51 @@ type writer struct {
 	recent [16]string         // the name last seen at each position of a line
 	series map[string]*series // series sections decoded before, by their bytes
 
-	nowSet   bool
-	nowNS    int64 // Options.Now for this batch
-	retries  int   // points refused by the DB in this batch
-	batchRej int   // len(res.Rejected) when this batch started
+	namesBytes, seriesBytes int // what the tables hold, as maxInternBytes counts
+
+	nowSet  bool
+	nowNS   int64 // Options.Now for this batch
+	retries int   // points refused by the DB in this batch
+
+	in   *input   // sets the linger deadline of what is pending
+	keys []string // scratch space of validate
 }
 
+// reject records that the entry at line was not written. Rejected keeps the
+// MaxRejected lowest line numbers, in order. The parser rejects in line
+// order, so the usual case appends or drops; the DB's refusals, which come
+// after the parser's rejections of later lines of the same batch, are
+// inserted in place.
 func (w *writer) reject(line int, err error) {
-	w.res.Rejected = append(w.res.Rejected, &LineError{Line: line, Err: err})
+	w.res.RejectedCount++
+	rej := w.res.Rejected
+	n := len(rej)
+	if n > 0 && rej[n-1].Line > line {
+		i, _ := slices.BinarySearchFunc(rej, line, func(le *LineError, line int) int { return le.Line - line })
+		if n == w.opts.MaxRejected {
+			clear(rej[n-1:])
+			rej = rej[:n-1]
+		}
+		w.res.Rejected = slices.Insert(rej, i, &LineError{Line: line, Err: err})
+		return
+	}
+	if n < w.opts.MaxRejected {
+		w.res.Rejected = append(rej, &LineError{Line: line, Err: err})
+	}
 }
 
-func (w *writer) run(r io.Reader) error {
-	br := bufio.NewReaderSize(r, readBufSize)
+func (w *writer) run(in *input) error {
 	for {
-		seg, rerr := br.ReadSlice('\n')
+		seg, rerr := in.readSlice(readBufSize)
+		// A piece that ends neither its line nor the input: more of the
+		// line follows, now or after an idle wait or never (stop).
+		more := rerr == errPiece || rerr == errLinger || rerr == errStop
+		final := rerr != nil && !more
 		nl := len(seg) > 0 && seg[len(seg)-1] == '\n'
 		body := seg
 		if nl {
 			body = seg[:len(seg)-1]
 		}
-		final := rerr != nil && rerr != bufio.ErrBufferFull
 		var err error
 		switch {
 		case w.skipping:
@@ -299,9 +374,9 @@ func (w *writer) run(r io.Reader) error {
 				w.phys++
 				w.skipping = false
 			}
-		case rerr != nil && rerr != io.EOF && rerr != bufio.ErrBufferFull:
+		case final && rerr != io.EOF:
 			// A read error: the unfinished line is dropped.
-		case !w.open && (nl || final) && bytes.IndexByte(body, '"') < 0:
+		case !w.open && (nl || final) && fastLine(body):
 			if nl || len(body) > 0 {
 				err = w.addLine(body)
 			}
@@ -311,13 +386,24 @@ func (w *writer) run(r io.Reader) error {
 		if err != nil {
 			return err
 		}
-		if rerr == nil || rerr == bufio.ErrBufferFull {
-			if w.pieces++; w.pieces%checkContextEvery == 0 {
-				if err := w.ctx.Err(); err != nil {
-					return err
-				}
+		switch {
+		case rerr == nil || rerr == errPiece:
+			if w.pieces++; w.pieces%checkContextEvery == 0 && w.ctx.Err() != nil {
+				// Take in what was read; the input then reports errStop.
+				in.drain()
 			}
 			continue
+		case rerr == errLinger:
+			// The input is idle: write what is complete.
+			if err := w.decodeChunk(); err != nil {
+				return err
+			}
+			if err := w.flush(); err != nil {
+				return err
+			}
+			continue
+		case rerr == errStop:
+			return w.stop()
 		}
 		// End of input or a read error: write what was read completely.
 		if err := w.decodeChunk(); err != nil {
@@ -333,25 +419,52 @@ func (w *writer) run(r io.Reader) error {
 	}
 }
 
+// stop ends a cancelled Write: it writes the complete entries read so far
+// and returns the context's error.
+func (w *writer) stop() error {
+	if err := w.decodeChunk(); err != nil {
+		return err
+	}
+	if err := w.flush(); err != nil {
+		return err
+	}
+	return w.ctx.Err()
+}
+
+// pending notes that an entry or a point waits to be written: the input
+// stops waiting for more at the linger deadline.
+func (w *writer) pending() {
+	if w.in != nil && w.in.deadline.IsZero() {
+		w.in.deadline = time.Now().Add(w.opts.Linger)
+	}
+}
+
 // endEntry appends the entry that ends at the end of chunk to entries and
 // decodes the chunk when it is full.
 func (w *writer) endEntry(e entry) error {
 	w.chunk = append(w.chunk, '\n')
 	w.entries = append(w.entries, e)
 	w.res.Lines++
+	w.pending()
 	if len(w.chunk) >= chunkBytes || len(w.entries) >= w.chunkEntries {
 		return w.decodeChunk()
 	}
 	return nil
 }
 
-// tooLong records an entry rejected for its length; it keeps its place among
-// the entries so that Rejected stays in line order.
+// tooLong records an entry rejected for its length.
 func (w *writer) tooLong(line int) error {
-	w.entries = append(w.entries, entry{line: line, err: &invalidError{
+	return w.badEntry(line, &invalidError{
 		err: fmt.Errorf("%w: more than %d bytes", ErrLineTooLong, w.opts.MaxLineBytes),
-	}})
+	})
+}
+
+// badEntry records an entry that the splitter rejects itself; it keeps its
+// place among the entries so that Rejected stays in line order.
+func (w *writer) badEntry(line int, err error) error {
+	w.entries = append(w.entries, entry{line: line, err: err})
 	w.res.Lines++
+	w.pending()
 	if len(w.entries) >= w.chunkEntries {
 		return w.decodeChunk()
 	}
@@ -360,28 +473,21 @@ func (w *writer) tooLong(line int) error {
 
 // flush writes the batch and starts a new one.
 func (w *writer) flush() error {
+	if w.in != nil {
+		w.in.deadline = time.Time{}
+	}
 	if len(w.points) > 0 {
-		if err := w.ctx.Err(); err != nil {
-			return err
-		}
 		if err := w.write(w.points, w.lines); err != nil {
 			return err
 		}
-	}
-	// Engine rejections come after the parser's; keep Rejected in line order.
-	if tail := w.res.Rejected[w.batchRej:]; !slices.IsSortedFunc(tail, cmpLine) {
-		slices.SortStableFunc(tail, cmpLine)
 	}
 	clear(w.points) // drop references to strings for the GC
 	w.points, w.lines = w.points[:0], w.lines[:0]
 	w.tags, w.fields = w.tags[:0], w.fields[:0]
 	w.nowSet = false
 	w.retries = 0
-	w.batchRej = len(w.res.Rejected)
 	return nil
 }
-
-func cmpLine(a, b *LineError) int { return a.Line - b.Line }
 
 // write hands pts to the DB. When the DB refuses a point, its line is
 // rejected and the others are written again without it.

@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,8 +88,15 @@ func ingest(t testing.TB, db lineproto.DB, in string, opts lineproto.Options) li
 	if err != nil {
 		t.Fatalf("Write(%s): %v", short(in), err)
 	}
-	if res.Lines != res.Points+len(res.Rejected) {
-		t.Fatalf("Write(%s): Lines %d != Points %d + Rejected %d", short(in), res.Lines, res.Points, len(res.Rejected))
+	if res.Lines != res.Points+res.RejectedCount {
+		t.Fatalf("Write(%s): Lines %d != Points %d + RejectedCount %d", short(in), res.Lines, res.Points, res.RejectedCount)
+	}
+	maxRej := opts.MaxRejected
+	if maxRej == 0 {
+		maxRej = lineproto.DefaultMaxRejected
+	}
+	if len(res.Rejected) != min(res.RejectedCount, maxRej) {
+		t.Fatalf("Write(%s): %d in Rejected of %d rejected, with MaxRejected %d", short(in), len(res.Rejected), res.RejectedCount, maxRej)
 	}
 	if m, ok := db.(*memDB); ok && m.invalid > 0 {
 		t.Fatalf("Write(%s) handed the DB %d points that fail point.Validate", short(in), m.invalid)
@@ -182,10 +193,19 @@ func TestValidLines(t *testing.T) {
 
 	// Line endings, blanks, comments.
 	f("cpu v=1 1\r\ncpu v=2 2\r\n", pt("cpu", 1, nil, fl("v", F(1))), pt("cpu", 2, nil, fl("v", F(2))))
-	f("cpu v=1 1   \t \ncpu v=2   \r\n", pt("cpu", 1, nil, fl("v", F(1))), pt("cpu", now, nil, fl("v", F(2))))
-	f("  \tcpu v=1 1", pt("cpu", 1, nil, fl("v", F(1))))
+	f("cpu v=1 1   \ncpu v=2   \r\n", pt("cpu", 1, nil, fl("v", F(1))), pt("cpu", now, nil, fl("v", F(2))))
+	f("cpu v=1 1\r", pt("cpu", 1, nil, fl("v", F(1))))
+	f("cpu v=1\r", pt("cpu", now, nil, fl("v", F(1))))
+	f("  cpu v=1 1", pt("cpu", 1, nil, fl("v", F(1))))
 	f(`cpu s="x"   `, pt("cpu", now, nil, fl("s", S("x"))))
-	f("# comment\n\n   \n\t\r\n#cpu v=1 1\n  # \"quoted\ncpu v=1 1\n# last", pt("cpu", 1, nil, fl("v", F(1))))
+	f("# comment\n\n   \n  \r\n\r\n#cpu v=1 1\n  # \"quoted\ncpu v=1 1\n# last", pt("cpu", 1, nil, fl("v", F(1))))
+	f("# tab-free comment with \xff bytes and \"quotes\r\ncpu v=1 1\n#\r", pt("cpu", 1, nil, fl("v", F(1))))
+	// Tabs are ordinary bytes in values and strings.
+	f("cpu v=t,s=\"a\tb\" 1", pt("cpu", 1, nil, fl("v", B(true)), fl("s", S("a\tb"))))
+	// A carriage return inside a string is part of it.
+	f("cpu s=\"a\rb\" 1\ncpu s=\"\r\" 2", pt("cpu", 1, nil, fl("s", S("a\rb"))), pt("cpu", 2, nil, fl("s", S("\r"))))
+	// Floats as strconv reads them, hexadecimal included.
+	f("cpu v=0x1p-2,w=-0x1.8p1 1", pt("cpu", 1, nil, fl("v", F(0.25)), fl("w", F(-3))))
 	f("")
 	f("\n\n")
 	f("# only a comment")
@@ -225,7 +245,7 @@ func TestInvalidLines(t *testing.T) {
 	// Bad syntax and missing parts, each between good lines.
 	for _, c := range []struct{ line, reason string }{
 		{"cpu", "column 4"},
-		{"cpu ", "column 4"},
+		{"cpu ", "column 5"},
 		{"cpu v", "want '='"},
 		{"cpu v=", "unrecognized type"},
 		{"cpu v=,w=1", "unrecognized type"},
@@ -245,8 +265,31 @@ func TestInvalidLines(t *testing.T) {
 		{"cpu v=1 99999999999999999999", "out of range"},
 		{"cpu v=abc", "unrecognized type"},
 		{"cpu v=1x", "invalid float"},
-		{"cpu v=1_000", "invalid float"},
-		{"cpu v=0x1p3", "invalid float"},
+		{"cpu v=1__0", "invalid float"},
+		{"cpu v=0x1", "invalid float"},
+		{"cpu v=-inf", "not a number"},
+		{"cpu v=0x1p2000", "out of range"},
+		// The decoder's blanks are spaces only, and its comment lines are
+		// printable.
+		{"\tcpu v=1 1", "column 1: invalid character '\\t' found at start of measurement name"},
+		{"\t", "column 1"},
+		{" \t ", "column 2"},
+		{"cpu v=1 1\t", "invalid timestamp"},
+		{"cpu v=1\t", "invalid float"},
+		{"cpu\tv=1", ""},
+		{"cpu v=1\t1", "invalid float"},
+		{"# bell \a", "column 8: invalid character '\\a' in comment line"},
+		{"  #\t", "column 4: invalid character '\\t' in comment line"},
+		{"#\x7f", "column 2"},
+		// A carriage return ends a line only right before the newline.
+		{"cpu v=1 1\r ", "column 10: carriage return not followed by a newline"},
+		{"cpu v=1\r\r", "column 8: carriage return"},
+		{"\r\r", "column 1: carriage return"},
+		{" \rcpu v=1 1", "column 2: carriage return"},
+		{"cpu\rv=1 1", "column 4: carriage return"},
+		{"#comment\r ", "column 9: invalid character '\\r' in comment line"},
+		{"cpu v=1 1\rcpu v=2 2", "carriage return"},
+		{"cpu v=\"s\"\rx,s=\"a", "carriage return"},
 		{"cpu v=1.5i", "invalid integer"},
 		{"cpu v=-1u", "invalid unsigned"},
 		{"cpu v=tru", "invalid boolean"},
@@ -260,7 +303,7 @@ func TestInvalidLines(t *testing.T) {
 		{"cpu v=NaN", "unrecognized type"},
 		{"cpu v=nan", ""},
 		{"cpu v=Inf", ""},
-		{"cpu v=-Inf", "invalid float"},
+		{"cpu v=-Inf", "not a number"},
 		{"cpu v=-NaN", "invalid float"},
 		{"cpu v=1e400", "out of range"},
 		{"cpu v=9223372036854775808i", "out of range"},
@@ -287,7 +330,7 @@ func TestInvalidLines(t *testing.T) {
 	f("a s=\"x\ny\" 1\nb v=1 2\n\nc v=bad\nd s=\"\n\n\" 3\ne v=\n", o, 3, "5 unrecognized type", "9 unrecognized type")
 	f("cpu v=1 1\ncpu v=\"unterminated", o, 1, "2 closing quote")
 	// CRLF and a column that counts the dropped leading blanks.
-	f("cpu v=1 1\r\n \t cpu,t= v=1\r\n", o, 1, "2 column 10: expected tag value")
+	f("cpu v=1 1\r\n   cpu,t= v=1\r\n", o, 1, "2 column 10: expected tag value")
 
 	// Timestamps out of range after scaling.
 	for _, c := range []struct {
@@ -379,7 +422,7 @@ func TestManyConflicts(t *testing.T) {
 		}
 	}
 	db := newMemDB()
-	res := ingest(t, db, in.String(), lineproto.Options{BatchSize: n})
+	res := ingest(t, db, in.String(), lineproto.Options{BatchSize: n, MaxRejected: n})
 	if res.Points != n/2 || len(res.Rejected) != n/2 {
 		t.Fatalf("Points %d Rejected %d, want %d each", res.Points, len(res.Rejected), n/2)
 	}
@@ -598,13 +641,16 @@ func TestFailures(t *testing.T) {
 	defer cancel()
 	db = newMemDB()
 	db.onWrite = func(int) { cancel() }
-	res, err = lineproto.Write(cctx, db, &lineReader{n: 10_000}, lineproto.Options{BatchSize: 100})
-	if !errors.Is(err, context.Canceled) || res.Points != 100 {
-		t.Errorf("cancelled after a batch: Points %d, %v", res.Points, err)
+	res, err = lineproto.Write(cctx, db, &lineReader{n: 100_000}, lineproto.Options{BatchSize: 100})
+	// Every entry read is written, and reading stopped soon: at most a
+	// chunk of entries after the first batch.
+	if !errors.Is(err, context.Canceled) || res.Points < 100 || res.Points > 100+4096 ||
+		res.Lines != res.Points || len(db.points) != res.Points {
+		t.Errorf("cancelled after a batch: %+v, stored %d, %v", res, len(db.points), err)
 	}
 
 	// Bad options.
-	for _, o := range []lineproto.Options{{Precision: 9}, {BatchSize: -1}, {MaxLineBytes: -1}} {
+	for _, o := range []lineproto.Options{{Precision: 9}, {BatchSize: -1}, {MaxLineBytes: -1}, {MaxRejected: -1}} {
 		if _, err := lineproto.Write(ctx, newMemDB(), strings.NewReader(in), o); !errors.Is(err, base.ErrInvalid) {
 			t.Errorf("%+v: %v", o, err)
 		}
@@ -653,12 +699,400 @@ func TestSeriesCache(t *testing.T) {
 			i++
 		}
 	}
-	f("m,t=a v=1 1\nm,t=a v=2 2\n  m,t=a   v=3 3\nm,t=a v=abc 4\n \tm,t=a v=5,w 5", 3,
+	f("m,t=a v=1 1\nm,t=a v=2 2\n  m,t=a   v=3 3\nm,t=a v=abc 4\n  m,t=a v=5,w 5", 3,
 		"line 4: column 9: field value has unrecognized type",
 		`line 5: column 14: want '=' after field key "w", found ' '`)
+	f("m,t=a v=1 1\n\tm,t=a v=2 2\nm,t=a v=3 3\t", 1,
+		`line 2: column 1: invalid character '\t' found at start of measurement name`,
+		`line 3: column 11: invalid timestamp ("3\t")`)
 	f(`m\ x,t\ k=a\ b v=1 1`+"\n"+`m\ x,t\ k=a\ b w=2i 2`+"\n"+`m\ x,t\ k=a\\ b w=3i 3`, 3)
 	f("m,b=2,a=1 v=1 1\nm,b=2,a=1 v=2 2\nm,a=1,b=2 v=3 3", 3)
 	f("m,a=1,a=2 v=1 1\nm,a=1,a=2 v=2 2", 0, `line 1: duplicate tag key "a"`, `line 2: duplicate tag key "a"`)
 	f("m,t=a v=1 1\nm,t=a\tv=2 2\nm,t=a,u=b v=3 3\nm,t=a, v=4 4\nm,t=a v=5 5", 3,
 		"line 2: column 6: expected tag key or field but found '\\t' instead", "line 4: column 7: expected tag key after comma; got white space instead")
+}
+
+// TestMaxRejected checks that Result.Rejected keeps the rejections with the
+// lowest line numbers, in order, whatever mix of parser rejections and DB
+// refusals (which come back after the parser's rejections of later lines of
+// the same batch) produced them, and counts the rest.
+func TestMaxRejected(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for iter := range 200 {
+		var in strings.Builder
+		n := 1 + r.IntN(300)
+		for i := range n {
+			switch r.IntN(6) {
+			case 0:
+				fmt.Fprintf(&in, "m v=%di %d\n", i, i) // a kind conflict once v is a float
+			case 1:
+				fmt.Fprintf(&in, "m v= %d\n", i) // a syntax error
+			case 2:
+				in.WriteString("# comment\n")
+			default:
+				fmt.Fprintf(&in, "m v=%d %d\n", i, i)
+			}
+		}
+		batch := 1 + r.IntN(50)
+		all := ingest(t, newMemDB(), in.String(), lineproto.Options{BatchSize: batch, MaxRejected: n + 1})
+		for _, max := range []int{1, 2, 3, 7, 50} {
+			res := ingest(t, newMemDB(), in.String(), lineproto.Options{BatchSize: batch, MaxRejected: max})
+			if res.RejectedCount != all.RejectedCount || res.Points != all.Points {
+				t.Fatalf("iter %d, max %d: %d rejected %d points, want %d and %d", iter, max, res.RejectedCount, res.Points, all.RejectedCount, all.Points)
+			}
+			want := all.Rejected[:min(max, len(all.Rejected))]
+			if fmt.Sprint(res.Rejected) != fmt.Sprint(want) {
+				t.Fatalf("iter %d, batch %d, max %d: kept\n%v\nwant\n%v", iter, batch, max, res.Rejected, want)
+			}
+		}
+	}
+}
+
+// badLineReader produces n invalid lines of several kinds without holding
+// them, and calls at(i) before producing line i.
+type badLineReader struct {
+	i, n int
+	at   func(i int)
+	buf  []byte
+}
+
+func (r *badLineReader) Read(p []byte) (int, error) {
+	for len(r.buf) < len(p) && r.i < r.n {
+		if r.at != nil {
+			r.at(r.i)
+		}
+		// The names repeat, so that Write's bounded tables of names and
+		// series stay the same size.
+		switch r.i % 4 {
+		case 0:
+			r.buf = fmt.Appendf(r.buf, "sensor,device=d%d v=\n", r.i%10)
+		case 1:
+			r.buf = fmt.Appendf(r.buf, "sensor,device=d%d v=1 x%d\n", r.i%10, r.i)
+		case 2:
+			r.buf = fmt.Appendf(r.buf, "\tsensor v=%d\n", r.i)
+		case 3:
+			r.buf = fmt.Appendf(r.buf, "sensor,device=d%d,device=e v=1.5 %d\n", r.i%10, r.i)
+		}
+		r.i++
+	}
+	if len(r.buf) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[:copy(r.buf, r.buf[n:])]
+	return n, nil
+}
+
+// TestRejectedMemoryBounded checks that the memory Write holds does not grow
+// with the number of rejected lines: the live heap after a GC is the same
+// after 50,000 and after 250,000 invalid lines (keeping every LineError
+// costs over 100 bytes each, some 25 MB here).
+func TestRejectedMemoryBounded(t *testing.T) {
+	const n, first = 250_000, 50_000
+	heap := map[int]uint64{}
+	measure := func(i int) {
+		if i == first || i == n-1 {
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			heap[i] = ms.HeapAlloc
+		}
+	}
+	res, err := lineproto.Write(context.Background(), &countDB{}, &badLineReader{n: n, at: measure}, lineproto.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Lines != n || res.RejectedCount != n || res.Points != 0 || len(res.Rejected) != lineproto.DefaultMaxRejected {
+		t.Fatalf("Lines %d, Points %d, Rejected %d of %d", res.Lines, res.Points, len(res.Rejected), res.RejectedCount)
+	}
+	for i, le := range res.Rejected {
+		if le.Line != i+1 {
+			t.Fatalf("Rejected[%d] is line %d", i, le.Line)
+		}
+	}
+	if grow := int64(heap[n-1]) - int64(heap[first]); grow > 2<<20 {
+		t.Errorf("live heap grew by %d bytes over %d rejected lines", grow, n-first)
+	}
+}
+
+// syncDB is a DB that tells a channel about every accepted point, for tests
+// that watch the writer from another goroutine.
+type syncDB struct {
+	mu     sync.Mutex
+	points []point.Point
+	wrote  chan int // gets each batch's size; buffered
+}
+
+func newSyncDB() *syncDB { return &syncDB{wrote: make(chan int, 1000)} }
+
+func (db *syncDB) Write(points []point.Point) error {
+	db.mu.Lock()
+	for _, p := range points {
+		p.Tags, p.Fields = slices.Clone(p.Tags), slices.Clone(p.Fields)
+		db.points = append(db.points, p)
+	}
+	db.mu.Unlock()
+	db.wrote <- len(points)
+	return nil
+}
+
+// waitPoints waits until db holds n points, or fails the test after a
+// generous deadline.
+func (db *syncDB) waitPoints(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		db.mu.Lock()
+		got := len(db.points)
+		db.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-db.wrote:
+		case <-deadline:
+			t.Fatalf("%d of %d points written before the deadline", got, n)
+		}
+	}
+}
+
+// TestLinger checks that complete lines are written after Options.Linger
+// when the input goes idle, without waiting for a full batch or the end of
+// the input, and that an unfinished line is not.
+func TestLinger(t *testing.T) {
+	pr, pw := io.Pipe()
+	db := newSyncDB()
+	type result struct {
+		res lineproto.Result
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := lineproto.Write(context.Background(), db, pr, lineproto.Options{Linger: 50 * time.Millisecond})
+		done <- result{res, err}
+	}()
+	// A pipe write returns once the reader has taken the bytes.
+	if _, err := pw.Write([]byte("m v=1 1\nm v=2 2\nm v=3 3\nm v=4")); err != nil {
+		t.Fatal(err)
+	}
+	db.waitPoints(t, 3) // the pipe stays open
+	db.mu.Lock()
+	n := len(db.points)
+	db.mu.Unlock()
+	if n != 3 {
+		t.Fatalf("%d points written while the input is open, want 3", n)
+	}
+	// The input goes on after the idle time, the unfinished line included.
+	if _, err := pw.Write([]byte(" 4\nm v=5 5\n")); err != nil {
+		t.Fatal(err)
+	}
+	db.waitPoints(t, 5)
+	pw.Close()
+	r := <-done
+	if r.err != nil || r.res.Lines != 5 || r.res.Points != 5 {
+		t.Fatalf("Write: %+v, %v", r.res, r.err)
+	}
+	for i, p := range db.points {
+		if p.Time != int64(i+1) || p.Fields[0].Value.Float() != float64(i+1) {
+			t.Fatalf("point %d: %s", i, showPoint(p))
+		}
+	}
+
+	// A multi-line string held open by an idle input is not cut.
+	pr, pw = io.Pipe()
+	db = newSyncDB()
+	go func() {
+		res, err := lineproto.Write(context.Background(), db, pr, lineproto.Options{Linger: time.Millisecond})
+		done <- result{res, err}
+	}()
+	if _, err := pw.Write([]byte("m v=1 1\nm s=\"a\n")); err != nil {
+		t.Fatal(err)
+	}
+	db.waitPoints(t, 1)
+	if _, err := pw.Write([]byte("b\" 2\n")); err != nil {
+		t.Fatal(err)
+	}
+	db.waitPoints(t, 2)
+	pw.Close()
+	if r := <-done; r.err != nil || r.res.Points != 2 || db.points[1].Fields[0].Value.Str() != "a\nb" {
+		t.Fatalf("Write: %+v, %v, %s", r.res, r.err, showPoint(db.points[1]))
+	}
+}
+
+// TestCancelIdle checks that cancelling the context stops Write while a Read
+// blocks, after writing every complete line it read.
+func TestCancelIdle(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	db := newSyncDB()
+	ctx, cancel := context.WithCancel(context.Background())
+	type result struct {
+		res lineproto.Result
+		err error
+	}
+	done := make(chan result, 1)
+	in := &enterReader{r: pr, entered: make(chan struct{}, 10)}
+	go func() {
+		// A linger far away: only the cancellation can write the lines.
+		res, err := lineproto.Write(ctx, db, in, lineproto.Options{Linger: time.Hour})
+		done <- result{res, err}
+	}()
+	if _, err := pw.Write([]byte("m v=1 1\nm v=2 2\r\nm s=\"x\ny\" 3\nm v=4 4\nm v=")); err != nil {
+		t.Fatal(err)
+	}
+	// Once Write reads again, the bytes above are in its hands.
+	<-in.entered
+	<-in.entered
+	select {
+	case <-db.wrote:
+		t.Fatal("wrote before the batch was full, the linger passed or the context was cancelled")
+	default:
+	}
+	cancel()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Write did not return after the cancellation")
+	}
+	if !errors.Is(r.err, context.Canceled) || r.res.Lines != 4 || r.res.Points != 4 || len(db.points) != 4 {
+		t.Fatalf("Write: %+v, %d stored, %v", r.res, len(db.points), r.err)
+	}
+}
+
+// enterReader tells a channel each time a Read starts.
+type enterReader struct {
+	r       io.Reader
+	entered chan struct{}
+}
+
+func (r *enterReader) Read(p []byte) (int, error) {
+	r.entered <- struct{}{}
+	return r.r.Read(p)
+}
+
+// manyTags returns a line with n distinct tags, and key k again when dup.
+func manyTags(n int, dup bool) string {
+	var b strings.Builder
+	b.WriteString("m")
+	for i := range n {
+		fmt.Fprintf(&b, ",k%d=v", i)
+	}
+	if dup {
+		fmt.Fprintf(&b, ",k%d=w", n/2)
+	}
+	b.WriteString(" v=1 1\n")
+	return b.String()
+}
+
+// TestManyTags checks duplicate tag keys among many tags, where they are
+// found by sorting.
+func TestManyTags(t *testing.T) {
+	for _, n := range []int{2, 16, 17, 1000, 16000} {
+		in := manyTags(n, false) + manyTags(n, true)
+		res, err := lineproto.Write(context.Background(), &countDB{}, strings.NewReader(in), lineproto.Options{MaxLineBytes: 1 << 20})
+		if err != nil || res.Points != 1 || res.RejectedCount != 1 || res.Rejected[0].Line != 2 ||
+			!strings.Contains(res.Rejected[0].Error(), fmt.Sprintf("duplicate tag key \"k%d\"", n/2)) {
+			t.Errorf("%d tags: %+v, %v", n, res, err)
+		}
+	}
+}
+
+// BenchmarkManyTags shows the cost of a line per tag: flat as the number of
+// tags grows.
+func BenchmarkManyTags(b *testing.B) {
+	for _, n := range []int{1000, 16000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			in := manyTags(n, false)
+			for b.Loop() {
+				res, err := lineproto.Write(context.Background(), &countDB{}, strings.NewReader(in), lineproto.Options{MaxLineBytes: 1 << 20})
+				if err != nil || res.Points != 1 {
+					b.Fatal(res, err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/tag")
+		})
+	}
+}
+
+// funcReader produces n lines made by line(i) without holding them, and
+// calls at(i) before producing line i.
+type funcReader struct {
+	i, n int
+	line func(dst []byte, i int) []byte
+	at   func(i int)
+	buf  []byte
+}
+
+func (r *funcReader) Read(p []byte) (int, error) {
+	for len(r.buf) < len(p) && r.i < r.n {
+		if r.at != nil {
+			r.at(r.i)
+		}
+		r.buf = r.line(r.buf, r.i)
+		r.i++
+	}
+	if len(r.buf) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[:copy(r.buf, r.buf[n:])]
+	return n, nil
+}
+
+// TestTablesBounded checks that the tables Write keeps to parse repeated
+// names and series quickly stay bounded in bytes when every line brings a
+// new, long series: the live heap after a GC does not grow with the input.
+func TestTablesBounded(t *testing.T) {
+	const n, first = 60_000, 10_000
+	pad := strings.Repeat("x", 900)
+	heap := map[int]uint64{}
+	r := &funcReader{n: n,
+		line: func(dst []byte, i int) []byte {
+			return fmt.Appendf(dst, "m,host=%s%d,dc=%s%d v=1 %d\n", pad, i, pad[:100], i, i)
+		},
+		at: func(i int) {
+			if i == first || i == n-1 {
+				runtime.GC()
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				heap[i] = ms.HeapAlloc
+			}
+		},
+	}
+	res, err := lineproto.Write(context.Background(), &countDB{}, r, lineproto.Options{})
+	if err != nil || res.Points != n {
+		t.Fatalf("Write: %+v, %v", res, err)
+	}
+	// Unbounded, the series table alone would grow by some 50 MB.
+	if grow := int64(heap[n-1]) - int64(heap[first]); grow > 20<<20 {
+		t.Errorf("live heap grew by %d bytes over %d new series", grow, n-first)
+	}
+}
+
+// TestSmallWriteMemory checks that a Write of a few lines, as an HTTP
+// server makes for every request, allocates little: its read buffers are
+// recycled from one Write to the next.
+func TestSmallWriteMemory(t *testing.T) {
+	const in = "m,host=a v=1 1\nm,host=b v=2 2\nm,host=a v=3 3\n"
+	write := func() {
+		res, err := lineproto.Write(context.Background(), &countDB{}, strings.NewReader(in), lineproto.Options{})
+		if err != nil || res.Points != 3 {
+			t.Fatalf("Write: %+v, %v", res, err)
+		}
+	}
+	write()
+	const n = 200
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range n {
+		write()
+	}
+	runtime.ReadMemStats(&after)
+	// Two fresh 64 KiB read buffers would be 128 KiB a Write; recycled, a
+	// Write takes some 8 KiB (more under the race detector, whose pools
+	// drop a quarter of what they are given).
+	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > 64<<10 {
+		t.Errorf("a Write of three lines allocated %d bytes", per)
+	}
 }

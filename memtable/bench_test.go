@@ -1,6 +1,7 @@
 package memtable
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -104,4 +105,41 @@ func BenchmarkSamples(b *testing.B) {
 		b.Fatalf("read %d samples, want %d", len(dst), n)
 	}
 	b.ReportMetric(float64(b.N)*n/b.Elapsed().Seconds(), "samples/s")
+}
+
+// BenchmarkApplySeries writes the cardinality shapes of the scale targets:
+// many series with few samples each, in batches of 10,000 entries, all
+// series at one time then all at the next. Series ids start high, as in a
+// database that has issued many before: the table must not be sized by them.
+func BenchmarkApplySeries(b *testing.B) {
+	for _, c := range []struct{ series, steps int }{{200_000, 10}, {1_000_000, 3}} {
+		b.Run(fmt.Sprintf("series=%d/points=%d", c.series, c.steps), func(b *testing.B) {
+			const t0 = 1_700_000_000 * int64(1e9)
+			batch := make([]point.Entry, 0, 10_000)
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			b.ReportAllocs()
+			var held int64
+			for b.Loop() {
+				tab := New()
+				for step := range c.steps {
+					for id := range c.series {
+						batch = append(batch, point.Entry{ID: uint64(5_000_000 + id), Time: t0 + int64(step)*1e9, Value: point.Float(float64(id % 100))})
+						if len(batch) == cap(batch) {
+							tab.Apply(batch)
+							batch = batch[:0]
+						}
+					}
+				}
+				tab.Apply(batch)
+				batch = batch[:0]
+				held = tab.Bytes()
+			}
+			runtime.ReadMemStats(&after)
+			entries := float64(b.N) * float64(c.series*c.steps)
+			b.ReportMetric(entries/b.Elapsed().Seconds(), "entries/s")
+			b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/entries, "B/entry")
+			b.ReportMetric(float64(held)/float64(c.series), "held-B/series")
+		})
+	}
 }

@@ -54,10 +54,30 @@ func checkInvariants(t *testing.T, tab *Table) {
 	if size := unsafe.Sizeof(memSeries{}); unsafe.Sizeof(uintptr(0)) == 8 && size != 128 {
 		t.Fatalf("memSeries is %d bytes, want 128", size)
 	}
-	want := int64(unsafe.Sizeof(Table{})) + int64(cap(tab.series))*int64(unsafe.Sizeof(memSeries{})) + tab.scratch.bytes()
+	want := int64(unsafe.Sizeof(Table{})) + int64(cap(tab.series))*int64(unsafe.Sizeof(memSeries{})) +
+		int64(cap(tab.ids))*8 + int64(len(tab.pages))*pageBytes + tab.scratch.bytes()
+	if len(tab.ids) != len(tab.series) {
+		t.Fatalf("%d series, %d ids", len(tab.series), len(tab.ids))
+	}
+	slots := 0
+	for pn, page := range tab.pages {
+		for i, slot := range page {
+			if slot == 0 {
+				continue
+			}
+			slots++
+			if id := pn<<pageBits | uint64(i); tab.ids[slot-1] != id {
+				t.Fatalf("slot %d of id %d names id %d", slot-1, id, tab.ids[slot-1])
+			}
+		}
+	}
+	if slots != len(tab.series) {
+		t.Fatalf("pages hold %d slots for %d series", slots, len(tab.series))
+	}
 	var total int64
-	for id := range tab.series {
-		s := &tab.series[id]
+	for slot := range tab.series {
+		s := &tab.series[slot]
+		id := tab.ids[slot]
 		want += int64(cap(s.chunks)) * int64(unsafe.Sizeof(chunk{}))
 		n := 0
 		for k := range s.chunks {
@@ -67,7 +87,7 @@ func checkInvariants(t *testing.T, tab *Table) {
 				t.Fatalf("series %d chunk %d: len %d cap %d/%d, want %d", id, k, len(full.times), cap(full.times), len(full.vals), chunkCap(k))
 			}
 			c := s.used(k)
-			if len(c.times) == 0 || len(c.vals) != len(c.times) {
+			if len(c.times) == 0 || len(c.vals) != len(c.times) || len(c.seqs) != len(c.times) {
 				t.Fatalf("series %d chunk %d: lengths %d/%d", id, k, len(c.times), len(c.vals))
 			}
 			if &c.times[0] != &full.times[0] || &c.vals[0] != &full.vals[0] {
@@ -90,7 +110,7 @@ func checkInvariants(t *testing.T, tab *Table) {
 					} else {
 						prev = s.chunks[k-1].times[len(s.chunks[k-1].times)-1] // full
 					}
-					if prev >= ts {
+					if prev > ts || prev == ts && !s.dups {
 						t.Fatalf("series %d marked sorted but time %d follows %d", id, ts, prev)
 					}
 				}

@@ -27,20 +27,22 @@ func chunkCap(k int) int {
 }
 
 // chunk is a run of consecutive samples of one series, in columns of equal
-// length. strs is nil unless the series holds strings (vals then holds
+// length: times, values, sequence numbers (offsets from the table's base)
+// and strings. strs is nil unless the series holds strings (vals then holds
 // zeros). Depending on context a chunk value is either the whole allocation
 // (len == cap, as kept in memSeries.chunks) or the used part of it (as
 // returned by memSeries.used).
 type chunk struct {
 	times []int64
 	vals  []uint64
+	seqs  []uint32
 	strs  []string
 }
 
 // heapBytes returns the memory the arrays of c hold: their capacity and the
 // bytes of the strings within c's length.
 func (c *chunk) heapBytes() int64 {
-	n := int64(cap(c.times))*8 + int64(cap(c.vals))*8 + int64(cap(c.strs))*int64(unsafe.Sizeof(""))
+	n := int64(cap(c.times))*8 + int64(cap(c.vals))*8 + int64(cap(c.seqs))*4 + int64(cap(c.strs))*int64(unsafe.Sizeof(""))
 	for _, s := range c.strs {
 		n += int64(len(s))
 	}
@@ -48,17 +50,14 @@ func (c *chunk) heapBytes() int64 {
 }
 
 // span returns the index range [i, j) of c's samples with mint <= time <=
-// maxt. c must be sorted and not empty.
+// maxt. c must be sorted (times may repeat) and not empty.
 func (c *chunk) span(mint, maxt int64) (i, j int) {
 	i, j = 0, len(c.times)
 	if c.times[0] < mint {
 		i, _ = slices.BinarySearch(c.times, mint)
 	}
 	if c.times[j-1] > maxt {
-		var found bool
-		if j, found = slices.BinarySearch(c.times, maxt); found {
-			j++
-		}
+		j = i + sort.Search(j-i, func(k int) bool { return c.times[i+k] > maxt })
 	}
 	return i, j
 }
@@ -71,9 +70,17 @@ func (c *chunk) span(mint, maxt int64) (i, j int) {
 // and the strings of chunks[len(chunks)-1] up to the same length. String
 // slots past the tail are "".
 //
+// The tail's sequence offsets are the first len(tailT) of the last chunk's
+// seqs, whose first element tailSeq points at (a pointer, not a slice, so
+// that an append touches one cache line).
+//
 // Other invariants: no chunk is empty, so the series is empty exactly when
-// the tail is; last is the time appended last (in storage order); when
-// unsorted is false the times are strictly increasing across the chunks, so
+// the tail is, and the tail is never empty in a non-empty series, so its
+// last element is the time appended last (in storage order); storage order
+// is sequence order until a sort; top is the largest sequence offset
+// held (or an upper bound of it after a removal); when unsorted is false the
+// times are increasing across the chunks, strictly unless dups is set
+// (versions of one timestamp kept for older readers, in sequence order), so
 // the first and last samples bound them, and when it is true minT and maxT
 // bound them.
 //
@@ -82,16 +89,27 @@ func (c *chunk) span(mint, maxt int64) (i, j int) {
 type memSeries struct {
 	tailT    []int64
 	tailV    []uint64
-	last     int64
+	tailSeq  unsafe.Pointer // *uint32: the last chunk's seqs
 	kind     point.Kind
 	unsorted bool
-	_        [6]byte
+	dups     bool
+	_        [1]byte
+	top      uint32
 
 	minT   int64 // valid while unsorted
 	maxT   int64 // valid while unsorted
 	chunks []chunk
 	_      [24]byte
 }
+
+// tailSeqs returns the sequence offsets of the tail, with the tail's
+// capacity.
+func (s *memSeries) tailSeqs() []uint32 {
+	return unsafe.Slice((*uint32)(s.tailSeq), cap(s.tailT))[:len(s.tailT)]
+}
+
+// last returns the time appended last; s must not be empty.
+func (s *memSeries) last() int64 { return s.tailT[len(s.tailT)-1] }
 
 // empty reports whether s holds no sample.
 func (s *memSeries) empty() bool { return len(s.tailT) == 0 }
@@ -115,13 +133,13 @@ func (s *memSeries) bounds() (mint, maxt int64) {
 	if s.unsorted {
 		return s.minT, s.maxT
 	}
-	return s.chunks[0].times[0], s.last
+	return s.chunks[0].times[0], s.last()
 }
 
 // used returns the used part of chunk k.
 func (s *memSeries) used(k int) chunk {
 	if k == len(s.chunks)-1 {
-		c := chunk{times: s.tailT, vals: s.tailV}
+		c := chunk{times: s.tailT, vals: s.tailV, seqs: s.tailSeqs()}
 		if strs := s.chunks[k].strs; strs != nil {
 			c.strs = strs[:len(s.tailT)]
 		}
@@ -130,14 +148,14 @@ func (s *memSeries) used(k int) chunk {
 	return s.chunks[k]
 }
 
-// append adds one sample at the end of s and returns the bytes newly
-// allocated for it.
-func (s *memSeries) append(t int64, v point.Value) (grown int64) {
+// append adds one sample, applied with sequence offset rel (not below any
+// held), at the end of s and returns the bytes newly allocated for it.
+func (s *memSeries) append(t int64, v point.Value, rel uint32) (grown int64) {
 	switch {
 	case len(s.tailT) == 0:
 		s.kind = v.Kind()
-		s.unsorted = false
-	case t <= s.last:
+		s.unsorted, s.dups = false, false
+	case t <= s.last():
 		if !s.unsorted {
 			s.minT, s.maxT = s.bounds()
 			s.unsorted = true
@@ -146,12 +164,14 @@ func (s *memSeries) append(t int64, v point.Value) (grown int64) {
 	case s.unsorted:
 		s.maxT = max(s.maxT, t)
 	}
-	s.last = t
 	if len(s.tailT) == cap(s.tailT) {
 		grown = s.addChunk()
 	}
+	n := len(s.tailT)
 	s.tailT = append(s.tailT, t)
 	s.tailV = append(s.tailV, v.Bits())
+	*(*uint32)(unsafe.Add(s.tailSeq, 4*n)) = rel // n < cap(tailT), the seqs' length
+	s.top = rel
 	if s.kind == point.KindString {
 		str := v.Str()
 		s.chunks[len(s.chunks)-1].strs[len(s.tailT)-1] = str
@@ -164,7 +184,7 @@ func (s *memSeries) append(t int64, v point.Value) (grown int64) {
 // the bytes allocated for it.
 func (s *memSeries) addChunk() int64 {
 	n := chunkCap(len(s.chunks))
-	c := chunk{times: make([]int64, n), vals: make([]uint64, n)}
+	c := chunk{times: make([]int64, n), vals: make([]uint64, n), seqs: make([]uint32, n)}
 	if s.kind == point.KindString {
 		c.strs = make([]string, n)
 	}
@@ -177,7 +197,7 @@ func (s *memSeries) addChunk() int64 {
 // setTail makes the first n samples of chunk k the tail.
 func (s *memSeries) setTail(k, n int) {
 	c := &s.chunks[k]
-	s.tailT, s.tailV = c.times[:n], c.vals[:n]
+	s.tailT, s.tailV, s.tailSeq = c.times[:n], c.vals[:n], unsafe.Pointer(unsafe.SliceData(c.seqs))
 }
 
 // firstChunk returns the index of the first chunk whose last time is >= mint.
@@ -189,13 +209,29 @@ func (s *memSeries) firstChunk(mint int64) int {
 	})
 }
 
-// appendSamples appends the samples with mint <= Time <= maxt to dst. s must
-// be sorted.
-func (s *memSeries) appendSamples(dst []point.Sample, mint, maxt int64) []point.Sample {
+// simple reports whether a read through rv may copy the samples of s in
+// [mint, maxt] as they are: one version per time, all visible, no mask.
+func (s *memSeries) simple(rv *relView) bool {
+	return !s.dups && s.top <= rv.asOf && len(rv.masks) == 0
+}
+
+// appendSamples appends the samples with mint <= Time <= maxt that rv sees
+// to dst. s must be sorted.
+func (s *memSeries) appendSamples(dst []point.Sample, mint, maxt int64, rv *relView) []point.Sample {
 	if lo, hi := s.bounds(); maxt < lo || mint > hi {
 		return dst
 	}
 	kind := s.kind
+	if !s.simple(rv) {
+		s.visit(mint, maxt, rv, func(c *chunk, x int) {
+			if kind == point.KindString {
+				dst = append(dst, point.Sample{Time: c.times[x], Value: point.String(c.strs[x])})
+			} else {
+				dst = append(dst, point.Sample{Time: c.times[x], Value: point.FromBits(kind, c.vals[x])})
+			}
+		})
+		return dst
+	}
 	for k := s.firstChunk(mint); k < len(s.chunks); k++ {
 		c := s.used(k)
 		if c.times[0] > maxt {
@@ -215,9 +251,51 @@ func (s *memSeries) appendSamples(dst []point.Sample, mint, maxt int64) []point.
 	return dst
 }
 
+// visit calls emit, in time order, for each sample in [mint, maxt] that rv
+// sees: per timestamp the newest version at or below rv.asOf, unless a mask
+// hides it. s must be sorted.
+func (s *memSeries) visit(mint, maxt int64, rv *relView, emit func(c *chunk, x int)) {
+	var cand chunk // the chunk holding the candidate
+	candX, has := 0, false
+	flush := func() {
+		if has && !rv.hidden(cand.times[candX], cand.seqs[candX]) {
+			emit(&cand, candX)
+		}
+		has = false
+	}
+	for k := s.firstChunk(mint); k < len(s.chunks); k++ {
+		c := s.used(k)
+		if c.times[0] > maxt {
+			break
+		}
+		i, j := c.span(mint, maxt)
+		for x := i; x < j; x++ {
+			if c.seqs[x] > rv.asOf {
+				continue
+			}
+			if has && cand.times[candX] != c.times[x] {
+				flush()
+			}
+			cand, candX, has = c, x, true // a later version replaces an earlier one
+		}
+	}
+	flush()
+}
+
 // appendColumns is appendSamples in columnar form; see Table.Columns.
-func (s *memSeries) appendColumns(times []int64, vals []uint64, strs []string, mint, maxt int64) ([]int64, []uint64, []string) {
+func (s *memSeries) appendColumns(times []int64, vals []uint64, strs []string, mint, maxt int64, rv *relView) ([]int64, []uint64, []string) {
 	if lo, hi := s.bounds(); maxt < lo || mint > hi {
+		return times, vals, strs
+	}
+	if !s.simple(rv) {
+		s.visit(mint, maxt, rv, func(c *chunk, x int) {
+			times = append(times, c.times[x])
+			if s.kind == point.KindString {
+				strs = append(strs, c.strs[x])
+			} else {
+				vals = append(vals, c.vals[x])
+			}
+		})
 		return times, vals, strs
 	}
 	for k := s.firstChunk(mint); k < len(s.chunks); k++ {
@@ -236,16 +314,17 @@ func (s *memSeries) appendColumns(times []int64, vals []uint64, strs []string, m
 	return times, vals, strs
 }
 
-// deleteRange removes the samples with mint <= time <= maxt, keeping the
-// order of the rest, and returns how many it removed and the bytes released.
-func (s *memSeries) deleteRange(mint, maxt int64) (removed int, freed int64) {
+// removeIf removes the samples for which drop(time, sequence offset) is
+// true, keeping the order of the rest, and returns how many it removed and
+// the bytes released.
+func (s *memSeries) removeIf(drop func(int64, uint32) bool) (removed int, freed int64) {
 	w, wi := 0, 0 // write position: chunk, index
 	kept, n := 0, s.len()
 	lo, hi := int64(math.MaxInt64), int64(math.MinInt64) // bounds of the kept samples
 	for r := range s.chunks {
 		rc := s.used(r)
 		for ri, t := range rc.times {
-			if t >= mint && t <= maxt {
+			if drop(t, rc.seqs[ri]) {
 				if rc.strs != nil {
 					freed += int64(len(rc.strs[ri]))
 				}
@@ -256,6 +335,7 @@ func (s *memSeries) deleteRange(mint, maxt int64) (removed int, freed int64) {
 			wc := &s.chunks[w]
 			wc.times[wi] = t
 			wc.vals[wi] = rc.vals[ri]
+			wc.seqs[wi] = rc.seqs[ri]
 			if wc.strs != nil {
 				wc.strs[wi] = rc.strs[ri]
 			}
@@ -263,7 +343,6 @@ func (s *memSeries) deleteRange(mint, maxt int64) (removed int, freed int64) {
 				w, wi = w+1, 0
 			}
 			lo, hi = min(lo, t), max(hi, t)
-			s.last = t
 			kept++
 		}
 	}
@@ -293,7 +372,8 @@ func (s *memSeries) truncate(w, wi int) (freed int64) {
 	}
 	s.chunks = s.chunks[:end]
 	if end == 0 {
-		s.tailT, s.tailV = nil, nil
+		s.tailT, s.tailV, s.tailSeq = nil, nil, nil
+		s.dups, s.top = false, 0
 		return freed
 	}
 	n := wi
@@ -311,6 +391,7 @@ func (s *memSeries) truncate(w, wi int) (freed int64) {
 type sortScratch struct {
 	order []ordered
 	vals  []uint64
+	seqs  []uint32
 	strs  []string
 }
 
@@ -323,14 +404,16 @@ type ordered struct {
 
 func (sc *sortScratch) bytes() int64 {
 	return int64(cap(sc.order))*int64(unsafe.Sizeof(ordered{})) +
-		int64(cap(sc.vals))*8 + int64(cap(sc.strs))*int64(unsafe.Sizeof(""))
+		int64(cap(sc.vals))*8 + int64(cap(sc.seqs))*4 + int64(cap(sc.strs))*int64(unsafe.Sizeof(""))
 }
 
-// sortDedup sorts s by time, keeping only the sample applied last of each
-// timestamp, and returns how many samples it removed and the bytes released.
-func (s *memSeries) sortDedup(sc *sortScratch) (removed int, freed int64) {
+// sortDedup sorts s by time (stably: versions of a timestamp stay in
+// sequence order), discards each version followed by a newer one of the
+// same timestamp at or below oldest, and returns how many samples it removed
+// and the bytes released.
+func (s *memSeries) sortDedup(sc *sortScratch, oldest uint32) (removed int, freed int64) {
 	n := s.len()
-	order, vals, strs := sc.order[:0], sc.vals[:0], sc.strs[:0]
+	order, vals, seqs, strs := sc.order[:0], sc.vals[:0], sc.seqs[:0], sc.strs[:0]
 	isString := s.kind == point.KindString
 	for k := range s.chunks {
 		c := s.used(k)
@@ -338,6 +421,7 @@ func (s *memSeries) sortDedup(sc *sortScratch) (removed int, freed int64) {
 			order = append(order, ordered{t: t, i: len(order)})
 		}
 		vals = append(vals, c.vals...)
+		seqs = append(seqs, c.seqs...)
 		if isString {
 			strs = append(strs, c.strs...)
 		}
@@ -350,17 +434,24 @@ func (s *memSeries) sortDedup(sc *sortScratch) (removed int, freed int64) {
 	})
 
 	w, wi, kept := 0, 0, 0
+	dups := false
+	var top uint32
 	for j, o := range order {
 		if j+1 < len(order) && order[j+1].t == o.t {
-			// A later-applied sample of the same time follows.
-			if isString {
-				freed += int64(len(strs[o.i]))
+			if seqs[order[j+1].i] <= oldest {
+				// A newer version every reader sees follows.
+				if isString {
+					freed += int64(len(strs[o.i]))
+				}
+				continue
 			}
-			continue
+			dups = true
 		}
 		c := &s.chunks[w]
 		c.times[wi] = o.t
 		c.vals[wi] = vals[o.i]
+		c.seqs[wi] = seqs[o.i]
+		top = max(top, seqs[o.i])
 		if isString {
 			c.strs[wi] = strs[o.i]
 		}
@@ -371,10 +462,9 @@ func (s *memSeries) sortDedup(sc *sortScratch) (removed int, freed int64) {
 	}
 	removed = n - kept
 	freed += s.truncate(w, wi)
-	s.last = s.maxT
-	s.unsorted = false
+	s.unsorted, s.dups, s.top = false, dups, top
 
 	clear(strs) // the scratch must not keep strings alive
-	sc.order, sc.vals, sc.strs = order[:0], vals[:0], strs[:0]
+	sc.order, sc.vals, sc.seqs, sc.strs = order[:0], vals[:0], seqs[:0], strs[:0]
 	return removed, freed
 }

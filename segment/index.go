@@ -10,6 +10,7 @@ import (
 	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/stratadb/strata/internal/decbuf"
 	"github.com/stratadb/strata/internal/encoding"
 	"github.com/stratadb/strata/internal/point"
 )
@@ -96,59 +97,6 @@ func appendSeriesEntry(dst, key []byte, kind point.Kind, blocks []BlockMeta) []b
 	return dst
 }
 
-// cursor reads the raw index; the first error sticks and later reads
-// return zeros.
-type cursor struct {
-	b   []byte
-	err error
-}
-
-func (c *cursor) fail(format string, args ...any) {
-	if c.err == nil {
-		c.err = fmt.Errorf(format, args...)
-	}
-	c.b = nil
-}
-
-func (c *cursor) uvarint(what string) uint64 {
-	if c.err != nil {
-		return 0
-	}
-	v, rest, err := encoding.Uvarint(c.b)
-	if err != nil {
-		c.fail("%s: %w", what, err)
-		return 0
-	}
-	c.b = rest
-	return v
-}
-
-func (c *cursor) u64(what string) uint64 {
-	if c.err != nil {
-		return 0
-	}
-	if len(c.b) < 8 {
-		c.fail("%s: truncated", what)
-		return 0
-	}
-	v := binary.LittleEndian.Uint64(c.b)
-	c.b = c.b[8:]
-	return v
-}
-
-func (c *cursor) bytes(n uint64, what string) []byte {
-	if c.err != nil {
-		return nil
-	}
-	if n > uint64(len(c.b)) {
-		c.fail("%s: %d bytes, %d left", what, n, len(c.b))
-		return nil
-	}
-	v := c.b[:n:n]
-	c.b = c.b[n:]
-	return v
-}
-
 // Smallest encodings, used to bound counts before allocating.
 const (
 	minBlockEntry  = 4                             // length, minTime, span, count
@@ -188,7 +136,7 @@ func (t *indexTable) entry(i int) *SeriesIndex {
 		first [1]BlockMeta
 	})
 	s := &e.s
-	c := cursor{b: t.raw[t.offs[i]:]}
+	c := decbuf.New(t.raw[t.offs[i]:])
 	// The entry was validated by parseIndex, so this cannot fail.
 	if _, err := parseEntry(&c, t.version, t.data[i], math.MaxInt64, t.indexAt, s, e.first[:0]); err != nil {
 		panic(fmt.Sprintf("segment: validated index entry %d: %v", i, err))
@@ -201,13 +149,13 @@ func (t *indexTable) entry(i int) *SeriesIndex {
 // and the stored blocks must end exactly at dataEnd, where the index
 // section starts.
 func parseIndex(raw []byte, version byte, dataStart, dataEnd int64) (*indexTable, error) {
-	c := cursor{b: raw}
-	n := c.uvarint("series count")
-	if c.err != nil {
-		return nil, c.err
+	if uint64(len(raw)) > math.MaxUint32 {
+		return nil, fmt.Errorf("index of %d bytes", len(raw))
 	}
-	if n > uint64(len(c.b)/minSeriesEntry) || uint64(len(raw)) > math.MaxUint32 {
-		return nil, fmt.Errorf("%d series in %d bytes", n, len(c.b))
+	c := decbuf.New(raw)
+	n := c.Count("series count", minSeriesEntry)
+	if c.Err() != nil {
+		return nil, c.Err()
 	}
 	t := &indexTable{raw: raw, version: version, indexAt: dataEnd, offs: make([]uint32, n), data: make([]int64, n)}
 	off := dataStart
@@ -215,7 +163,7 @@ func parseIndex(raw []byte, version byte, dataStart, dataEnd int64) (*indexTable
 	var s SeriesIndex
 	var scratch []BlockMeta
 	for i := range t.offs {
-		t.offs[i] = uint32(len(raw) - len(c.b))
+		t.offs[i] = uint32(c.Offset())
 		t.data[i] = off
 		s.Blocks = scratch[:0]
 		next, err := parseEntry(&c, version, off, dataEnd, dataEnd, &s, scratch[:0])
@@ -240,8 +188,8 @@ func parseIndex(raw []byte, version byte, dataStart, dataEnd int64) (*indexTable
 		prevKey = s.Key
 		off = next
 	}
-	if len(c.b) != 0 {
-		return nil, fmt.Errorf("%d bytes after the last series", len(c.b))
+	if c.Len() != 0 {
+		return nil, fmt.Errorf("%d bytes after the last series", c.Len())
 	}
 	if off != dataEnd {
 		return nil, fmt.Errorf("blocks end at %d, data at %d", off, dataEnd)
@@ -253,22 +201,22 @@ func parseIndex(raw []byte, version byte, dataStart, dataEnd int64) (*indexTable
 // blocks (a new slice when nil), and returns where the next series' stored
 // blocks start. Stored blocks must not pass dataEnd; inline blocks get
 // Offset inlineAt.
-func parseEntry(c *cursor, version byte, off, dataEnd, inlineAt int64, s *SeriesIndex, blocks []BlockMeta) (int64, error) {
-	s.Key = c.bytes(c.uvarint("key length"), "key")
-	kb := c.bytes(1, "kind")
-	nb := c.uvarint("block count")
-	if c.err != nil {
-		return 0, c.err
+func parseEntry(c *decbuf.Decbuf, version byte, off, dataEnd, inlineAt int64, s *SeriesIndex, blocks []BlockMeta) (int64, error) {
+	s.Key = c.UvarintBytes("key")
+	kb := c.Byte("kind")
+	nb := c.Uvarint("block count")
+	if c.Err() != nil {
+		return 0, c.Err()
 	}
 	if len(s.Key) == 0 {
 		return 0, errors.New("empty key")
 	}
-	s.Kind = point.Kind(kb[0])
+	s.Kind = point.Kind(kb)
 	if !s.Kind.Valid() {
-		return 0, fmt.Errorf("kind %d", kb[0])
+		return 0, fmt.Errorf("kind %d", kb)
 	}
-	if nb == 0 || nb > uint64(len(c.b)/minBlockEntry) {
-		return 0, fmt.Errorf("%d blocks in %d bytes", nb, len(c.b))
+	if nb == 0 || nb > uint64(c.Len()/minBlockEntry) {
+		return 0, fmt.Errorf("%d blocks in %d bytes", nb, c.Len())
 	}
 	if blocks == nil || (len(blocks) == 0 && uint64(cap(blocks)) < nb && cap(blocks) < 4) {
 		blocks = make([]BlockMeta, 0, nb)
@@ -297,38 +245,37 @@ func parseEntry(c *cursor, version byte, off, dataEnd, inlineAt int64, s *Series
 
 // parseBlockEntry decodes block entry j of a series whose earlier blocks
 // are prev.
-func parseBlockEntry(c *cursor, version byte, kind point.Kind, j int, prev []BlockMeta) (BlockMeta, error) {
+func parseBlockEntry(c *decbuf.Decbuf, version byte, kind point.Kind, j int, prev []BlockMeta) (BlockMeta, error) {
 	var bm BlockMeta
-	length := c.uvarint("length")
+	length := c.Uvarint("length")
 	if j == 0 {
-		bm.MinTime = encoding.Unzigzag(c.uvarint("min time"))
+		bm.MinTime = c.Varint("min time")
 	} else {
-		gap := c.uvarint("time gap")
+		gap := c.Uvarint("time gap")
 		last := prev[j-1].MaxTime
 		bm.MinTime = last + int64(gap)
-		if c.err == nil && (gap == 0 || bm.MinTime <= last) {
+		if c.Err() == nil && (gap == 0 || bm.MinTime <= last) {
 			return bm, fmt.Errorf("starts at %d, not after %d", bm.MinTime, last)
 		}
 	}
-	span := c.uvarint("span")
-	count := c.uvarint("count")
+	span := c.Uvarint("span")
+	count := c.Uvarint("count")
 	bm.MaxTime = bm.MinTime + int64(span)
 	inline := version >= 2 && length == 0
 	var mn, mx, sum uint64
 	switch kind {
 	case point.KindFloat:
-		mn, mx, sum = c.u64("min"), c.u64("max"), c.u64("sum")
-	case point.KindInt, point.KindUint:
-		mn, mx, sum = c.uvarint("min"), c.uvarint("max"), c.uvarint("sum")
-		if kind == point.KindInt {
-			mn, mx, sum = uint64(encoding.Unzigzag(mn)), uint64(encoding.Unzigzag(mx)), uint64(encoding.Unzigzag(sum))
-		}
+		mn, mx, sum = c.Uint64("min"), c.Uint64("max"), c.Uint64("sum")
+	case point.KindInt:
+		mn, mx, sum = uint64(c.Varint("min")), uint64(c.Varint("max")), uint64(c.Varint("sum"))
+	case point.KindUint:
+		mn, mx, sum = c.Uvarint("min"), c.Uvarint("max"), c.Uvarint("sum")
 	}
 	if inline {
-		bm.inline = c.bytes(c.uvarint("inline length"), "inline block")
+		bm.inline = c.UvarintBytes("inline block")
 	}
-	if c.err != nil {
-		return bm, c.err
+	if c.Err() != nil {
+		return bm, c.Err()
 	}
 	switch {
 	case !inline && (length < minBlockLen || length > math.MaxUint32):

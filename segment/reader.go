@@ -38,7 +38,7 @@ func Open(fs vfs.FS, path string) (*Reader, error) {
 	}
 	f, err := fs.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("open segment: %w", err)
+		return nil, fmt.Errorf("segment: %w", err)
 	}
 	r := &Reader{f: f, path: path}
 	if err := r.load(); err != nil {
@@ -62,13 +62,13 @@ func (r *Reader) readAt(p []byte, off int64) error {
 	if err == nil || errors.Is(err, io.EOF) {
 		return r.corrupt(off, fmt.Errorf("read %d of %d bytes: %w", n, len(p), io.ErrUnexpectedEOF))
 	}
-	return fmt.Errorf("read segment %s at %d: %w", r.path, off, err)
+	return fmt.Errorf("segment: read %s at %d: %w", r.path, off, err)
 }
 
 func (r *Reader) load() error {
 	st, err := r.f.Stat()
 	if err != nil {
-		return fmt.Errorf("stat segment %s: %w", r.path, err)
+		return fmt.Errorf("segment: stat %s: %w", r.path, err)
 	}
 	size := st.Size()
 	if size < headerLen+footerLen {
@@ -192,7 +192,7 @@ const maxPooledScratch = 4 << 20
 // values of a block share one allocation.
 func (r *Reader) ReadBlock(s *SeriesIndex, b int, dst []point.Sample) ([]point.Sample, error) {
 	if b < 0 || b >= len(s.Blocks) {
-		return dst, fmt.Errorf("segment %s: block %d of %d: %w", r.path, b, len(s.Blocks), base.ErrInvalid)
+		return dst, fmt.Errorf("%w: segment: %s: block %d of %d", base.ErrInvalid, r.path, b, len(s.Blocks))
 	}
 	bm := &s.Blocks[b]
 	sc := scratchPool.Get().(*blockScratch)

@@ -717,3 +717,52 @@ func TestFindAnyOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestBlockReaderInline reads every block of a segment holding inline and
+// stored blocks through BlockReaders of small and large windows, in key
+// order, and requires exactly what Reader.ReadBlock returns.
+func TestBlockReaderInline(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 3))
+	kinds := []point.Kind{point.KindFloat, point.KindInt, point.KindUint, point.KindString, point.KindBool}
+	series := make([]testSeries, 400)
+	for i := range series {
+		key := point.AppendSeriesKey(nil, "m", []point.Tag{{Key: "id", Value: fmt.Sprintf("%04d", i)}}, "v")
+		n := 1 + rng.IntN(3) // short: kept inline
+		if i%10 == 0 {
+			n = 300 + rng.IntN(300) // long: stored blocks
+		}
+		kind := kinds[i%len(kinds)]
+		series[i] = testSeries{key: key, kind: kind, samples: randomSamples(rng, kind, n)}
+	}
+	r := roundTrip(t, 128, series)
+	var inline, stored int
+	for _, window := range []int{64, 4 << 10, 1 << 20} {
+		br := r.NewBlockReader(window)
+		for i := range r.NumSeries() {
+			s := r.Series(i)
+			for b := range s.Blocks {
+				if window == 64 {
+					if s.Blocks[b].Inline() {
+						inline++
+					} else {
+						stored++
+					}
+				}
+				want, err := r.ReadBlock(s, b, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := br.ReadBlock(s, b, nil)
+				if err != nil {
+					t.Fatalf("window %d, %q block %d: %v", window, s.Key, b, err)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("window %d, %q block %d: %v, want %v", window, s.Key, b, got, want)
+				}
+			}
+		}
+	}
+	if inline == 0 || stored == 0 {
+		t.Fatalf("%d inline and %d stored blocks; want both", inline, stored)
+	}
+}

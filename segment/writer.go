@@ -135,6 +135,14 @@
 // version (equal to the header's) and checksum, in that order, each failure with its own error (ErrMagic, ErrVersion,
 // ErrChecksum), all wrapped in a *base.CorruptionError naming the file and
 // offset, which matches base.ErrCorrupt.
+//
+// # Compatibility
+//
+// This package is a building block of package engine, public so that the
+// layout of the storage engine can be read and tested piece by piece. Its
+// API has no compatibility promise and its signatures use types internal to
+// strata (vfs.FS, point.Kind, ...): programs use package engine. What is
+// stable is the durable format it documents.
 package segment
 
 import (
@@ -212,7 +220,7 @@ var (
 )
 
 // errFinished is returned by a Writer used after Finish or Abort.
-var errFinished = fmt.Errorf("segment writer finished: %w", base.ErrClosed)
+var errFinished = fmt.Errorf("%w: segment: writer finished", base.ErrClosed)
 
 // WriterOptions configures a Writer. The zero value is valid.
 type WriterOptions struct {
@@ -282,7 +290,7 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 	case opts.BlockSamples == 0:
 		opts.BlockSamples = DefaultBlockSamples
 	case opts.BlockSamples < 0 || opts.BlockSamples > MaxBlockSamples:
-		return nil, fmt.Errorf("segment: block size %d not in 1..%d: %w", opts.BlockSamples, MaxBlockSamples, base.ErrInvalid)
+		return nil, fmt.Errorf("%w: segment: block size %d not in 1..%d", base.ErrInvalid, opts.BlockSamples, MaxBlockSamples)
 	}
 	if opts.InlineBytes == 0 {
 		opts.InlineBytes = defaultInlineBytes
@@ -295,7 +303,7 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 	f, err := opts.FS.Create(tmp)
 	if err != nil {
 		putEncoder(enc)
-		return nil, fmt.Errorf("create segment: %w", err)
+		return nil, fmt.Errorf("segment: %w", err)
 	}
 	w := &Writer{fs: opts.FS, path: path, tmp: tmp, f: f, opts: opts, enc: enc, index: getIndexBuf()}
 	w.meta.Path = path
@@ -381,20 +389,20 @@ func (w *Writer) Add(key []byte, kind point.Kind, samples []point.Sample) error 
 // check validates the arguments of Add without changing the writer.
 func (w *Writer) check(key []byte, kind point.Kind, samples []point.Sample) error {
 	if !kind.Valid() {
-		return fmt.Errorf("segment add %q: kind %d: %w", key, kind, base.ErrInvalid)
+		return fmt.Errorf("%w: segment: add %q: kind %d", base.ErrInvalid, key, kind)
 	}
 	if len(key) == 0 {
-		return fmt.Errorf("segment add: empty series key: %w", base.ErrInvalid)
+		return fmt.Errorf("%w: segment: add: empty series key", base.ErrInvalid)
 	}
 	same := false
 	if w.have {
 		switch c := bytes.Compare(key, w.key); {
 		case c < 0:
-			return fmt.Errorf("segment add: key %q after %q: %w", key, w.key, base.ErrInvalid)
+			return fmt.Errorf("%w: segment: add: key %q after %q", base.ErrInvalid, key, w.key)
 		case c == 0:
 			same = true
 			if kind != w.kind {
-				return fmt.Errorf("segment add %q: kind %v, series has %v: %w", key, kind, w.kind, base.ErrInvalid)
+				return fmt.Errorf("%w: segment: add %q: kind %v, series has %v", base.ErrInvalid, key, kind, w.kind)
 			}
 		}
 	}
@@ -402,17 +410,17 @@ func (w *Writer) check(key []byte, kind point.Kind, samples []point.Sample) erro
 	for i := range samples {
 		s := &samples[i]
 		if s.Value.Kind() != kind {
-			return fmt.Errorf("segment add %q: sample %d is %v, series is %v: %w", key, i, s.Value.Kind(), kind, base.ErrInvalid)
+			return fmt.Errorf("%w: segment: add %q: sample %d is %v, series is %v", base.ErrInvalid, key, i, s.Value.Kind(), kind)
 		}
 		if havePrev && s.Time <= prev {
-			return fmt.Errorf("segment add %q: sample %d at %d not after %d: %w", key, i, s.Time, prev, base.ErrInvalid)
+			return fmt.Errorf("%w: segment: add %q: sample %d at %d not after %d", base.ErrInvalid, key, i, s.Time, prev)
 		}
 		prev, havePrev = s.Time, true
 	}
 	if kind == point.KindString {
 		for i := range samples {
 			if l := len(samples[i].Value.Str()); l > MaxStringLen {
-				return fmt.Errorf("segment add %q: sample %d: string of %d bytes exceeds %d: %w", key, i, l, MaxStringLen, base.ErrInvalid)
+				return fmt.Errorf("%w: segment: add %q: sample %d: string of %d bytes exceeds %d", base.ErrInvalid, key, i, l, MaxStringLen)
 			}
 		}
 	}
@@ -504,7 +512,7 @@ func (w *Writer) writeOut() error {
 	n, err := w.f.Write(w.buf)
 	w.flushed += int64(n)
 	if err != nil {
-		w.err = fmt.Errorf("write segment %s: %w", w.tmp, err)
+		w.err = fmt.Errorf("segment: write %s: %w", w.tmp, err)
 		return w.err
 	}
 	w.buf = w.buf[:0]
@@ -541,7 +549,7 @@ func (w *Writer) finish() error {
 	raw := w.index[indexReserve-n:]
 	copy(raw, count[:n])
 	if len(raw) > maxSectionRaw {
-		return fmt.Errorf("segment %s: index of %d bytes exceeds %d: %w", w.path, len(raw), maxSectionRaw, base.ErrInvalid)
+		return fmt.Errorf("%w: segment: %s: index of %d bytes exceeds %d", base.ErrInvalid, w.path, len(raw), maxSectionRaw)
 	}
 	start := len(w.buf)
 	w.buf = appendFramed(w.buf, w.enc, raw)
@@ -560,21 +568,21 @@ func (w *Writer) finish() error {
 	putEncoder(w.enc)
 	w.enc = nil
 	if err := w.f.Sync(); err != nil {
-		return fmt.Errorf("sync segment %s: %w", w.tmp, err)
+		return fmt.Errorf("segment: sync %s: %w", w.tmp, err)
 	}
 	err := w.f.Close()
 	w.f = nil
 	if err != nil {
-		return fmt.Errorf("close segment %s: %w", w.tmp, err)
+		return fmt.Errorf("segment: close %s: %w", w.tmp, err)
 	}
 	if err := w.fs.Rename(w.tmp, w.path); err != nil {
-		return fmt.Errorf("publish segment %s: %w", w.path, err)
+		return fmt.Errorf("segment: publish %s: %w", w.path, err)
 	}
 	w.done = true
 	if err := w.fs.SyncDir(filepath.Dir(w.path)); err != nil {
 		// Not durably published: take it back so no caller relies on it.
 		w.fs.Remove(w.path)
-		return fmt.Errorf("sync directory of %s: %w", w.path, err)
+		return fmt.Errorf("segment: sync directory of %s: %w", w.path, err)
 	}
 	return nil
 }
@@ -604,7 +612,7 @@ func (w *Writer) Abort() error {
 		err = rerr
 	}
 	if err != nil {
-		return fmt.Errorf("abort segment %s: %w", w.tmp, err)
+		return fmt.Errorf("segment: abort %s: %w", w.tmp, err)
 	}
 	return nil
 }

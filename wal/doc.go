@@ -13,8 +13,10 @@
 //
 // # Framing
 //
-// Each file starts with a 20-byte header: magic "SWAL", a version, and the
-// file's own number, under a CRC-32C. Records follow back to back: a 13-byte
+// Each file starts with a 28-byte header: magic "SWAL", a version, the
+// file's own number and the size of the file before it when this one was
+// created, under a CRC-32C (version 1 files, still read, have a 20-byte
+// header without that size). Records follow back to back: a 13-byte
 // header (payload length, type, a CRC-32C of the length and type alone, and
 // a CRC-32C of the header and payload), then the payload. The exact layout is
 // drawn at the top of wal.go; the payloads the engine logs (Batch and Delete)
@@ -37,8 +39,20 @@
 // callback. A bad record at the tail of the last file (torn, zeroed, or
 // failing its checksum, with no valid record anywhere after it) is the
 // unacknowledged end of a crash: Replay truncates the file there, fsyncs it
-// and reports what it dropped. Any other damage is an error wrapping
+// and reports what it dropped (ReplayDir with ReadOnly only reports it, and
+// TruncateTail cuts it later). Any other damage is an error wrapping
 // base.ErrCorrupt that names the file and offset: an acknowledged record is
-// never skipped silently. The header checksum lets Replay decide between the
-// two by testing every later offset for a record start in O(1).
+// never skipped silently. That includes a missing file (numbers are
+// consecutive), and a file that is not the last whose size differs from
+// what the next file's header recorded: cut, even exactly at a record
+// boundary. The record header checksum lets Replay tell a torn tail from
+// damage by testing every later offset for a record start in O(1).
+//
+// # Compatibility
+//
+// This package is a building block of package engine, public so that the
+// layout of the storage engine can be read and tested piece by piece. Its
+// API has no compatibility promise and its signatures use types internal to
+// strata (vfs.FS, point.Kind, ...): programs use package engine. What is
+// stable is the durable format it documents.
 package wal

@@ -34,10 +34,19 @@ package wal
 //
 // RecordDelete payload (Delete):
 //
-//	+---------+-------------+-------+---------+---------------------+--------+--------+
-//	| seq     | measurement | field | nTags   | tag x nTags         | start  | end    |
-//	| uvarint | str         | str   | uvarint | key str, value str  | varint | varint |
-//	+---------+-------------+-------+---------+---------------------+--------+--------+
+//	+---------+-------------+-------+---------+---------------------+--------+--------+-----------+-------------------+
+//	| seq     | measurement | field | nTags   | tag x nTags         | start  | end    | nMatchers | matcher x nMatch. |
+//	| uvarint | str         | str   | uvarint | key str, value str  | varint | varint | uvarint   |                   |
+//	+---------+-------------+-------+---------+---------------------+--------+--------+-----------+-------------------+
+//
+//	matcher:     +---------+-------+-----------+
+//	             | key str | op 1B | value str |
+//	             +---------+-------+-----------+
+//
+//	start == end == 0 means all time. op is a point.MatchOp: 0 =, 1 !=,
+//	2 =~, 3 !~. A record that ends after end (every record written before
+//	matchers existed) has no matchers. The manifest stores its tombstones in
+//	this encoding too.
 
 import (
 	"encoding/binary"
@@ -45,6 +54,7 @@ import (
 	"slices"
 
 	"github.com/stratadb/strata/internal/base"
+	"github.com/stratadb/strata/internal/decbuf"
 	"github.com/stratadb/strata/internal/point"
 )
 
@@ -123,10 +133,12 @@ const (
 	minSeriesDefBytes = 3 // id, kind, key length
 	minEntryBytes     = 4 // id, kind, dtime, a 1-byte value
 	minTagBytes       = 2 // key length, value length
+	minMatcherBytes   = 3 // key length, op, value length
 )
 
-func corruptf(what, format string, args ...any) error {
-	return fmt.Errorf("wal: decode %s: %s: %w", what, fmt.Sprintf(format, args...), base.ErrCorrupt)
+// corrupt wraps a decoding failure of a what payload in base.ErrCorrupt.
+func corrupt(what string, err error) error {
+	return fmt.Errorf("wal: decode %s: %w: %w", what, base.ErrCorrupt, err)
 }
 
 // Unmarshal decodes src, the whole payload of a RecordBatch, into b. It
@@ -138,114 +150,65 @@ func corruptf(what, format string, args ...any) error {
 // panics, and allocation is bounded by a small multiple of len(src).
 func (b *Batch) Unmarshal(src []byte) error {
 	b.Seq, b.Series, b.Entries = 0, b.Series[:0], b.Entries[:0]
-	seq, n := binary.Uvarint(src)
-	if n <= 0 {
-		return corruptf("batch", "bad sequence number")
-	}
-	src = src[n:]
-	b.Seq = seq
-
-	ns, n := binary.Uvarint(src)
-	if n <= 0 {
-		return corruptf("batch", "bad series count")
-	}
-	src = src[n:]
-	if ns > uint64(len(src)/minSeriesDefBytes) {
-		return corruptf("batch", "%d series cannot fit in %d bytes", ns, len(src))
-	}
-	b.Series = slices.Grow(b.Series, int(ns))
-	for i := range int(ns) {
-		id, n := binary.Uvarint(src)
-		if n <= 0 || n >= len(src) {
-			return corruptf("batch", "series %d: truncated", i)
+	d := decbuf.New(src)
+	b.Seq = d.Uvarint("sequence number")
+	ns := d.Count("series count", minSeriesDefBytes)
+	b.Series = slices.Grow(b.Series, ns)
+	for i := range ns {
+		id := d.Uvarint("series id")
+		kind := point.Kind(d.Byte("series kind"))
+		key := d.UvarintBytes("series key")
+		if d.Err() != nil {
+			break
 		}
-		kind := point.Kind(src[n])
 		if !kind.Valid() {
-			return corruptf("batch", "series %d: unknown kind %d", i, kind)
+			d.Failf("series %d: unknown kind %d", i, kind)
+			break
 		}
-		src = src[n+1:]
-		klen, n := binary.Uvarint(src)
-		if n <= 0 || klen > uint64(len(src)-n) {
-			return corruptf("batch", "series %d: truncated key", i)
-		}
-		src = src[n:]
-		b.Series = append(b.Series, SeriesDef{ID: id, Kind: kind, Key: src[:klen:klen]})
-		src = src[klen:]
+		b.Series = append(b.Series, SeriesDef{ID: id, Kind: kind, Key: key})
 	}
-
-	ne, n := binary.Uvarint(src)
-	if n <= 0 {
-		return corruptf("batch", "bad entry count")
-	}
-	src = src[n:]
-	if ne > uint64(len(src)/minEntryBytes) {
-		return corruptf("batch", "%d entries cannot fit in %d bytes", ne, len(src))
-	}
-	b.Entries = slices.Grow(b.Entries, int(ne))
+	ne := d.Count("entry count", minEntryBytes)
+	b.Entries = slices.Grow(b.Entries, ne)
 	var prev int64
-	for i := range int(ne) {
-		id, n := binary.Uvarint(src)
-		if n <= 0 || n >= len(src) {
-			return corruptf("batch", "entry %d: truncated", i)
-		}
-		kind := point.Kind(src[n])
-		src = src[n+1:]
-		dt, n := binary.Varint(src)
-		if n <= 0 {
-			return corruptf("batch", "entry %d: bad time", i)
-		}
-		src = src[n:]
-		t := prev + dt // wrapping, the inverse of Marshal's subtraction
+	for i := range ne {
+		id := d.Uvarint("entry id")
+		kind := point.Kind(d.Byte("entry kind"))
+		t := prev + d.Varint("entry time") // wrapping, the inverse of Marshal's subtraction
 		prev = t
 		var v point.Value
 		switch kind {
 		case point.KindFloat:
-			if len(src) < 8 {
-				return corruptf("batch", "entry %d: truncated float", i)
-			}
-			v = point.FromBits(kind, binary.LittleEndian.Uint64(src))
-			src = src[8:]
+			v = point.FromBits(kind, d.Uint64("float"))
 		case point.KindInt:
-			x, n := binary.Varint(src)
-			if n <= 0 {
-				return corruptf("batch", "entry %d: bad int", i)
+			v = point.FromBits(kind, uint64(d.Varint("int")))
+		case point.KindUint:
+			v = point.FromBits(kind, d.Uvarint("uint"))
+		case point.KindBool:
+			x := d.Byte("bool")
+			if x > 1 {
+				d.Failf("entry %d: bad bool %d", i, x)
 			}
 			v = point.FromBits(kind, uint64(x))
-			src = src[n:]
-		case point.KindUint:
-			x, n := binary.Uvarint(src)
-			if n <= 0 {
-				return corruptf("batch", "entry %d: bad uint", i)
-			}
-			v = point.FromBits(kind, x)
-			src = src[n:]
-		case point.KindBool:
-			if len(src) < 1 || src[0] > 1 {
-				return corruptf("batch", "entry %d: bad bool", i)
-			}
-			v = point.FromBits(kind, uint64(src[0]))
-			src = src[1:]
 		case point.KindString:
-			slen, n := binary.Uvarint(src)
-			if n <= 0 || slen > uint64(len(src)-n) {
-				return corruptf("batch", "entry %d: truncated string", i)
-			}
-			src = src[n:]
-			v = point.String(string(src[:slen]))
-			src = src[slen:]
+			v = point.String(d.UvarintStr("string"))
 		default:
-			return corruptf("batch", "entry %d: unknown kind %d", i, kind)
+			d.Failf("entry %d: unknown kind %d", i, kind)
+		}
+		if d.Err() != nil {
+			break
 		}
 		b.Entries = append(b.Entries, point.Entry{ID: id, Time: t, Value: v})
 	}
-	if len(src) != 0 {
-		return corruptf("batch", "%d trailing bytes", len(src))
+	d.End("batch")
+	if err := d.Err(); err != nil {
+		return corrupt("batch", err)
 	}
 	return nil
 }
 
 // Delete is the payload of a RecordDelete: a tombstone for the samples that
-// Selector picks, written before sequence number Seq.
+// Selector picks, written before sequence number Seq. The manifest stores
+// its live tombstones in the same encoding (Marshal and Decode).
 type Delete struct {
 	Seq      uint64
 	Selector point.Selector
@@ -263,7 +226,14 @@ func (d *Delete) Marshal(dst []byte) []byte {
 		dst = appendStr(dst, t.Value)
 	}
 	dst = binary.AppendVarint(dst, s.Start)
-	return binary.AppendVarint(dst, s.End)
+	dst = binary.AppendVarint(dst, s.End)
+	dst = binary.AppendUvarint(dst, uint64(len(s.Matchers)))
+	for _, m := range s.Matchers {
+		dst = appendStr(dst, m.Key)
+		dst = append(dst, byte(m.Op))
+		dst = appendStr(dst, m.Value)
+	}
+	return dst
 }
 
 func appendStr(dst []byte, s string) []byte {
@@ -271,65 +241,72 @@ func appendStr(dst []byte, s string) []byte {
 	return append(dst, s...)
 }
 
-// readStr decodes a str from src and returns it (copied) and the rest.
-func readStr(src []byte) (string, []byte, bool) {
-	n, k := binary.Uvarint(src)
-	if k <= 0 || n > uint64(len(src)-k) {
-		return "", nil, false
-	}
-	src = src[k:]
-	return string(src[:n]), src[n:], true
+// Decode reads one encoded Delete from buf into d, reusing d.Selector.Tags.
+// Strings are copied. A failure sticks in buf (see package decbuf).
+func (d *Delete) Decode(buf *decbuf.Decbuf) {
+	d.DecodeLegacy(buf)
+	d.decodeMatchers(buf)
 }
 
-// Unmarshal decodes src, the whole payload of a RecordDelete, into d,
-// reusing d.Selector.Tags. Strings are copied. Malformed input is an error
-// wrapping base.ErrCorrupt.
-func (d *Delete) Unmarshal(src []byte) error {
-	s := &d.Selector
-	tags := s.Tags[:0]
+// DecodeLegacy reads one Delete encoded before matchers existed: the
+// encoding of Decode without its matcher part (version 1 manifests).
+func (d *Delete) DecodeLegacy(buf *decbuf.Decbuf) {
+	tags := d.Selector.Tags[:0]
 	*d = Delete{}
-	seq, n := binary.Uvarint(src)
-	if n <= 0 {
-		return corruptf("delete", "bad sequence number")
-	}
-	d.Seq = seq
-	src = src[n:]
-	var ok bool
-	if s.Measurement, src, ok = readStr(src); !ok {
-		return corruptf("delete", "truncated measurement")
-	}
-	if s.Field, src, ok = readStr(src); !ok {
-		return corruptf("delete", "truncated field")
-	}
-	nt, n := binary.Uvarint(src)
-	if n <= 0 {
-		return corruptf("delete", "bad tag count")
-	}
-	src = src[n:]
-	if nt > uint64(len(src)/minTagBytes) {
-		return corruptf("delete", "%d tags cannot fit in %d bytes", nt, len(src))
-	}
-	tags = slices.Grow(tags, int(nt))
-	for i := range int(nt) {
-		var t point.Tag
-		if t.Key, src, ok = readStr(src); !ok {
-			return corruptf("delete", "tag %d: truncated key", i)
-		}
-		if t.Value, src, ok = readStr(src); !ok {
-			return corruptf("delete", "tag %d: truncated value", i)
+	s := &d.Selector
+	d.Seq = buf.Uvarint("sequence number")
+	s.Measurement = buf.UvarintStr("measurement")
+	s.Field = buf.UvarintStr("field")
+	nt := buf.Count("tag count", minTagBytes)
+	tags = slices.Grow(tags, nt)
+	for range nt {
+		t := point.Tag{Key: buf.UvarintStr("tag key"), Value: buf.UvarintStr("tag value")}
+		if buf.Err() != nil {
+			break
 		}
 		tags = append(tags, t)
 	}
 	s.Tags = tags
-	if s.Start, n = binary.Varint(src); n <= 0 {
-		return corruptf("delete", "bad start")
+	s.Start = buf.Varint("start")
+	s.End = buf.Varint("end")
+}
+
+func (d *Delete) decodeMatchers(buf *decbuf.Decbuf) {
+	n := buf.Count("matcher count", minMatcherBytes)
+	if n == 0 {
+		return
 	}
-	src = src[n:]
-	if s.End, n = binary.Varint(src); n <= 0 {
-		return corruptf("delete", "bad end")
+	ms := make([]point.Matcher, 0, n)
+	for range n {
+		m := point.Matcher{Key: buf.UvarintStr("matcher key")}
+		op := point.MatchOp(buf.Byte("matcher op"))
+		m.Value = buf.UvarintStr("matcher value")
+		if buf.Err() != nil {
+			return
+		}
+		if !op.Valid() {
+			buf.Failf("unknown matcher op %d", op)
+			return
+		}
+		m.Op = op
+		ms = append(ms, m)
 	}
-	if len(src) != n {
-		return corruptf("delete", "%d trailing bytes", len(src)-n)
+	d.Selector.Matchers = ms
+}
+
+// Unmarshal decodes src, the whole payload of a RecordDelete, into d,
+// reusing d.Selector.Tags. Strings are copied. A payload that ends before
+// the matcher part (written before matchers existed) has none. Malformed
+// input is an error wrapping base.ErrCorrupt.
+func (d *Delete) Unmarshal(src []byte) error {
+	buf := decbuf.New(src)
+	d.DecodeLegacy(&buf)
+	if buf.Err() == nil && buf.Len() > 0 {
+		d.decodeMatchers(&buf)
+	}
+	buf.End("delete")
+	if err := buf.Err(); err != nil {
+		return corrupt("delete", err)
 	}
 	return nil
 }

@@ -204,6 +204,11 @@ func TestDeleteRoundTrip(t *testing.T) {
 			}
 		}
 		for n := range len(enc) {
+			if n == len(enc)-1 {
+				// Without its zero matcher count the record is one written
+				// before matchers existed: valid, with no matchers.
+				continue
+			}
 			var bad Delete
 			if err := bad.Unmarshal(enc[:n]); !errors.Is(err, base.ErrCorrupt) {
 				t.Fatalf("prefix of %d/%d bytes: %v, want ErrCorrupt", n, len(enc), err)
@@ -213,6 +218,28 @@ func TestDeleteRoundTrip(t *testing.T) {
 		if err := bad.Unmarshal(append(enc, 0)); !errors.Is(err, base.ErrCorrupt) {
 			t.Fatalf("trailing byte: %v, want ErrCorrupt", err)
 		}
+	}
+	// A record that ends before the matcher part (as written before
+	// matchers existed) has none, one with them round-trips, and any cut
+	// inside them is corrupt.
+	withM := Delete{Seq: 7, Selector: point.Selector{Measurement: "m", Matchers: []point.Matcher{
+		{Key: "host", Op: point.MatchRegexp, Value: "web-.*"}, {Key: "dc", Op: point.MatchNotEqual}}}}
+	enc := withM.Marshal(nil)
+	var got Delete
+	if err := got.Unmarshal(enc); err != nil || len(got.Selector.Matchers) != 2 ||
+		got.Selector.Matchers[0] != withM.Selector.Matchers[0] || got.Selector.Matchers[1] != withM.Selector.Matchers[1] {
+		t.Fatalf("matchers round trip: %+v, %v", got.Selector, err)
+	}
+	old := (&Delete{Seq: 7, Selector: point.Selector{Measurement: "m"}}).Marshal(nil)
+	old = old[:len(old)-1] // drop the zero matcher count: the legacy form
+	for n := len(old) + 1; n < len(enc); n++ {
+		var bad Delete
+		if err := bad.Unmarshal(enc[:n]); !errors.Is(err, base.ErrCorrupt) {
+			t.Fatalf("matchers cut at %d/%d bytes: %v, want ErrCorrupt", n, len(enc), err)
+		}
+	}
+	if err := got.Unmarshal(old); err != nil || got.Selector.Matchers != nil {
+		t.Fatalf("record without matchers: %+v, %v", got.Selector, err)
 	}
 	var d Delete
 	if err := d.Unmarshal([]byte{1, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0}); !errors.Is(err, base.ErrCorrupt) {

@@ -8,20 +8,31 @@ package wal
 //	| file header 20B | record 1 | record 2 | ... | record n |
 //	+-----------------+----------+----------+-----+----------+
 //
-// File header (20 bytes):
+// File header (28 bytes):
 //
-//	0        4         5          8               16       20
-//	+--------+---------+----------+---------------+--------+
-//	| magic  | version | reserved | file number   | crc    |
-//	| 4B     | 1B      | 3B       | uint64, 8B    | 4B     |
-//	+--------+---------+----------+---------------+--------+
+//	0        4         5          8               16              24       28
+//	+--------+---------+----------+---------------+---------------+--------+
+//	| magic  | version | reserved | file number   | previous size | crc    |
+//	| 4B     | 1B      | 3B       | uint64, 8B    | uint64, 8B    | 4B     |
+//	+--------+---------+----------+---------------+---------------+--------+
 //
-//	magic        the bytes "SWAL" (0x53 0x57 0x41 0x4C)
-//	version      formatVersion (1); a reader rejects any other value
-//	reserved     three zero bytes; a reader rejects any other value
-//	file number  the number in the file's name (%08d.wal), so a renamed or
-//	             misplaced file is detected
-//	crc          CRC-32C (Castagnoli) of bytes [0, 16)
+//	magic          the bytes "SWAL" (0x53 0x57 0x41 0x4C)
+//	version        formatVersion (2); version 1 is also read (below); a
+//	               reader rejects any other value
+//	reserved       three zero bytes; a reader rejects any other value
+//	file number    the number in the file's name (%08d.wal), so a renamed or
+//	               misplaced file is detected
+//	previous size  the size in bytes of file number-1 when this file was
+//	               created (after it was rolled, or replayed and its torn
+//	               tail cut), or 2^64-1 when there was no such file. That
+//	               file is never written again, so a reader finding another
+//	               size knows it was cut or extended: a file cut exactly at a
+//	               record boundary is detected, as long as a later file exists
+//	crc            CRC-32C (Castagnoli) of bytes [0, 24)
+//
+// Version 1 (written by earlier releases) has a 20-byte header without the
+// previous size: magic, version 1, reserved, file number, and the CRC-32C of
+// bytes [0, 16) at [16, 20). Records follow it as in version 2.
 //
 // Record (13-byte header, then the payload):
 //
@@ -52,6 +63,7 @@ import (
 	"hash/crc32"
 	iofs "io/fs"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -67,20 +79,25 @@ import (
 // These constants are part of the durable format (drawn above) and must not be changed.
 const (
 	fileMagic        = "SWAL"
-	formatVersion    = 1
-	fileHeaderSize   = 20
+	formatVersion    = 2
+	fileHeaderSize   = 28
+	formatVersionV1  = 1
+	fileHeaderSizeV1 = 20
+	noPreviousFile   = math.MaxUint64 // previous size when file number-1 did not exist
 	recordHeaderSize = 13
 	maxPayload       = 256 << 20
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// appendFileHeader appends the header of file number num to dst.
-func appendFileHeader(dst []byte, num uint64) []byte {
+// appendFileHeader appends the header of file number num to dst; prevSize
+// is the size of file num-1, or noPreviousFile.
+func appendFileHeader(dst []byte, num, prevSize uint64) []byte {
 	start := len(dst)
 	dst = append(dst, fileMagic...)
 	dst = append(dst, formatVersion, 0, 0, 0)
 	dst = binary.LittleEndian.AppendUint64(dst, num)
+	dst = binary.LittleEndian.AppendUint64(dst, prevSize)
 	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
 
@@ -202,11 +219,11 @@ func (o *Options) ensureDefaults() {
 func (o *Options) validate() error {
 	switch {
 	case o.SegmentBytes < 0:
-		return fmt.Errorf("wal: negative SegmentBytes %d: %w", o.SegmentBytes, base.ErrInvalid)
+		return fmt.Errorf("%w: wal: negative SegmentBytes %d", base.ErrInvalid, o.SegmentBytes)
 	case o.Sync < SyncAlways || o.Sync > SyncNever:
-		return fmt.Errorf("wal: unknown sync mode %d: %w", int(o.Sync), base.ErrInvalid)
+		return fmt.Errorf("%w: wal: unknown sync mode %d", base.ErrInvalid, int(o.Sync))
 	case o.SyncInterval < 0:
-		return fmt.Errorf("wal: negative SyncInterval %v: %w", o.SyncInterval, base.ErrInvalid)
+		return fmt.Errorf("%w: wal: negative SyncInterval %v", base.ErrInvalid, o.SyncInterval)
 	}
 	return nil
 }
@@ -321,7 +338,11 @@ func Open(dir string, opts Options) (*Log, error) {
 	if len(nums) > 0 {
 		next = max(next, nums[len(nums)-1]+1)
 	}
-	if err := l.createFile(next); err != nil {
+	prevSize := uint64(noPreviousFile)
+	if n := len(l.mu.files); n > 0 && l.mu.files[n-1].num == next-1 {
+		prevSize = uint64(l.mu.files[n-1].size)
+	}
+	if err := l.createFile(next, prevSize); err != nil {
 		return nil, err
 	}
 	if err := l.f.Sync(); err != nil {
@@ -336,19 +357,20 @@ func Open(dir string, opts Options) (*Log, error) {
 	return l, nil
 }
 
-// createFile creates file num, writes its header and makes its directory
+// createFile creates file num, whose predecessor is prevSize bytes long
+// (or noPreviousFile), writes its header and makes its directory
 // entry durable. The header itself is fsynced with the file's first fsync:
 // until then no record in the file is acknowledged under SyncAlways, and a
 // torn header is a torn tail to Replay. Called with writeMu and syncMu held
 // (or before the Log is shared).
-func (l *Log) createFile(num uint64) error {
+func (l *Log) createFile(num, prevSize uint64) error {
 	path := filepath.Join(l.dir, FileName(num))
 	f, err := l.fs.Create(path)
 	if err != nil {
 		return fmt.Errorf("wal: create %s: %w", path, err)
 	}
 	var hdr [fileHeaderSize]byte
-	if n, err := f.Write(appendFileHeader(hdr[:0], num)); err != nil || n != len(hdr) {
+	if n, err := f.Write(appendFileHeader(hdr[:0], num, prevSize)); err != nil || n != len(hdr) {
 		f.Close()
 		return fmt.Errorf("wal: write header %s: %w", path, shortWrite(err))
 	}
@@ -405,10 +427,10 @@ func (l *Log) fail(err error) error {
 // the log). Any I/O failure is sticky: every later Write returns it.
 func (l *Log) Write(typ byte, payload []byte) (Pos, error) {
 	if typ == 0 {
-		return Pos{}, fmt.Errorf("wal: record type 0 is reserved: %w", base.ErrInvalid)
+		return Pos{}, fmt.Errorf("%w: wal: record type 0 is reserved", base.ErrInvalid)
 	}
 	if len(payload) > maxPayload {
-		return Pos{}, fmt.Errorf("wal: record of %d bytes exceeds %d: %w", len(payload), maxPayload, base.ErrInvalid)
+		return Pos{}, fmt.Errorf("%w: wal: record of %d bytes exceeds %d", base.ErrInvalid, len(payload), maxPayload)
 	}
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
@@ -466,7 +488,7 @@ func (l *Log) roll() error {
 	if err := old.Close(); err != nil {
 		return l.fail(fmt.Errorf("wal: close %s: %w", oldPath, err))
 	}
-	if err := l.createFile(l.num + 1); err != nil {
+	if err := l.createFile(l.num+1, uint64(end.Offset)); err != nil {
 		return l.fail(err)
 	}
 	l.logger.Debug("wal rolled", "dir", l.dir, "file", l.num)
@@ -488,7 +510,7 @@ func (l *Log) SyncTo(pos Pos) error {
 	}
 	err := l.failureLocked()
 	if err == nil && l.mu.written.Less(pos) {
-		err = fmt.Errorf("wal: sync to %v past the written end %v: %w", pos, l.mu.written, base.ErrInvalid)
+		err = fmt.Errorf("%w: wal: sync to %v past the written end %v", base.ErrInvalid, pos, l.mu.written)
 	}
 	l.mu.Unlock()
 	if err != nil || l.opts.Sync != SyncAlways {
@@ -568,18 +590,6 @@ func (l *Log) Sync() error {
 	return err
 }
 
-// Append is Write followed by SyncTo.
-func (l *Log) Append(typ byte, payload []byte) (Pos, error) {
-	pos, err := l.Write(typ, payload)
-	if err != nil {
-		return Pos{}, err
-	}
-	if err := l.SyncTo(pos); err != nil {
-		return Pos{}, err
-	}
-	return pos, nil
-}
-
 // Rotate fsyncs and closes the current file and starts a new one, and
 // returns the new file's number N: every record written before Rotate is in
 // a file numbered below N and is durable.
@@ -653,9 +663,6 @@ func (l *Log) Size() int64 { return l.size.Load() }
 // SyncCount returns the number of file fsyncs performed (Open's, group-commit
 // leaders', rolls' and Close's), for measuring group commit.
 func (l *Log) SyncCount() int64 { return l.syncCount.Load() }
-
-// Dir returns the directory of the log.
-func (l *Log) Dir() string { return l.dir }
 
 // CurrentFile returns the number of the file being written.
 func (l *Log) CurrentFile() uint64 {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -21,7 +22,7 @@ import (
 
 func init() {
 	commands["bench"] = command{
-		summary: "run the 1M-point IoT insert baseline: strata vs SQLite, LevelDB, Pebble",
+		summary: "run the insert baseline, scale sweeps or a mixed workload: strata vs SQLite, LevelDB, Pebble, Prometheus",
 		run:     runBench,
 	}
 }
@@ -52,9 +53,14 @@ func runBench(args []string) int {
 // and 2 on any other error.
 func benchMain(ctx context.Context, args, child []string, stdout, stderr io.Writer) int {
 	fs := newFlags("bench", "usage: strata bench [flags]\n\n"+
-		"Insert the same deterministic IoT dataset into strata, SQLite, LevelDB and Pebble,\n"+
-		"each engine and run in a fresh directory and process, then time three queries and\n"+
-		"check that every engine returns the same answers. Prints a Markdown table.", stderr)
+		"Insert the same deterministic IoT dataset into strata, SQLite, LevelDB, Pebble and\n"+
+		"Prometheus TSDB (and memlimit, an in-memory line, and strata-http, strata behind\n"+
+		"strata serve's /api/v2/write), each engine and run in a fresh\n"+
+		"directory and process, then time three queries and check that every engine returns\n"+
+		"the same answers. Prints a Markdown table.\n\n"+
+		"--scale points|series sweeps the data size or the series count instead; --mixed\n"+
+		"runs writers and readers together for --duration.\n\n"+
+		"example:\n  strata bench --engines strata,sqlite --runs 1", stderr)
 	points := fs.Int("points", 1_000_000, "points to insert (a multiple of --devices)")
 	devices := fs.Int("devices", 1000, "devices, one series per field each (shape iot)")
 	batch := fs.Int("batch", 10_000, "points per write call")
@@ -68,7 +74,15 @@ func benchMain(ctx context.Context, args, child []string, stdout, stderr io.Writ
 	svgFile := fs.String("svg", "", "draw bar charts of points/s and bytes/point to this SVG file")
 	queries := fs.Bool("queries", true, "time and cross-check the point, range and aggregate queries")
 	fields := fs.Int("fields", 1, "float fields per point (temperature, temperature2, ...)")
-	shape := fs.String("shape", "iot", "dataset: iot (devices x timestamps) or sonnetdb (one series)")
+	shape := fs.String("shape", "iot", "dataset: iot (devices x timestamps), sonnetdb (one series) or wide (1,000 devices x 30 fields x 12 timestamps unless --points, --devices, --fields say otherwise)")
+	scale := fs.String("scale", "", "sweep instead of the baseline: points (1M, 10M, 100M points at 1,000 series) or series (1k to 1M series, 10 points each, 3 at 1M)")
+	sizes := fs.String("sizes", "", "with --scale: the sizes to sweep instead of the defaults, as points/series pairs, e.g. 1000000/1000,10000000/1000")
+	limit := fs.Duration("limit", bench.DefaultScaleLimit, "with --scale: the time one engine may take for one size (insert and queries); it runs no larger size after")
+	mixed := fs.Bool("mixed", false, "run the mixed workload instead: a writer at --share of each engine's peak rate while readers run the three queries")
+	duration := fs.Duration("duration", bench.DefaultMixedDuration, "with --mixed: how long the writer and readers run (e.g. 30m for steady state; memlimit keeps every point in memory, 16 bytes each: leave it out of long runs)")
+	share := fs.Float64("share", 0.8, "with --mixed: the writer's rate as a share of the engine's peak rate, in (0, 1]")
+	readers := fs.Int("readers", 2, "with --mixed: reader goroutines")
+	calib := fs.Duration("calibrate", 0, "with --mixed: how long the unthrottled insert that measures the peak rate runs (default: a third of --duration, 2s to 30s)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -112,11 +126,93 @@ func benchMain(ctx context.Context, args, child []string, stdout, stderr io.Writ
 	default:
 		return usageErr("--config must be default, equal-memory or both, not %q", *config)
 	}
-	if o.Shape != bench.ShapeIoT && o.Shape != bench.ShapeSonnetDB {
-		return usageErr("--shape must be iot or sonnetdb, not %q", *shape)
+	if !slices.Contains(bench.Shapes(), o.Shape) {
+		return usageErr("--shape must be iot, sonnetdb or wide, not %q", *shape)
 	}
-	if o.Shape == bench.ShapeIoT && *points%*devices != 0 {
-		return usageErr("--points (%d) must be a multiple of --devices (%d)", *points, *devices)
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.Shape == bench.ShapeWide {
+		// The wide shape's own sizes, unless given.
+		if !set["points"] {
+			o.Points = bench.WidePoints
+		}
+		if !set["devices"] {
+			o.Devices = bench.WideDevices
+		}
+		if !set["fields"] {
+			o.Fields = bench.WideFields
+		}
+	}
+	if o.Shape != bench.ShapeSonnetDB && o.Points%o.Devices != 0 {
+		return usageErr("--points (%d) must be a multiple of --devices (%d)", o.Points, o.Devices)
+	}
+	if *limit <= 0 {
+		return usageErr("--limit must be positive")
+	}
+	if *scale != "" {
+		so := bench.ScaleOptions{Kind: bench.ScaleKind(*scale), Engines: o.Engines, Batch: o.Batch, Limit: *limit,
+			Dir: o.Dir, Child: child, SkipQueries: o.SkipQueries}
+		if so.Kind != bench.ScalePoints && so.Kind != bench.ScaleSeries {
+			return usageErr("--scale must be points or series, not %q", *scale)
+		}
+		if set["durability"] {
+			if len(o.Durabilities) != 1 {
+				return usageErr("--scale runs one durability: --durability fast or durable")
+			}
+			so.Durability = o.Durabilities[0]
+		}
+		if set["config"] {
+			if len(o.Configs) != 1 {
+				return usageErr("--scale runs one configuration: --config default or equal-memory")
+			}
+			so.Config = o.Configs[0]
+		}
+		if *sizes != "" {
+			var err error
+			if so.Sizes, err = parseSizes(*sizes); err != nil {
+				return usageErr("--sizes: %v", err)
+			}
+		}
+		return scaleMain(ctx, so, stdout, stderr, *jsonFile, *csvFile, *svgFile)
+	}
+	if *sizes != "" {
+		return usageErr("--sizes needs --scale")
+	}
+	if *mixed {
+		if *duration <= 0 || *share <= 0 || *share > 1 || *readers <= 0 || *calib < 0 {
+			return usageErr("--duration and --readers must be positive, --share in (0, 1]")
+		}
+		if o.Shape != bench.ShapeIoT || set["points"] || set["fields"] {
+			return usageErr("--mixed writes the endless IoT stream: no --shape, --points or --fields")
+		}
+		if o.Batch%o.Devices != 0 {
+			return usageErr("--mixed: --batch (%d) must be a multiple of --devices (%d)", o.Batch, o.Devices)
+		}
+		mo := bench.MixedOptions{Engines: o.Engines, Duration: *duration, Share: *share, Readers: *readers,
+			Calibrate: *calib, Devices: o.Devices, Batch: o.Batch, Dir: o.Dir, Child: child}
+		if len(o.Durabilities) == 1 {
+			mo.Durability = o.Durabilities[0]
+		} else if set["durability"] {
+			return usageErr("--mixed runs one durability: --durability fast or durable")
+		}
+		if len(o.Configs) == 1 {
+			mo.Config = o.Configs[0]
+		} else if set["config"] {
+			return usageErr("--mixed runs one configuration: --config default or equal-memory")
+		}
+		prog := newBenchProgress(stderr)
+		mo.Progress = prog.event
+		rep, err := bench.RunMixed(ctx, mo)
+		prog.stop()
+		if rep != nil {
+			if werr := writeAll(stdout, rep.WriteMarkdown, *jsonFile, rep.WriteJSON, *csvFile, rep.WriteCSV, *svgFile, rep.WriteSVG); werr != nil {
+				fmt.Fprintln(stderr, "strata bench:", werr)
+				if err == nil {
+					return 2
+				}
+			}
+		}
+		return exitCode(err, stderr)
 	}
 
 	prog := newBenchProgress(stderr)
@@ -131,24 +227,69 @@ func benchMain(ctx context.Context, args, child []string, stdout, stderr io.Writ
 			}
 		}
 	}
-	if err != nil {
-		fmt.Fprintln(stderr, "strata bench:", err)
-		if errors.Is(err, bench.ErrMismatch) {
-			return 1
+	return exitCode(err, stderr)
+}
+
+// parseSizes parses "points/series,points/series,...".
+func parseSizes(s string) ([]bench.ScaleSize, error) {
+	var out []bench.ScaleSize
+	for part := range strings.SplitSeq(s, ",") {
+		p, d, ok := strings.Cut(strings.TrimSpace(part), "/")
+		points, err1 := strconv.Atoi(p)
+		devices, err2 := strconv.Atoi(d)
+		if !ok || err1 != nil || err2 != nil || points <= 0 || devices <= 0 || points%devices != 0 {
+			return nil, fmt.Errorf("%q is not points/series with points a positive multiple of series", part)
 		}
-		return 2
+		out = append(out, bench.ScaleSize{Points: points, Devices: devices})
 	}
-	return 0
+	return out, nil
+}
+
+// scaleMain runs a sweep and writes its table and files.
+func scaleMain(ctx context.Context, so bench.ScaleOptions, stdout, stderr io.Writer, jsonFile, csvFile, svgFile string) int {
+	prog := newBenchProgress(stderr)
+	so.Progress = prog.event
+	rep, err := bench.RunScale(ctx, so)
+	prog.stop()
+	if rep != nil {
+		if werr := writeAll(stdout, rep.WriteMarkdown, jsonFile, rep.WriteJSON, csvFile, rep.WriteCSV, svgFile, rep.WriteSVG); werr != nil {
+			fmt.Fprintln(stderr, "strata bench:", werr)
+			if err == nil {
+				return 2
+			}
+		}
+	}
+	return exitCode(err, stderr)
+}
+
+// exitCode reports err and returns the command's exit status: 1 for a
+// wrong query answer, 2 for any other error.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(stderr, "strata bench:", err)
+	if errors.Is(err, bench.ErrMismatch) {
+		return 1
+	}
+	return 2
 }
 
 func writeReports(rep *bench.Report, stdout io.Writer, jsonFile, csvFile, svgFile string) error {
-	if err := rep.WriteMarkdown(stdout); err != nil {
+	return writeAll(stdout, rep.WriteMarkdown, jsonFile, rep.WriteJSON, csvFile, rep.WriteCSV, svgFile, rep.WriteSVG)
+}
+
+type writer = func(io.Writer) error
+
+// writeAll prints the table on stdout and writes the files that are named.
+func writeAll(stdout io.Writer, md writer, jsonFile string, js writer, csvFile string, cs writer, svgFile string, svg writer) error {
+	if err := md(stdout); err != nil {
 		return err
 	}
 	for _, f := range []struct {
 		path  string
-		write func(io.Writer) error
-	}{{jsonFile, rep.WriteJSON}, {csvFile, rep.WriteCSV}, {svgFile, rep.WriteSVG}} {
+		write writer
+	}{{jsonFile, js}, {csvFile, cs}, {svgFile, svg}} {
 		if f.path == "" {
 			continue
 		}
@@ -191,9 +332,13 @@ func (p *benchProgress) event(ev bench.Event) {
 	switch ev.Phase {
 	case bench.PhaseStart:
 		if p.tty {
+			desc := ev.Label()
+			if ev.Mixed {
+				desc += ": calibrating, then seconds"
+			}
 			p.bar = progressbar.NewOptions64(int64(ev.Total),
 				progressbar.OptionSetWriter(p.w),
-				progressbar.OptionSetDescription(ev.Label()),
+				progressbar.OptionSetDescription(desc),
 				progressbar.OptionShowCount(),
 				progressbar.OptionSetWidth(30),
 				progressbar.OptionThrottle(100*time.Millisecond),
@@ -203,6 +348,9 @@ func (p *benchProgress) event(ev bench.Event) {
 	case bench.PhaseInsert:
 		if p.bar != nil {
 			p.bar.Set64(int64(ev.Done))
+		} else if ev.Mixed && ev.Done%60 == 0 {
+			// A long mixed run logs a line a minute where no bar shows.
+			fmt.Fprintf(p.w, "%s: %d of %d s\n", ev.Label(), ev.Done, ev.Total)
 		}
 	case bench.PhaseQueries:
 		if p.bar != nil {
@@ -212,6 +360,10 @@ func (p *benchProgress) event(ev bench.Event) {
 		if p.bar != nil {
 			p.bar.Finish()
 			p.bar = nil
+		}
+		if ev.Mixed {
+			fmt.Fprintf(p.w, "%s: done (%d s)\n", ev.Label(), ev.Total)
+			return
 		}
 		secs := ev.Insert.Seconds()
 		fmt.Fprintf(p.w, "%s: %d points in %.2fs (%.0f points/s)\n", ev.Label(), ev.Total, secs, float64(ev.Total)/secs)

@@ -85,17 +85,17 @@ func TestBenchCommand(t *testing.T) {
 	engines := testEngines(t)
 	code, stdout, stderr := runBenchCmd(t,
 		"--points", "20000", "--devices", "2", "--batch", "5000", "--runs", "1",
-		"--engines", strings.Join(engines, ","), "--durability", "durable", "--config", "default",
+		"--engines", strings.Join(engines, ","), "--durability", "fast", "--config", "default",
 		"--dir", dir, "--json", dir+"/out.json", "--csv", dir+"/out.csv", "--svg", dir+"/out.svg")
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	for _, e := range engines {
-		if !strings.Contains(stdout, "| "+e+" | default | durable | ") {
+		if !strings.Contains(stdout, "| "+e+" | default | fast | ") {
 			t.Errorf("table lacks %s:\n%s", e, stdout)
 		}
 		// Not a terminal: one plain line per job.
-		if !strings.Contains(stderr, e+" default/durable run 1/1: 20000 points in ") {
+		if !strings.Contains(stderr, e+" default/fast run 1/1: 20000 points in ") {
 			t.Errorf("stderr lacks %s's line:\n%s", e, stderr)
 		}
 	}
@@ -134,6 +134,9 @@ func TestBenchCommand(t *testing.T) {
 			t.Errorf("%v: %d fields", r["engine"], len(r))
 		}
 		for _, k := range numbers {
+			if bench.IsFloor(r["engine"].(string)) && (k == "disk_bytes" || k == "bytes_per_point") && r[k] == 0.0 {
+				continue
+			}
 			if v, ok := r[k].(float64); !ok || !(v > 0) {
 				t.Errorf("%v: %s = %v", r["engine"], k, r[k])
 			}
@@ -173,7 +176,11 @@ func TestBenchCommand(t *testing.T) {
 		}
 	}
 	for _, e := range engines {
-		if !bytes.Contains(svg, []byte(">"+e+"<")) {
+		want := ">" + e + "<"
+		if bench.IsFloor(e) {
+			want = ">" + e + " (in memory, " // a dashed line, not a bar
+		}
+		if !bytes.Contains(svg, []byte(want)) {
 			t.Errorf("SVG lacks %s", e)
 		}
 	}
@@ -225,5 +232,114 @@ func TestBenchUsage(t *testing.T) {
 	}
 	if c, ok := commands["bench"]; !ok || c.summary == "" {
 		t.Error("bench is not registered")
+	}
+}
+
+// TestBenchScale runs a tiny series sweep through the command: every engine
+// at both sizes, the table, the files and one progress line per job.
+func TestBenchScale(t *testing.T) {
+	dir := t.TempDir()
+	engines := testEngines(t)
+	code, stdout, stderr := runBenchCmd(t, "--scale", "series", "--sizes", "1000/10,4000/40", "--batch", "1000",
+		"--engines", strings.Join(engines, ","), "--limit", "2m", "--dir", dir,
+		"--json", dir+"/s.json", "--csv", dir+"/s.csv", "--svg", dir+"/s.svg")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	for _, e := range engines {
+		for _, size := range []string{"| 1,000 | 10 |", "| 4,000 | 40 |"} {
+			if !strings.Contains(stdout, "| "+e+" "+size) {
+				t.Errorf("table lacks %s %s:\n%s", e, size, stdout)
+			}
+		}
+		if !strings.Contains(stderr, e+" default/fast size 2/2 (4,000 points, 40 series): 4000 points in ") {
+			t.Errorf("stderr lacks %s's line:\n%s", e, stderr)
+		}
+	}
+	var doc struct {
+		Kind    string
+		Results []struct {
+			Engine string
+			Status string
+		}
+	}
+	b, err := os.ReadFile(dir + "/s.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || doc.Kind != "series" || len(doc.Results) != 2*len(engines) {
+		t.Fatalf("JSON %v: %s", err, b)
+	}
+	for _, f := range []string{"s.csv", "s.svg"} {
+		if fi, err := os.Stat(dir + "/" + f); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	for _, args := range [][]string{
+		{"--scale", "bytes"},
+		{"--scale", "points", "--sizes", "1000/7"},
+		{"--scale", "points", "--durability", "both"},
+		{"--sizes", "1000/10"},
+		{"--limit", "-1s"},
+	} {
+		if code, _, stderr := runBenchCmd(t, args...); code != 2 || stderr == "" {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and a message", args, code, stderr)
+		}
+	}
+}
+
+// TestBenchMixed runs a one-second mixed workload through the command on
+// two engines and checks the tables and files.
+func TestBenchMixed(t *testing.T) {
+	dir := t.TempDir()
+	code, stdout, stderr := runBenchCmd(t, "--mixed", "--duration", "1s", "--calibrate", "200ms",
+		"--devices", "10", "--batch", "100", "--readers", "1", "--engines", "sqlite,memlimit", "--dir", dir,
+		"--json", dir+"/m.json", "--csv", dir+"/m.csv", "--svg", dir+"/m.svg")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	for _, e := range []string{"sqlite", "memlimit"} {
+		if strings.Count(stdout, "| "+e+" | ") != 2 {
+			t.Errorf("tables lack %s:\n%s", e, stdout)
+		}
+		if !strings.Contains(stderr, e+" default/fast mixed (engine ") {
+			t.Errorf("stderr lacks %s's line:\n%s", e, stderr)
+		}
+	}
+	var doc struct {
+		Share   float64
+		Results []struct {
+			Engine     string
+			Throughput []struct{ Points int64 }
+			Queries    map[string]struct{ Count int64 }
+		}
+	}
+	b, err := os.ReadFile(dir + "/m.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || doc.Share != 0.8 || len(doc.Results) != 2 {
+		t.Fatalf("JSON %v: %s", err, b)
+	}
+	for _, r := range doc.Results {
+		if len(r.Throughput) != 1 || r.Throughput[0].Points <= 0 || r.Queries[bench.QueryRange].Count <= 0 {
+			t.Errorf("%s: %+v", r.Engine, r)
+		}
+	}
+	for _, f := range []string{"m.csv", "m.svg"} {
+		if fi, err := os.Stat(dir + "/" + f); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	for _, args := range [][]string{
+		{"--mixed", "--share", "1.5"},
+		{"--mixed", "--duration", "0s"},
+		{"--mixed", "--shape", "wide"},
+		{"--mixed", "--devices", "3"},
+		{"--mixed", "--durability", "both"},
+	} {
+		if code, _, stderr := runBenchCmd(t, args...); code != 2 || stderr == "" {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and a message", args, code, stderr)
+		}
 	}
 }

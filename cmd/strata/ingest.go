@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -33,23 +34,40 @@ var _ lineproto.DB = (*engine.DB)(nil)
 const ingestShowRejected = 10
 
 func runIngest(args []string) int {
+	return ingestSignals(args, os.Stdin, os.Stdout, os.Stderr)
+}
+
+// ingestSignals runs the ingest command until its input ends or SIGINT or
+// SIGTERM arrives. The first signal stops the ingest: what was read is
+// written and the database closed. A second one, while that is under way,
+// kills the process as usual.
+func ingestSignals(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return ingestMain(ctx, args, os.Stdin, os.Stdout, os.Stderr)
+	go func() {
+		<-ctx.Done()
+		stop() // restore the default action for a second signal
+	}()
+	return ingestMain(ctx, args, stdin, stdout, stderr)
 }
 
 // ingestMain is the ingest command. It prints the summary on stdout and
 // returns 0 when every line was written, 1 when some lines were rejected and
 // 2 on failure: bad usage, a file or database that cannot be opened, an I/O
-// error or an interrupt.
+// or database error. Cancelling ctx (a signal) is no failure: the ingest
+// stops reading, writes every line it has read and reports as usual.
 func ingestMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("ingest", "usage: strata ingest --db DIR [flags] [FILE|-]\n\n"+
 		"Write the InfluxDB line protocol in FILE (or stdin, for - or no FILE) into the database\n"+
 		"in DIR, creating it if missing. Valid lines are written, invalid ones reported with their\n"+
-		"line numbers. Exit status: 0 all lines written, 1 some lines rejected, 2 failure.", stderr)
+		"line numbers. Lines are written in batches, and after --linger when the input is idle.\n"+
+		"SIGINT or SIGTERM stops the ingest: every complete line read is written first.\n"+
+		"Exit status: 0 all lines written, 1 some lines rejected, 2 failure.\n\n"+
+		"example:\n  strata ingest --db ./data --precision s metrics.lp", stderr)
 	dir := fs.String("db", "", "database directory (required)")
 	precision := fs.String("precision", "ns", "unit of the timestamps: ns, us, ms or s")
 	batch := fs.Int("batch", lineproto.DefaultBatchSize, "points per write")
+	linger := fs.Duration("linger", lineproto.DefaultLinger, "longest a line read waits for its batch to fill before it is written")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -70,6 +88,9 @@ func ingestMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	}
 	if *batch <= 0 {
 		return usageErr("--batch must be positive")
+	}
+	if *linger <= 0 {
+		return usageErr("--linger must be positive")
 	}
 	if fs.NArg() > 1 {
 		return usageErr("unexpected argument %q", fs.Arg(1))
@@ -98,9 +119,18 @@ func ingestMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 
 	start := time.Now()
 	prog := newIngestProgress(stderr, in, size)
-	res, err := lineproto.Write(ctx, db, prog, lineproto.Options{Precision: prec, BatchSize: *batch})
+	res, err := lineproto.Write(ctx, db, prog, lineproto.Options{
+		Precision:   prec,
+		BatchSize:   *batch,
+		Linger:      *linger,
+		MaxRejected: ingestShowRejected,
+	})
 	prog.finish()
 	elapsed := time.Since(start)
+	interrupted := err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err())
+	if interrupted {
+		err = nil
+	}
 	if cerr := db.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("close %s: %w", *dir, cerr)
 	}
@@ -110,30 +140,36 @@ func ingestMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		rate = float64(res.Lines) / s
 	}
 	fmt.Fprintf(stdout, "%s: %d lines, %d points written, %d rejected in %v (%.0f lines/s)\n",
-		name, res.Lines, res.Points, len(res.Rejected), elapsed.Round(time.Millisecond), rate)
-	if n := len(res.Rejected); n > 0 {
-		if n > ingestShowRejected {
-			fmt.Fprintf(stdout, "first %d of %d rejected lines:\n", ingestShowRejected, n)
+		name, res.Lines, res.Points, res.RejectedCount, elapsed.Round(time.Millisecond), rate)
+	if n := res.RejectedCount; n > 0 {
+		if n > len(res.Rejected) {
+			fmt.Fprintf(stdout, "first %d of %d rejected lines:\n", len(res.Rejected), n)
 		} else {
 			fmt.Fprintln(stdout, "rejected lines:")
 		}
-		for _, le := range res.Rejected[:min(n, ingestShowRejected)] {
+		for _, le := range res.Rejected {
 			fmt.Fprintf(stdout, "  %v\n", le)
 		}
+	}
+	if interrupted {
+		fmt.Fprintf(stderr, "strata ingest: interrupted: stopped reading %s; every complete line read was written\n", name)
 	}
 	if err != nil {
 		return fail(err)
 	}
-	if len(res.Rejected) > 0 {
+	if res.RejectedCount > 0 {
 		return 1
 	}
 	return 0
 }
 
 // ingestProgress reads the input and, when stderr is a terminal, shows a
-// progress bar of the bytes read with the lines per second.
+// progress bar of the bytes read with the lines per second. Read may still
+// run after an interrupted ingest returned (lineproto does not wait for a
+// Read that blocks), hence the lock.
 type ingestProgress struct {
 	r     io.Reader
+	mu    sync.Mutex
 	bar   *progressbar.ProgressBar
 	start time.Time
 	last  time.Time // last description update
@@ -158,6 +194,8 @@ func newIngestProgress(stderr io.Writer, r io.Reader, size int64) *ingestProgres
 
 func (p *ingestProgress) Read(b []byte) (int, error) {
 	n, err := p.r.Read(b)
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.bar != nil && n > 0 {
 		p.lines += int64(bytes.Count(b[:n], []byte{'\n'}))
 		if now := time.Now(); now.Sub(p.last) >= 200*time.Millisecond {
@@ -170,6 +208,8 @@ func (p *ingestProgress) Read(b []byte) (int, error) {
 }
 
 func (p *ingestProgress) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.bar != nil {
 		p.bar.Finish()
 		p.bar = nil

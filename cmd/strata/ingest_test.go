@@ -5,13 +5,20 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/stratadb/strata/bench"
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/lineproto"
 )
 
 func runIngestCmd(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
@@ -40,6 +47,8 @@ func TestIngestUsage(t *testing.T) {
 	f(2, "--db is required", "file.lp")
 	f(2, `--precision must be ns, us, ms or s, not "h"`, "--db", dbDir, "--precision", "h")
 	f(2, "--batch must be positive", "--db", dbDir, "--batch", "0")
+	f(2, "--linger must be positive", "--db", dbDir, "--linger", "0s")
+	f(2, "invalid value", "--db", dbDir, "--linger", "1")
 	f(2, "invalid value", "--db", dbDir, "--batch", "x")
 	f(2, `unexpected argument "b.lp"`, "--db", dbDir, "a.lp", "b.lp")
 	f(2, "no such file or directory", "--db", dbDir, filepath.Join(tmp, "missing.lp"))
@@ -145,12 +154,14 @@ func TestIngestFailures(t *testing.T) {
 		t.Errorf("read error: exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
 
+	// An interrupt before anything was read is no failure.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	out.Reset()
 	errOut.Reset()
 	code = ingestMain(ctx, []string{"--db", dir}, strings.NewReader("m v=1 1\n"), &out, &errOut)
-	if code != 2 || !strings.Contains(errOut.String(), "strata ingest: context canceled") {
+	if code != 0 || !strings.Contains(out.String(), "stdin: 0 lines, 0 points written, 0 rejected") ||
+		!strings.Contains(errOut.String(), "strata ingest: interrupted: stopped reading stdin") {
 		t.Errorf("interrupted: exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
 	// The database was closed: it opens again.
@@ -164,3 +175,259 @@ func TestIngestFailures(t *testing.T) {
 type errReader struct{}
 
 func (errReader) Read([]byte) (int, error) { return 0, fmt.Errorf("device gone") }
+
+// queryAll returns every sample of measurement m in dir as "field time value".
+func queryAll(t *testing.T, db *engine.DB, m string) []string {
+	t.Helper()
+	res, err := db.Query(context.Background(), engine.Query{Selector: engine.Selector{
+		Measurement: m, Start: math.MinInt64, End: math.MaxInt64,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range res {
+		for _, smp := range s.Samples {
+			got = append(got, fmt.Sprintf("%s %d %s", s.Field, smp.Time, smp.Value.String()))
+		}
+	}
+	return got
+}
+
+// enterReader tells a channel each time a Read starts: once the next Read
+// starts, the bytes of the previous one are in the reader's hands.
+type enterReader struct {
+	r       io.Reader
+	entered chan struct{}
+}
+
+func (r *enterReader) Read(p []byte) (int, error) {
+	r.entered <- struct{}{}
+	return r.r.Read(p)
+}
+
+// notifyDB tells a channel about each write to the engine.
+type notifyDB struct {
+	*engine.DB
+	wrote chan int
+}
+
+func (db notifyDB) Write(points []engine.Point) error {
+	err := db.DB.Write(points)
+	if err == nil {
+		db.wrote <- len(points)
+	}
+	return err
+}
+
+// TestIngestLinger checks, with the real engine, that three lines piped in
+// are queryable after the linger time while the pipe stays open.
+func TestIngestLinger(t *testing.T) {
+	db, err := engine.Open(filepath.Join(t.TempDir(), "db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	pr, pw := io.Pipe()
+	ndb := notifyDB{DB: db, wrote: make(chan int, 10)}
+	done := make(chan error, 1)
+	go func() {
+		_, err := lineproto.Write(context.Background(), ndb, pr, lineproto.Options{Linger: 100 * time.Millisecond})
+		done <- err
+	}()
+	if _, err := pw.Write([]byte("m v=1 1\nm v=2 2\nm v=3 3\n")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-ndb.wrote:
+		if n != 3 {
+			t.Fatalf("wrote %d points, want 3", n)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the lines were not written while the input stayed open")
+	}
+	if got := queryAll(t, db, "m"); strings.Join(got, ",") != "v 1 1,v 2 2,v 3 3" {
+		t.Errorf("query: %q", got)
+	}
+	pw.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestIngestSignal sends SIGTERM to the process while the ingest command
+// waits on an idle stdin that holds three unwritten lines: the command
+// returns promptly, with the lines written and the database closed.
+func TestIngestSignal(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	in := &enterReader{r: pr, entered: make(chan struct{}, 10)}
+	var out, errOut bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		// No linger before the signal: only the signal can write the lines.
+		done <- ingestSignals([]string{"--db", dir, "--linger", "1h"}, in, &out, &errOut)
+	}()
+	if _, err := pw.Write([]byte("m v=1 1\nm v=2 2\nm v=3 3\n")); err != nil {
+		t.Fatal(err)
+	}
+	<-in.entered
+	<-in.entered // the three lines are read; stdin is idle
+	p, err := os.FindProcess(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var code int
+	select {
+	case code = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("ingest did not stop on SIGTERM")
+	}
+	if code != 0 || !strings.Contains(out.String(), "stdin: 3 lines, 3 points written, 0 rejected") ||
+		!strings.Contains(errOut.String(), "interrupted") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if got := queryAll(t, db, "m"); strings.Join(got, ",") != "v 1 1,v 2 2,v 3 3" {
+		t.Errorf("query: %q", got)
+	}
+}
+
+// TestMain runs the command itself, in place of the tests, when
+// STRATA_TEST_ARGS holds its arguments (separated by newlines): a test can
+// run the real command as a process.
+func TestMain(m *testing.M) {
+	if args := os.Getenv("STRATA_TEST_ARGS"); args != "" {
+		os.Args = append([]string{"strata"}, strings.Split(args, "\n")...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestIngestSignalProcess runs 'strata ingest' as a process reading a pipe
+// that stays open, and sends it SIGTERM once it has read three lines: it
+// exits promptly with status 0 and the lines written.
+func TestIngestSignalProcess(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), "STRATA_TEST_ARGS="+strings.Join([]string{"ingest", "--db", dir, "--linger", "1h", "-"}, "\n"))
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pw.Close()
+	var out, errOut bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pr, &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pr.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	// Three lines, then comment lines that the process can only have taken
+	// from the pipe once it has read the three lines: far more than the
+	// pipe and the process's buffers hold, so that the write returns only
+	// after the process has read the lines.
+	in := []byte("m v=1 1\nm v=2 2\nm v=3 3\n")
+	for len(in) < 4<<20 {
+		in = append(in, "# padding padding padding padding padding padding padding padding\n"...)
+	}
+	if _, err := pw.Write(in); err != nil {
+		t.Fatalf("write: %v\nstderr:\n%s", err, errOut.String())
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("exit: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errOut.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("strata ingest did not exit on SIGTERM while its input was open")
+	}
+	if !strings.Contains(out.String(), "stdin: 3 lines, 3 points written, 0 rejected") {
+		t.Errorf("stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
+	}
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if got := queryAll(t, db, "m"); strings.Join(got, ",") != "v 1 1,v 2 2,v 3 3" {
+		t.Errorf("query: %q", got)
+	}
+}
+
+// baselineLP renders the 1M-point baseline dataset (bench.IoT: 1,000
+// devices x 1,000 steps) as line protocol with nanosecond timestamps.
+func baselineLP(b *testing.B) []byte {
+	ds, err := bench.IoT(1_000_000, 1000, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, 0, ds.Len()*80)
+	for i := range ds.Len() {
+		p := ds.Point(i)
+		buf = append(buf, p.Measurement...)
+		for _, t := range p.Tags {
+			buf = append(buf, ',')
+			buf = append(buf, t.Key...)
+			buf = append(buf, '=')
+			buf = append(buf, t.Value...)
+		}
+		for j, f := range p.Fields {
+			buf = append(buf, " ,"[min(j, 1)])
+			buf = append(buf, f.Key...)
+			buf = append(buf, '=')
+			buf = strconv.AppendFloat(buf, f.Value.Float(), 'f', -1, 64)
+		}
+		buf = append(buf, ' ')
+		buf = strconv.AppendInt(buf, p.Time, 10)
+		buf = append(buf, '\n')
+	}
+	return buf
+}
+
+// BenchmarkIngestEngine measures lineproto.Write of the baseline dataset
+// into the real engine (SyncNever), from Open to Close.
+func BenchmarkIngestEngine(b *testing.B) {
+	data := baselineLP(b)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	lines := 0
+	for b.Loop() {
+		db, err := engine.Open(b.TempDir(), &engine.Options{Sync: engine.SyncNever, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := lineproto.Write(context.Background(), db, bytes.NewReader(data), lineproto.Options{})
+		if err != nil || res.Points != 1_000_000 || res.RejectedCount != 0 {
+			b.Fatalf("Write: %+v, %v", res, err)
+		}
+		if err := db.Close(); err != nil {
+			b.Fatal(err)
+		}
+		lines += res.Lines
+	}
+	b.ReportMetric(float64(lines)/b.Elapsed().Seconds(), "lines/s")
+}

@@ -1,5 +1,6 @@
 // Command strata is the command-line tool of the strata time-series engine:
-// benchmarks, ingest of line protocol, queries and file inspection.
+// benchmarks, ingest of line protocol, queries, file inspection and an HTTP
+// server.
 package main
 
 import (
@@ -7,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 )
@@ -22,7 +25,27 @@ type command struct {
 // (bench.go, ingest.go, ...).
 var commands = map[string]command{}
 
+// version is the tool's version; release builds set it with
+// -ldflags "-X main.version=v1.2.3". Otherwise the module version from the
+// build info is used when there is one.
+var version = ""
+
+func versionString() string {
+	v := version
+	if v == "" {
+		v = "devel"
+		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+	}
+	return fmt.Sprintf("strata %s (%s %s/%s)", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
 func main() {
+	if len(os.Args) >= 2 && (os.Args[1] == "--version" || os.Args[1] == "-version" || os.Args[1] == "version") {
+		fmt.Println(versionString())
+		return
+	}
 	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
 		usage()
 		if len(os.Args) < 2 {
@@ -48,9 +71,10 @@ func usage() {
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		fmt.Fprintf(&b, "  %-8s %s\n", n, commands[n].summary)
+		fmt.Fprintf(&b, "  %-13s %s\n", n, commands[n].summary)
 	}
-	b.WriteString("\nRun 'strata <command> -h' for a command's flags.\n")
+	b.WriteString("\nRun 'strata <command> --help' for a command's flags and examples,\n" +
+		"'strata --version' for the version.\n\nexample:\n  strata query --db ./data --measurement sensor --agg mean --group-by site --start -1d\n")
 	fmt.Fprint(os.Stderr, b.String())
 }
 

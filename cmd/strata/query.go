@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/csv"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/signal"
-	"strconv"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -20,7 +17,7 @@ import (
 
 func init() {
 	commands["query"] = command{
-		summary: "print raw samples or aggregates of a database as CSV",
+		summary: "print raw samples or aggregates, optionally grouped by tag",
 		run:     func(args []string) int { return withSignals(args, queryMain) },
 	}
 	commands["verify"] = command{
@@ -35,104 +32,84 @@ func withSignals(args []string, main func(context.Context, []string, io.Writer, 
 	return main(ctx, args, os.Stdout, os.Stderr)
 }
 
-// tagFlags collects repeated --tag k=v flags.
-type tagFlags []engine.Tag
-
-func (t *tagFlags) String() string { return fmt.Sprint(*t) }
-
-func (t *tagFlags) Set(s string) error {
-	k, v, ok := strings.Cut(s, "=")
-	if !ok || k == "" || v == "" {
-		return fmt.Errorf("want key=value, got %q", s)
-	}
-	*t = append(*t, engine.Tag{Key: k, Value: v})
-	return nil
-}
-
-// parseTime reads an RFC 3339 time or integer Unix nanoseconds.
-func parseTime(s string, def int64) (int64, error) {
-	if s == "" {
-		return def, nil
-	}
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return n, nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return 0, fmt.Errorf("time %q is neither RFC 3339 nor Unix nanoseconds", s)
-	}
-	return t.UnixNano(), nil
-}
-
-// openExisting opens the database in dir, refusing to create one.
-func openExisting(dir string) (*engine.DB, error) {
-	if dir == "" {
-		return nil, errors.New("--db is required")
-	}
-	if _, err := os.Stat(dir); err != nil {
-		return nil, err
-	}
-	return engine.Open(dir, nil)
-}
-
-// queryMain is the query command: CSV rows series,time,value on stdout.
-// Exit status 0 on success, 2 on failure.
+// queryMain is the query command: the selected series' samples or
+// aggregates, streamed as CSV, JSON or a table. Exit status 0 on success,
+// 1 on an error (a database that cannot be opened included), 2 on bad
+// flags.
 func queryMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("query", "usage: strata query --db DIR --measurement M [flags]\n\n"+
-		"Print the samples (or per-bucket aggregates) of the selected series as CSV rows\n"+
-		"series,time,value sorted by series key, then time. Times are RFC 3339 or Unix ns.", stderr)
-	dir := fs.String("db", "", "database directory (required)")
-	m := fs.String("measurement", "", "measurement (required)")
-	field := fs.String("field", "", "field key; empty = every field")
-	var tags tagFlags
-	fs.Var(&tags, "tag", "key=value tag filter, repeatable (ANDed)")
-	start := fs.String("start", "", "range start, inclusive (default: the beginning of time)")
-	end := fs.String("end", "", "range end, exclusive (default: the end of time)")
-	agg := fs.String("agg", "none", "none, count, sum, mean, min, max, first or last")
-	every := fs.Duration("every", 0, "bucket width for --agg, e.g. 1m; 0 = one bucket")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	fs := newFlags("query", `usage: strata query --db DIR --measurement M [flags]
+
+Print the samples (or aggregates) of the selected series, sorted by series key, then
+time. With --agg and no --every, first, last, min and max report the time of the
+sample they pick; count, sum and mean the range start. With --every, each bucket's
+start. With --group-by, series sharing those tags' values are aggregated together
+(InfluxQL GROUP BY tag). Times in the output are RFC 3339 (UTC).
+
+examples:
+  strata query --db ./data --measurement sensor --match 'device_id=~dev-1.*' --start -1h
+  strata query --db ./data --measurement sensor --field temperature --agg mean --every 1d --start 2024-05-01
+  strata query --db ./data --measurement sensor --agg mean --group-by site --format table`, stderr)
+	sf := addSelectorFlags(fs, "measurement (required)")
+	agg := fs.String("agg", "none", "none, count, sum, mean, min, max, first or last (any case)")
+	var every durationFlag
+	fs.Var(&every, "every", "bucket width for --agg: 30s, 5m, 1h, 1d, 1w (Prometheus durations); 0 = one bucket")
+	var groupBy groupFlag
+	fs.Var(&groupBy, "group-by", "comma-separated tag keys to aggregate across series by (needs --agg);\n"+
+		"an empty value puts all series of a field in one group")
+	format := addFormatFlag(fs)
+	if st, done := parseFlags(fs, args); done {
+		return st
 	}
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "strata query: %v\n", err)
-		return 2
+		return 1
 	}
 	if fs.NArg() > 0 {
 		return fail(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
-	q := engine.Query{Selector: engine.Selector{Measurement: *m, Field: *field, Tags: tags}, Every: int64(*every)}
-	var err error
-	if q.Start, err = parseTime(*start, math.MinInt64); err != nil {
+	if *sf.measurement == "" {
+		return fail(errors.New("--measurement is required (list them with 'strata measurements')"))
+	}
+	sel, err := sf.selector(time.Now())
+	if err != nil {
 		return fail(err)
 	}
-	if q.End, err = parseTime(*end, math.MaxInt64); err != nil {
+	q := engine.Query{Selector: sel, Every: int64(every)}
+	if groupBy.set {
+		q.GroupBy = groupBy.keys
+	}
+	if q.Agg, err = engine.ParseAggregate(strings.ToLower(*agg)); err != nil {
+		return fail(fmt.Errorf("unknown --agg %q: want none, count, sum, mean, min, max, first or last", *agg))
+	}
+	if q.Every > 0 && q.Agg == engine.AggNone {
+		return fail(errors.New("--every needs --agg (for example --agg mean)"))
+	}
+	if groupBy.set && q.Agg == engine.AggNone {
+		return fail(errors.New("--group-by needs --agg (for example --agg mean)"))
+	}
+	f, err := resolveFormat(*format, stdout)
+	if err != nil {
 		return fail(err)
 	}
-	if q.Agg, err = engine.ParseAggregate(*agg); err != nil {
-		return fail(err)
-	}
-	db, err := openExisting(*dir)
+	db, err := openExisting(*sf.db)
 	if err != nil {
 		return fail(err)
 	}
 	defer db.Close()
-	series, err := db.Query(ctx, q)
-	if err != nil {
+	if err := checkMeasurement(ctx, db, q.Measurement); err != nil {
 		return fail(err)
 	}
-	w := csv.NewWriter(stdout)
-	w.Write([]string{"series", "time", "value"})
-	for _, s := range series {
-		key := engine.SeriesKey(s.Measurement, s.Tags, s.Field) // canonical, escaped
-		for _, smp := range s.Samples {
-			w.Write([]string{key, time.Unix(0, smp.Time).UTC().Format(time.RFC3339Nano), smp.Value.String()})
+	w := newSeriesWriter(f, stdout)
+	for s, err := range db.QuerySeq(ctx, q) {
+		if err != nil {
+			w.close()
+			return fail(err)
+		}
+		if err := w.write(s); err != nil {
+			return fail(err)
 		}
 	}
-	w.Flush()
-	if err := w.Error(); err != nil {
+	if err := w.close(); err != nil {
 		return fail(err)
 	}
 	if err := db.Close(); err != nil {
@@ -141,18 +118,58 @@ func queryMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return 0
 }
 
+// checkMeasurement reports a measurement the database has no data for, so
+// that a typo is an error rather than an empty answer.
+func checkMeasurement(ctx context.Context, db *engine.DB, m string) error {
+	ms, err := db.Measurements(ctx)
+	if err != nil {
+		return err
+	}
+	if slices.Contains(ms, m) {
+		return nil
+	}
+	if len(ms) == 0 {
+		return fmt.Errorf("unknown measurement %q: the database holds no data", m)
+	}
+	const show = 10
+	list := strings.Join(ms[:min(len(ms), show)], ", ")
+	if len(ms) > show {
+		list += fmt.Sprintf(", ... (%d in all)", len(ms))
+	}
+	return fmt.Errorf("unknown measurement %q; measurements: %s", m, list)
+}
+
+// groupFlag is --group-by: comma-separated keys; set even when empty.
+type groupFlag struct {
+	keys []string
+	set  bool
+}
+
+func (g *groupFlag) String() string { return strings.Join(g.keys, ",") }
+
+func (g *groupFlag) Set(s string) error {
+	g.set = true
+	g.keys = []string{}
+	for _, k := range strings.Split(s, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			g.keys = append(g.keys, k)
+		}
+	}
+	return nil
+}
+
 // verifyMain is the verify command: exit 0 when every block reads back
 // intact, 1 when damage is found, 2 when the database cannot be opened.
 func verifyMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("verify", "usage: strata verify --db DIR\n\n"+
-		"Open the database (replaying its WAL), read every block of every segment and check\n"+
-		"every checksum. Exit status: 0 intact, 1 damage found, 2 cannot open.", stderr)
+		"Open the database read-only (replaying its WAL in memory; nothing on disk changes,\n"+
+		"and a running writer may keep the database open), read every block of every segment\n"+
+		"and check every checksum. Exit status: 0 intact, 1 damage found (run strata repair),\n"+
+		"2 cannot open.\n\n"+
+		"example:\n  strata verify --db ./data", stderr)
 	dir := fs.String("db", "", "database directory (required)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if st, done := parseFlags(fs, args); done {
+		return st
 	}
 	db, err := openExisting(*dir)
 	if err != nil {
@@ -165,8 +182,8 @@ func verifyMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	defer db.Close()
 	start := time.Now()
 	rep, err := db.Verify(ctx)
-	fmt.Fprintf(stdout, "segments %d, series %d, blocks %d, samples %d, bytes %d, in %v\n",
-		rep.Segments, rep.Series, rep.Blocks, rep.Samples, rep.Bytes, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "segments %d, series %d, blocks %d, samples %d, bytes %d, wal samples %d, in %v\n",
+		rep.Segments, rep.Series, rep.Blocks, rep.Samples, rep.Bytes, rep.MemTableSamples, time.Since(start).Round(time.Millisecond))
 	if err != nil {
 		fmt.Fprintf(stderr, "strata verify: %v\n", err)
 		if errors.Is(err, engine.ErrCorrupt) {

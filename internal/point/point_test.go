@@ -125,3 +125,23 @@ func TestValidate(t *testing.T) {
 	bad("newline field key", func(p *Point) { p.Fields[0].Key = "\nf" })
 	bad("dup field", func(p *Point) { p.Fields = append(p.Fields, Field{"f", Int(1)}) })
 }
+
+func TestSelectorTimeRange(t *testing.T) {
+	for _, c := range []struct {
+		s          Selector
+		mint, maxt int64
+	}{
+		{Selector{}, math.MinInt64, math.MaxInt64},
+		{Selector{Start: 5, End: 10}, 5, 9},
+		{Selector{Start: math.MinInt64, End: math.MaxInt64}, math.MinInt64, math.MaxInt64 - 1},
+		{Selector{Start: 0, End: 1}, 0, 0},
+	} {
+		if lo, hi := c.s.TimeRange(); lo != c.mint || hi != c.maxt {
+			t.Errorf("%+v: [%d, %d], want [%d, %d]", c.s, lo, hi, c.mint, c.maxt)
+		}
+	}
+	all := Selector{}
+	if !all.Covers(math.MaxInt64) || !all.Covers(math.MinInt64) {
+		t.Error("all time does not cover the int64 extremes")
+	}
+}

@@ -318,7 +318,7 @@ func (m *MemFS) Lock(name string) (io.Closer, error) {
 	}
 	key := strings.Join(mustSplit(name), "/")
 	if m.locks[key] {
-		return nil, fmt.Errorf("lock %s: %w", name, ErrLocked)
+		return nil, fmt.Errorf("%w: lock %s", ErrLocked, name)
 	}
 	m.locks[key] = true
 	return &memLock{fs: m, key: key}, nil

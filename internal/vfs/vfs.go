@@ -108,7 +108,7 @@ func (osFS) Lock(name string) (io.Closer, error) {
 		return nil, fmt.Errorf("lock %s: %w", name, err)
 	}
 	if !ok {
-		return nil, fmt.Errorf("lock %s: %w", name, ErrLocked)
+		return nil, fmt.Errorf("%w: lock %s", ErrLocked, name)
 	}
 	return unlocker{l}, nil
 }

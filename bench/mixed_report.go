@@ -1,0 +1,126 @@
+package bench
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot/plotter"
+)
+
+// WriteJSON writes the mixed report as indented JSON.
+func (rep *MixedReport) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// mixedCSVHeader names the mixed CSV columns (the JSON names, with the
+// latency objects flattened as write_p50_ms, point_query_p99_ms, ...).
+var mixedCSVHeader = func() []string {
+	h := []string{"engine", "peak_points_per_sec", "target_points_per_sec", "achieved_points_per_sec", "points_written"}
+	for _, op := range []string{"write", QueryPoint, QueryRange, QueryAgg} {
+		h = append(h, op+"_count", op+"_p50_ms", op+"_p99_ms", op+"_max_ms")
+	}
+	return append(h, "write_lag_max_ms", "write_stalls", "engine_write_stalls", "compactions",
+		"answers", "answers_checked_in_full", "disk_bytes", "peak_rss_bytes")
+}()
+
+// WriteCSV writes one row per engine after a header row; the throughput
+// over time is in the JSON only.
+func (rep *MixedReport) WriteCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(mixedCSVHeader); err != nil {
+		return err
+	}
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	i := func(v int64) string { return strconv.FormatInt(v, 10) }
+	opt := func(v *int64) string {
+		if v == nil {
+			return ""
+		}
+		return i(*v)
+	}
+	for _, r := range rep.Results {
+		rec := []string{r.Engine, f(r.PeakPointsPerSec), f(r.TargetPointsPerSec), f(r.AchievedPointsPerSec), i(r.PointsWritten)}
+		for _, l := range []Latency{r.Write, r.Queries[QueryPoint], r.Queries[QueryRange], r.Queries[QueryAgg]} {
+			rec = append(rec, i(l.Count), f(l.P50Ms), f(l.P99Ms), f(l.MaxMs))
+		}
+		rec = append(rec, f(r.WriteLagMaxMs), i(r.WriteStalls), opt(r.EngineWriteStalls), opt(r.Compactions),
+			i(r.Answers), i(r.AnswersCheckedInFull), i(r.DiskBytes), i(r.PeakRSSBytes))
+		if err := cw.Write(rec); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// WriteMarkdown writes the machine and workload lines and two tables: the
+// writes, and the latency of each query.
+func (rep *MixedReport) WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	m := rep.Machine
+	fmt.Fprintf(&b, "Machine: %s, %d cores, %s, %s%s\n\n", m.CPU, m.Cores, m.OS, m.Go, m.loadNote())
+	fmt.Fprintf(&b, "Mixed workload: %s series, batches of %s, writer at %.0f%% of each engine's peak rate (measured unthrottled for %s first) for %s, %d reader goroutine(s) running the point query (last 60 s of one device), the range scan (last 600 s of all) and the 1-minute means (last 1,000 s of all) in a loop; %s/%s.\n\n",
+		thousands(float64(rep.Devices)), thousands(float64(rep.Batch)), rep.Share*100,
+		secs(rep.CalibSec), secs(rep.DurationSec), rep.Readers, rep.Config, rep.Durability)
+	b.WriteString("| engine | peak points/s | target | achieved | write p50 ms | p99 | max | max lag ms | stalls | engine stalls | compactions | peak RSS MiB | disk MiB |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	opt := func(v *int64) string {
+		if v == nil {
+			return "-"
+		}
+		return strconv.FormatInt(*v, 10)
+	}
+	mib := func(v int64) string { return strconv.FormatFloat(float64(v)/(1<<20), 'f', 1, 64) }
+	for _, r := range rep.Results {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %d | %s | %s | %s | %s |\n", r.Engine,
+			thousands(r.PeakPointsPerSec), thousands(r.TargetPointsPerSec), thousands(r.AchievedPointsPerSec),
+			millis(r.Write.P50Ms), millis(r.Write.P99Ms), millis(r.Write.MaxMs), millis(r.WriteLagMaxMs),
+			r.WriteStalls, opt(r.EngineWriteStalls), opt(r.Compactions), mib(r.PeakRSSBytes), mib(r.DiskBytes))
+	}
+	b.WriteString("\n| engine | point query p50 ms | p99 | max | count | range scan p50 ms | p99 | max | count | agg mean p50 ms | p99 | max | count | answers checked in full |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, r := range rep.Results {
+		fmt.Fprintf(&b, "| %s", r.Engine)
+		for _, name := range []string{QueryPoint, QueryRange, QueryAgg} {
+			l := r.Queries[name]
+			fmt.Fprintf(&b, " | %s | %s | %s | %d", millis(l.P50Ms), millis(l.P99Ms), millis(l.MaxMs), l.Count)
+		}
+		fmt.Fprintf(&b, " | %d of %d |\n", r.AnswersCheckedInFull, r.Answers)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// secs formats seconds as a duration rounded to 10 ms: 6.67s, 20s, 30m0s.
+func secs(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(10 * time.Millisecond).String()
+}
+
+// WriteSVG draws the throughput over time: points written and queries
+// answered per second, one line per engine, the floor dashed.
+func (rep *MixedReport) WriteSVG(w io.Writer) error {
+	var writes, reads []line
+	for _, r := range rep.Results {
+		lw := line{name: r.Engine, floor: IsFloor(r.Engine)}
+		lr := lw
+		for _, s := range r.Throughput {
+			lw.xys = append(lw.xys, plotter.XY{X: float64(s.Second), Y: float64(s.Points)})
+			lr.xys = append(lr.xys, plotter.XY{X: float64(s.Second), Y: float64(s.Queries)})
+		}
+		writes, reads = append(writes, lw), append(reads, lr)
+	}
+	mode := fmt.Sprintf("%.0f%% of peak, %d readers, %s/%s", rep.Share*100, rep.Readers, rep.Config, rep.Durability)
+	return writeCharts(w, []lineChart{
+		{title: "Points written per second, mixed workload (" + mode + ")",
+			xlabel: "time since start (s)", ylabel: "points/s", lines: writes, fromZero: true},
+		{title: "Queries answered per second, mixed workload, higher is better",
+			xlabel: "time since start (s)", ylabel: "queries/s", lines: reads, fromZero: true},
+	})
+}

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/stratadb/strata/engine"
+)
+
+// The metadata commands: what a database holds, for people exploring it
+// and for dashboard variables. Each opens the database read-only and
+// considers only series with a visible sample in the range.
+
+func init() {
+	commands["measurements"] = command{
+		summary: "list the measurements that hold data",
+		run:     func(args []string) int { return withSignals(args, measurementsMain) },
+	}
+	commands["tags"] = command{
+		summary: "list tag keys, or the values of one key",
+		run:     func(args []string) int { return withSignals(args, tagsMain) },
+	}
+	commands["series"] = command{
+		summary: "list the series a selector picks, with their kinds",
+		run:     func(args []string) int { return withSignals(args, seriesMain) },
+	}
+	commands["last"] = command{
+		summary: "print the newest sample of every selected series",
+		run:     func(args []string) int { return withSignals(args, lastMain) },
+	}
+}
+
+// metaRun is the shared skeleton: open read-only, run f, close. Exit
+// status 0 on success, 1 on an error (a database that cannot be opened
+// included); parseFlags gives 2 on bad flags.
+func metaRun(name string, fs interface {
+	NArg() int
+	Arg(int) string
+}, maxArgs int, dir string, stderr io.Writer, f func(db *engine.DB) error) int {
+	if fs.NArg() > maxArgs {
+		fmt.Fprintf(stderr, "strata %s: unexpected argument %q\n", name, fs.Arg(maxArgs))
+		return 1
+	}
+	db, err := openExisting(dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "strata %s: %v\n", name, err)
+		return 1
+	}
+	defer db.Close()
+	if err := f(db); err != nil {
+		fmt.Fprintf(stderr, "strata %s: %v\n", name, err)
+		return 1
+	}
+	if err := db.Close(); err != nil {
+		fmt.Fprintf(stderr, "strata %s: %v\n", name, err)
+		return 1
+	}
+	return 0
+}
+
+func measurementsMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("measurements", `usage: strata measurements --db DIR [--format F]
+
+List the measurements that have at least one visible sample, sorted.
+
+example:
+  strata measurements --db ./data`, stderr)
+	dir := fs.String("db", "", "database directory (required)")
+	format := addFormatFlag(fs)
+	if st, done := parseFlags(fs, args); done {
+		return st
+	}
+	return metaRun("measurements", fs, 0, *dir, stderr, func(db *engine.DB) error {
+		f, err := resolveFormat(*format, stdout)
+		if err != nil {
+			return err
+		}
+		ms, err := db.Measurements(ctx)
+		if err != nil {
+			return err
+		}
+		return writeStrings(f, stdout, "measurement", ms)
+	})
+}
+
+func tagsMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("tags", `usage: strata tags --db DIR [--measurement M] [selector flags] [KEY]
+
+Without KEY, list the tag keys of the selected series; with KEY, the values that
+key takes among them (never empty), as a dashboard variable needs. Only series with
+a visible sample in the range count. Without --measurement, every measurement.
+
+examples:
+  strata tags --db ./data --measurement sensor
+  strata tags --db ./data --measurement sensor site
+  strata tags --db ./data --measurement sensor --match 'site=~north-.*' --start -1d device_id`, stderr)
+	sf := addSelectorFlags(fs, "measurement; empty = every measurement")
+	format := addFormatFlag(fs)
+	if st, done := parseFlags(fs, args); done {
+		return st
+	}
+	return metaRun("tags", fs, 1, *sf.db, stderr, func(db *engine.DB) error {
+		f, err := resolveFormat(*format, stdout)
+		if err != nil {
+			return err
+		}
+		sel, err := sf.selector(time.Now())
+		if err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			keys, err := db.TagKeys(ctx, sel)
+			if err != nil {
+				return err
+			}
+			return writeStrings(f, stdout, "key", keys)
+		}
+		vals, err := db.TagValues(ctx, fs.Arg(0), sel)
+		if err != nil {
+			return err
+		}
+		return writeStrings(f, stdout, "value", vals)
+	})
+}
+
+func seriesMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("series", `usage: strata series --db DIR [selector flags]
+
+List the series the selector picks that have a visible sample in the range, sorted
+by series key, with their field kinds. No sample is read.
+
+examples:
+  strata series --db ./data --measurement sensor --match 'device_id=~dev-00.*'
+  strata series --db ./data --start -1h --format json`, stderr)
+	sf := addSelectorFlags(fs, "measurement; empty = every measurement")
+	format := addFormatFlag(fs)
+	if st, done := parseFlags(fs, args); done {
+		return st
+	}
+	return metaRun("series", fs, 0, *sf.db, stderr, func(db *engine.DB) error {
+		f, err := resolveFormat(*format, stdout)
+		if err != nil {
+			return err
+		}
+		sel, err := sf.selector(time.Now())
+		if err != nil {
+			return err
+		}
+		infos, err := db.SeriesInfo(ctx, sel)
+		if err != nil {
+			return err
+		}
+		if f == formatJSON {
+			type jsonInfo struct {
+				Measurement string            `json:"measurement"`
+				Tags        map[string]string `json:"tags"`
+				Field       string            `json:"field"`
+				Kind        string            `json:"kind"`
+			}
+			out := make([]jsonInfo, len(infos))
+			for i, s := range infos {
+				out[i] = jsonInfo{s.Measurement, tagMap(s.Tags), s.Field, s.Kind.String()}
+			}
+			b, err := json.Marshal(out)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(stdout, "%s\n", b)
+			return err
+		}
+		rw := newRowWriter(f, stdout, "series", "kind")
+		for _, s := range infos {
+			rw.row(engine.SeriesKey(s.Measurement, s.Tags, s.Field), s.Kind.String())
+		}
+		return rw.close()
+	})
+}
+
+func lastMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("last", `usage: strata last --db DIR [selector flags]
+
+Print the newest visible sample of every selected series (in the range, all time by
+default): the current value of every device.
+
+examples:
+  strata last --db ./data --measurement sensor --field temperature
+  strata last --db ./data --match 'site=north' --format table`, stderr)
+	sf := addSelectorFlags(fs, "measurement; empty = every measurement")
+	format := addFormatFlag(fs)
+	if st, done := parseFlags(fs, args); done {
+		return st
+	}
+	return metaRun("last", fs, 0, *sf.db, stderr, func(db *engine.DB) error {
+		f, err := resolveFormat(*format, stdout)
+		if err != nil {
+			return err
+		}
+		sel, err := sf.selector(time.Now())
+		if err != nil {
+			return err
+		}
+		res, err := db.Last(ctx, sel)
+		if err != nil {
+			return err
+		}
+		w := newSeriesWriter(f, stdout)
+		for _, s := range res {
+			if err := w.write(s); err != nil {
+				return err
+			}
+		}
+		return w.close()
+	})
+}

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/server"
+)
+
+func init() {
+	commands["serve"] = command{
+		summary: "serve a database over HTTP: InfluxDB writes, Prometheus remote write and query API",
+		run:     runServe,
+	}
+}
+
+func runServe(args []string) int {
+	return serveMain(serveSignals(), args, os.Stderr)
+}
+
+// serveSignals returns a context done at the first SIGINT or SIGTERM; a
+// second one ends the process at once.
+func serveSignals() context.Context {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	return ctx
+}
+
+const serveUsage = `usage: strata serve --db DIR [--listen 127.0.0.1:8086] [--token T] [flags]
+
+Serve the database in DIR (created if missing) over HTTP:
+  POST /api/v2/write, /write    InfluxDB 2.x and 1.x line protocol (gzip accepted)
+  POST /api/v1/write            Prometheus remote write 1.0
+  GET  /api/v1/query, /api/v1/query_range, /api/v1/series, /api/v1/labels,
+       /api/v1/label/<name>/values, /api/v1/status/buildinfo
+                                Prometheus HTTP query API (PromQL), for Grafana
+  GET  /metrics                 Prometheus metrics of the engine and the server
+  GET  /ping, /health           liveness (never need the token)
+
+With --forward-url, everything the database stores from then on is also delivered
+to a remote (Prometheus remote write or InfluxDB line protocol), through a durable
+queue in DIR/forward that survives outages and restarts.
+
+With a token, every other endpoint needs "Authorization: Token T" (or Bearer),
+Basic auth with T as the password, or ?p=T. SIGINT or SIGTERM stops accepting
+connections, lets requests in flight finish (up to --shutdown-timeout) and
+closes the database. Exit status: 0 after a clean shutdown, 2 on failure.
+
+example:
+  strata serve --db ./data --listen 127.0.0.1:8086 --token-file /etc/strata/token
+  curl -H "Authorization: Token $(cat /etc/strata/token)" --data-binary 'cpu,host=a usage=0.5' \
+       http://127.0.0.1:8086/api/v2/write
+  strata serve --db ./data --forward-url http://vm:8428/api/v1/write --forward-protocol prometheus`
+
+// serveMain is the serve command. It logs to stderr, including the line
+// "strata serve: listening on ADDR" once it accepts connections, and
+// returns when ctx is done and the database is closed.
+func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := newFlags("serve", serveUsage, stderr)
+	dir := fs.String("db", "", "database directory (required)")
+	listen := fs.String("listen", "127.0.0.1:8086", "address to listen on; the default takes connections from this machine only")
+	token := fs.String("token", "", "token that clients must present (default: none, no authentication)")
+	tokenFile := fs.String("token-file", "", "read the token from this file instead of --token (keeps it out of the process list)")
+	maxBody := fs.Int64("max-body-bytes", server.DefaultMaxBodyBytes, "largest request body, after decompression; larger ones are refused with 413")
+	syncMode := fs.String("sync", "always", "WAL sync: always (fsync before acknowledging), interval or never")
+	syncInterval := fs.Duration("sync-interval", engine.DefaultSyncInterval, "fsync interval for --sync interval")
+	memtable := fs.Int64("memtable-bytes", engine.DefaultMemTableBytes, "memtable size at which it is flushed to a segment")
+	retention := fs.Duration("retention", 0, "drop samples older than this (0 keeps everything)")
+	readHeader := fs.Duration("read-header-timeout", 10*time.Second, "time allowed to read a request's headers")
+	readTimeout := fs.Duration("read-timeout", time.Minute, "time allowed to read a whole request, body included")
+	writeTimeout := fs.Duration("write-timeout", 0, "time allowed to write a response (0: no limit beyond --query-timeout)")
+	idle := fs.Duration("idle-timeout", 2*time.Minute, "time a keep-alive connection may stay idle")
+	queryTimeout := fs.Duration("query-timeout", server.DefaultQueryTimeout, "longest a PromQL query may run")
+	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may take to finish")
+	fwd := addForwardFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "strata serve: "+format+"\n", a...)
+		fs.Usage()
+		return 2
+	}
+	if *dir == "" {
+		return usageErr("--db is required")
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	if *token != "" && *tokenFile != "" {
+		return usageErr("--token and --token-file are exclusive")
+	}
+	if *tokenFile != "" {
+		b, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		*token = strings.TrimSpace(string(b))
+		if *token == "" {
+			return usageErr("token file %s is empty", *tokenFile)
+		}
+	}
+	if *maxBody <= 0 {
+		return usageErr("--max-body-bytes must be positive")
+	}
+	dbOpts := &engine.Options{SyncInterval: *syncInterval, MemTableBytes: *memtable, Retention: *retention}
+	switch *syncMode {
+	case "always":
+		dbOpts.Sync = engine.SyncAlways
+	case "interval":
+		dbOpts.Sync = engine.SyncInterval
+	case "never":
+		dbOpts.Sync = engine.SyncNever
+	default:
+		return usageErr("--sync must be always, interval or never, not %q", *syncMode)
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	dbOpts.Logger = logger
+	fail := func(err error) int {
+		fmt.Fprintln(stderr, "strata serve:", err)
+		return 2
+	}
+
+	db, err := engine.Open(*dir, dbOpts)
+	if err != nil {
+		return fail(err)
+	}
+	// The forwarder starts before anything is written, so that every point
+	// stored from now on is queued for the remote.
+	f, err := fwd.start(db)
+	if err != nil {
+		db.Close()
+		return fail(err)
+	}
+	var extra []prometheus.Collector
+	if f != nil {
+		extra = append(extra, forwardCollector{f})
+		fmt.Fprintf(stderr, "strata serve: forwarding to %s (%s)\n", *fwd.url, *fwd.protocol)
+	}
+	closeDB := func() int {
+		if f != nil {
+			// What is not delivered stays queued on disk for the next start.
+			if err := f.Close(); err != nil {
+				fmt.Fprintln(stderr, "strata serve: close forwarder:", err)
+			}
+		}
+		if err := db.Close(); err != nil {
+			return fail(fmt.Errorf("close database: %w", err))
+		}
+		return 0
+	}
+	h, err := server.New(db, &server.Options{
+		Token:        *token,
+		MaxBodyBytes: *maxBody,
+		Stalled:      server.StalledFunc(dbOpts),
+		Logger:       logger,
+		QueryTimeout: *queryTimeout,
+		Collectors:   extra,
+	})
+	if err != nil {
+		closeDB()
+		return fail(err)
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		closeDB()
+		return fail(err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: *readHeader,
+		ReadTimeout:       *readTimeout,
+		WriteTimeout:      *writeTimeout,
+		IdleTimeout:       *idle,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	srv.RegisterOnShutdown(func() {
+		// Shutdown runs this once its listeners are closed.
+		fmt.Fprintln(stderr, "strata serve: stopped accepting connections")
+	})
+	fmt.Fprintf(stderr, "strata serve: listening on %s\n", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+
+	status := 0
+	select {
+	case err := <-errc:
+		// Serve only returns on its own for a listener failure.
+		fmt.Fprintln(stderr, "strata serve:", err)
+		status = 2
+	case <-ctx.Done():
+		fmt.Fprintln(stderr, "strata serve: shutting down")
+		sctx, cancel := context.WithTimeout(context.Background(), *shutdown)
+		err := srv.Shutdown(sctx)
+		cancel()
+		if err != nil {
+			fmt.Fprintln(stderr, "strata serve: requests still in flight after --shutdown-timeout:", err)
+			srv.Close()
+			status = 2
+		}
+	}
+	if s := closeDB(); s != 0 {
+		return s
+	}
+	if status == 0 {
+		fmt.Fprintln(stderr, "strata serve: database closed")
+	}
+	return status
+}

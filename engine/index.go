@@ -1,0 +1,449 @@
+package engine
+
+import (
+	"cmp"
+	"math"
+	"math/bits"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// The inverted index answers selectors without looking at every series.
+//
+// Per measurement it keeps the ids of its series and, per tag key, a
+// postings list (ascending series ids) per value plus the key's distinct
+// values in sorted order. Series ids are dense and only ever added in
+// ascending order, so every postings list is built by appending.
+//
+// A matcher that does not match the empty value (k="v", k=~"re" where ""
+// fails, k!="") selects a union of postings: an equality one list, a
+// regexp the lists of the sorted values it matches, tested only from its
+// literal prefix on. A matcher that matches "" (k!="v", k!~"re", k="")
+// selects the measurement's series minus the union of the values it
+// rejects. Positive sets are intersected smallest first; negative ones are
+// subtracted from the result.
+//
+// The index is guarded by catalog.mu, except each key's sorted values,
+// which the first reader after new values arrived merges under the key's
+// own mutex.
+type index struct {
+	measurements map[string]*measIndex
+	sorted       []string // measurement names, sorted; rebuilt when one is added
+}
+
+type measIndex struct {
+	ids  []uint64 // every series of the measurement
+	keys map[string]*keyIndex
+}
+
+type keyIndex struct {
+	postings map[string]*posting // by value
+	n        int                 // series holding the key
+
+	mu     sync.Mutex
+	sorted []*posting // by value; the slice is never modified once published
+	fresh  []*posting // values added since sorted was built
+}
+
+// posting is one value of a key and its series. ids grows under
+// catalog.mu.
+type posting struct {
+	value string
+	ids   []uint64 // ascending
+}
+
+func newIndex() index { return index{measurements: make(map[string]*measIndex)} }
+
+// add indexes series id. The caller holds catalog.mu for writing; ids are
+// added in ascending order.
+func (x *index) add(id uint64, measurement string, tags []Tag) {
+	mi := x.measurements[measurement]
+	if mi == nil {
+		mi = &measIndex{keys: make(map[string]*keyIndex)}
+		x.measurements[measurement] = mi
+		i, _ := slices.BinarySearch(x.sorted, measurement)
+		x.sorted = slices.Insert(slices.Clip(x.sorted), i, measurement)
+	}
+	mi.ids = append(mi.ids, id)
+	for _, t := range tags {
+		ki := mi.keys[t.Key]
+		if ki == nil {
+			ki = &keyIndex{postings: make(map[string]*posting)}
+			mi.keys[t.Key] = ki
+		}
+		p := ki.postings[t.Value]
+		if p == nil {
+			p = &posting{value: t.Value}
+			ki.postings[t.Value] = p
+			ki.mu.Lock()
+			ki.fresh = append(ki.fresh, p)
+			ki.mu.Unlock()
+		}
+		p.ids = append(p.ids, id)
+		ki.n++
+	}
+}
+
+// values returns the key's distinct values with their postings, sorted by
+// value. The slice is shared: callers must not modify it, and read the
+// postings' ids under catalog.mu.
+func (ki *keyIndex) values() []*posting {
+	ki.mu.Lock()
+	defer ki.mu.Unlock()
+	if len(ki.fresh) > 0 {
+		slices.SortFunc(ki.fresh, func(a, b *posting) int { return strings.Compare(a.value, b.value) })
+		merged := make([]*posting, 0, len(ki.sorted)+len(ki.fresh))
+		i, j := 0, 0
+		for i < len(ki.sorted) && j < len(ki.fresh) {
+			if ki.sorted[i].value < ki.fresh[j].value {
+				merged = append(merged, ki.sorted[i])
+				i++
+			} else {
+				merged = append(merged, ki.fresh[j])
+				j++
+			}
+		}
+		merged = append(merged, ki.sorted[i:]...)
+		merged = append(merged, ki.fresh[j:]...)
+		ki.sorted, ki.fresh = merged, nil
+	}
+	return ki.sorted
+}
+
+// matching returns the values of the key that m matches (all when m
+// matches every non-empty value, as with `=~".+"`, the caller sees a long
+// list). Regexps test only the values from their literal prefix on.
+func (ki *keyIndex) matching(m *matcher, want bool, visit func(p *posting)) {
+	switch m.op {
+	case MatchEqual, MatchNotEqual:
+		// Only the one value differs between "matched" and "not matched".
+		eq := m.op == MatchEqual
+		if eq == want {
+			if p := ki.postings[m.value]; p != nil {
+				visit(p)
+			}
+			return
+		}
+		for _, p := range ki.values() {
+			if p.value != m.value {
+				visit(p)
+			}
+		}
+		return
+	}
+	vals := ki.values()
+	if want == (m.op == MatchRegexp) && m.prefix != "" {
+		// Only values starting with the prefix can match (or, for !~, fail).
+		lo, _ := slices.BinarySearchFunc(vals, m.prefix, func(p *posting, pre string) int { return strings.Compare(p.value, pre) })
+		for _, p := range vals[lo:] {
+			if !strings.HasPrefix(p.value, m.prefix) {
+				break
+			}
+			if m.matches(p.value) == want {
+				visit(p)
+			}
+		}
+		return
+	}
+	for _, p := range vals {
+		if m.matches(p.value) == want {
+			visit(p)
+		}
+	}
+}
+
+// idSet is a bitmap of series ids for unions and subtractions.
+type idSet []uint64
+
+func newIDSet(n int) idSet { return make(idSet, (n+63)/64) }
+
+func (s idSet) add(id uint64)      { s[id/64] |= 1 << (id % 64) }
+func (s idSet) has(id uint64) bool { return id/64 < uint64(len(s)) && s[id/64]&(1<<(id%64)) != 0 }
+
+func (s idSet) addAll(ids []uint64) {
+	for _, id := range ids {
+		s.add(id)
+	}
+}
+
+// appendIDs appends the ids in s, ascending.
+func (s idSet) appendIDs(dst []uint64) []uint64 {
+	for w, word := range s {
+		for word != 0 {
+			b := bits.TrailingZeros64(word)
+			dst = append(dst, uint64(w*64+b))
+			word &= word - 1
+		}
+	}
+	return dst
+}
+
+// intersect returns the ids in both ascending lists.
+func intersect(a, b []uint64) []uint64 {
+	if len(a) > len(b) {
+		a, b = b, a
+	}
+	out := make([]uint64, 0, len(a))
+	j := 0
+	for _, id := range a {
+		// Gallop: b is usually much longer than a.
+		k, _ := slices.BinarySearch(b[j:], id)
+		j += k
+		if j == len(b) {
+			break
+		}
+		if b[j] == id {
+			out = append(out, id)
+			j++
+		}
+	}
+	return out
+}
+
+// selectIDs returns the ascending ids of mi's series that pass ms.
+// nseries bounds the ids (catalog size).
+func (mi *measIndex) selectIDs(ms []matcher, nseries int) []uint64 {
+	var sets [][]uint64 // positive sets to intersect
+	var negs []*matcher
+	for i := range ms {
+		m := &ms[i]
+		if m.matchesEmpty {
+			negs = append(negs, m)
+			continue
+		}
+		ki := mi.keys[m.key]
+		if ki == nil {
+			return nil // no series has the key, and m needs a value
+		}
+		if m.op == MatchEqual {
+			p := ki.postings[m.value]
+			if p == nil {
+				return nil
+			}
+			sets = append(sets, p.ids)
+			continue
+		}
+		sets = append(sets, ki.union(m, true, nseries))
+		if len(sets[len(sets)-1]) == 0 {
+			return nil
+		}
+	}
+	var cand []uint64
+	if len(sets) == 0 {
+		cand = mi.ids
+	} else {
+		slices.SortFunc(sets, func(a, b []uint64) int { return len(a) - len(b) })
+		cand = sets[0]
+		for _, s := range sets[1:] {
+			cand = intersect(cand, s)
+			if len(cand) == 0 {
+				return nil
+			}
+		}
+	}
+	for _, m := range negs {
+		ki := mi.keys[m.key]
+		if ki == nil {
+			continue // every series lacks the key, and m matches ""
+		}
+		var drop []uint64
+		if m.op == MatchNotEqual {
+			if p := ki.postings[m.value]; p != nil {
+				drop = p.ids
+			}
+		} else {
+			drop = ki.union(m, false, nseries)
+		}
+		if len(drop) == 0 {
+			continue
+		}
+		cand = subtract(cand, drop)
+		if len(cand) == 0 {
+			return nil
+		}
+	}
+	return cand
+}
+
+// union returns the ascending ids of the values for which m's verdict is
+// want.
+func (ki *keyIndex) union(m *matcher, want bool, nseries int) []uint64 {
+	var lists [][]uint64
+	total := 0
+	ki.matching(m, want, func(p *posting) {
+		lists = append(lists, p.ids)
+		total += len(p.ids)
+	})
+	switch len(lists) {
+	case 0:
+		return nil
+	case 1:
+		return lists[0]
+	}
+	if total*8 < nseries/8 {
+		// Few ids: sort them rather than sweep a bitmap of every id.
+		out := make([]uint64, 0, total)
+		for _, l := range lists {
+			out = append(out, l...)
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	set := newIDSet(nseries)
+	for _, l := range lists {
+		set.addAll(l)
+	}
+	return set.appendIDs(make([]uint64, 0, total))
+}
+
+// subtract returns the ids of a that are not in b, both ascending.
+func subtract(a, b []uint64) []uint64 {
+	out := make([]uint64, 0, len(a))
+	j := 0
+	for _, id := range a {
+		for j < len(b) && b[j] < id {
+			j++
+		}
+		if j < len(b) && b[j] == id {
+			continue
+		}
+		out = append(out, id)
+	}
+	return out
+}
+
+// match returns the ids of the series that sel selects (its measurement,
+// or every measurement when it is "", its field, tags and matchers),
+// ascending. The caller holds mu.RLock. sel must have been validated.
+func (c *catalog) match(sel *Selector) []uint64 {
+	ms, ok := mustCompileSelector(sel)
+	if !ok {
+		return nil
+	}
+	return c.matchCompiled(sel, ms)
+}
+
+func (c *catalog) matchCompiled(sel *Selector, ms []matcher) []uint64 {
+	var out []uint64
+	for _, mi := range c.measIndexes(sel.Measurement) {
+		ids := c.fieldFilter(mi.selectIDs(ms, len(c.series)), sel.Field)
+		if len(out) == 0 {
+			out = slices.Clone(ids)
+		} else {
+			out = append(out, ids...)
+		}
+	}
+	if sel.Measurement == "" {
+		slices.Sort(out)
+	}
+	return out
+}
+
+// fieldFilter returns the ids of field (all when it is ""), in a new slice
+// when some are dropped. The caller holds mu.RLock.
+func (c *catalog) fieldFilter(ids []uint64, field string) []uint64 {
+	if field == "" {
+		return ids
+	}
+	return slices.DeleteFunc(slices.Clone(ids), func(id uint64) bool { return c.series[id].field != field })
+}
+
+// measIndexes returns the index of measurement, or of every measurement
+// (sorted by name) when it is "". The caller holds mu.RLock.
+func (c *catalog) measIndexes(measurement string) []*measIndex {
+	if measurement != "" {
+		if mi := c.idx.measurements[measurement]; mi != nil {
+			return []*measIndex{mi}
+		}
+		return nil
+	}
+	out := make([]*measIndex, 0, len(c.idx.sorted))
+	for _, m := range c.idx.sorted {
+		out = append(out, c.idx.measurements[m])
+	}
+	return out
+}
+
+// matches reports whether series id is selected by sel's series part
+// (measurement, field, tags and matchers). The caller holds mu.RLock.
+func (c *catalog) matches(id uint64, sel *Selector) bool {
+	s := &c.series[id]
+	if s.set.measurement != sel.Measurement || (sel.Field != "" && s.field != sel.Field) {
+		return false
+	}
+	if len(sel.Tags) == 0 && len(sel.Matchers) == 0 {
+		return true
+	}
+	ms, ok := mustCompileSelector(sel)
+	return ok && matchTags(s.set.tags, ms)
+}
+
+// keyOrder ranks series ids by canonical key, so that results are sorted
+// by comparing integers, not key strings. It covers the ids below
+// len(ranks) and is rebuilt (one sort of every key) only when many series
+// were added since; newer ids are placed by comparing keys.
+type keyOrder struct {
+	mu     sync.Mutex
+	ranks  []uint32 // rank of each id; never modified once published
+	byRank []uint32 // id at each rank
+}
+
+// orderFor returns ranks and byRank covering at least most of the catalog.
+func (c *catalog) orderFor() (ranks, byRank []uint32) {
+	o := &c.order
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c.mu.RLock()
+	n := len(c.series)
+	if n > len(o.ranks)+len(o.ranks)/4+1024 && uint64(n) < math.MaxUint32 {
+		ids := make([]uint32, n)
+		for i := range ids {
+			ids[i] = uint32(i)
+		}
+		slices.SortFunc(ids, func(a, b uint32) int { return strings.Compare(c.series[a].key, c.series[b].key) })
+		ranks := make([]uint32, n)
+		for r, id := range ids {
+			ranks[id] = uint32(r)
+		}
+		o.ranks, o.byRank = ranks, ids
+	}
+	c.mu.RUnlock()
+	return o.ranks, o.byRank
+}
+
+// sortByKey sorts ids (distinct) by canonical series key.
+func (c *catalog) sortByKey(ids []uint64) {
+	if len(ids) < 2 {
+		return
+	}
+	ranks, byRank := c.orderFor()
+	n := uint64(len(ranks))
+	fresh := false
+	for _, id := range ids {
+		if id >= n {
+			fresh = true
+			break
+		}
+	}
+	if !fresh && len(ids) > len(byRank)/8 {
+		// A large share of the catalog: walk the ranks.
+		set := newIDSet(len(ranks))
+		set.addAll(ids)
+		ids = ids[:0]
+		for _, id := range byRank {
+			if set.has(uint64(id)) {
+				ids = append(ids, uint64(id))
+			}
+		}
+		return
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	slices.SortFunc(ids, func(a, b uint64) int {
+		if a < n && b < n {
+			return cmp.Compare(ranks[a], ranks[b])
+		}
+		return strings.Compare(c.series[a].key, c.series[b].key)
+	})
+}

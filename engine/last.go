@@ -1,0 +1,246 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/stratadb/strata/internal/point"
+	"github.com/stratadb/strata/segment"
+)
+
+// Last returns, for each series s selects, its newest visible sample in the
+// range (all time when Start == End == 0), as one Series of one Sample,
+// sorted by canonical series key. Measurement "" means every measurement.
+//
+// Each source (memtable or segment) holding a series is asked for its
+// newest sample only when its stored time range could beat what a newer
+// source already gave; in a segment the blocks are read newest first and
+// reading stops at the first visible sample, so usually one block per
+// series is decoded.
+func (db *DB) Last(ctx context.Context, s Selector) ([]Series, error) {
+	var out []Series
+	err := db.withVisibility(ctx, &s, func(v *visibility) error {
+		v.db.cat.mu.RLock()
+		ids := v.db.cat.matchCompiled(v.sel, v.ms)
+		v.db.cat.mu.RUnlock()
+		if len(ids) == 0 {
+			return nil
+		}
+		best := &lastSet{samples: make([]Sample, len(ids)), rank: make([]int32, len(ids))}
+		if err := v.newest(ctx, ids, best); err != nil {
+			return err
+		}
+		found := make([]uint64, 0, len(ids))
+		for i, id := range ids {
+			if best.rank[i] != 0 {
+				found = append(found, id)
+			}
+		}
+		v.db.cat.sortByKey(found)
+		// The results' samples are best's; one allocation for the tags.
+		out = make([]Series, len(found))
+		v.db.cat.mu.RLock()
+		ntags := 0
+		for _, id := range found {
+			ntags += len(v.db.cat.series[id].set.tags)
+		}
+		tags := make([]Tag, 0, ntags)
+		for n, id := range found {
+			m := &v.db.cat.series[id]
+			t := len(tags)
+			tags = append(tags, m.set.tags...)
+			i, _ := slices.BinarySearch(ids, id) // ids is ascending
+			out[n] = Series{Measurement: m.set.measurement, Tags: tags[t:len(tags):len(tags)], Field: m.field, Samples: best.samples[i : i+1 : i+1]}
+		}
+		v.db.cat.mu.RUnlock()
+		return nil
+	})
+	return out, err
+}
+
+// lastSet holds the newest sample found so far for each series, and the
+// rank of its source (higher is newer; a newer source wins equal times; 0
+// is none found). Workers write disjoint indexes.
+type lastSet struct {
+	samples []Sample
+	rank    []int32
+}
+
+// beats reports whether a sample at time t from a source of rank could
+// replace entry i.
+func (b *lastSet) beats(i int, t int64, rank int) bool {
+	r := b.rank[i]
+	return r == 0 || t > b.samples[i].Time || (t == b.samples[i].Time && int32(rank) > r)
+}
+
+func (b *lastSet) set(i int, s Sample, rank int) { b.samples[i], b.rank[i] = s, int32(rank) }
+
+// newest fills best with the newest visible sample of each id.
+func (v *visibility) newest(ctx context.Context, ids []uint64, best *lastSet) error {
+	// Ranks follow the read order of queries: deeper levels oldest, then
+	// L0 by file number, sealed memtables, the active memtable newest.
+	rank := 0
+	for l := maxLevels - 1; l >= 0; l-- {
+		for _, h := range v.snap.v.levels[l] {
+			rank++
+			if h.meta.MaxTime < v.mint || h.meta.MinTime > v.maxt {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := v.segNewest(ctx, h, rank, ids, best); err != nil {
+				return err
+			}
+		}
+	}
+	mems := append(slices.Clone(v.snap.imm), v.snap.mem)
+	for _, m := range mems {
+		rank++
+		if m.t.Len() == 0 || m.t.MaxTime() < v.mint || m.t.MinTime() > v.maxt {
+			continue
+		}
+		for i, id := range ids {
+			if i%checkContextEvery == 0 && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			lo, hi, ok := m.t.Bounds(id)
+			if !ok || hi < v.mint || lo > v.maxt || !best.beats(i, min(hi, v.maxt), rank) {
+				continue
+			}
+			// Memtable reads see what the snapshot sees (its sequence
+			// number, its tombstones as masks): try the newest sample first.
+			v.buf = v.buf[:0]
+			if hi <= v.maxt {
+				v.buf = v.db.memSamples(v.snap, m, id, hi, hi, v.buf)
+			}
+			if len(v.buf) == 0 {
+				v.buf = v.db.memSamples(v.snap, m, id, v.mint, v.maxt, v.buf)
+			}
+			if j := len(v.buf) - 1; j >= 0 {
+				if s := v.buf[j]; best.beats(i, s.Time, rank) {
+					best.set(i, s, rank)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// lastReadWindow is the read-ahead of Last's block reads: the newest
+// blocks of series adjacent in a segment are close together.
+const lastReadWindow = 256 << 10
+
+// segNewest updates best from segment h.
+func (v *visibility) segNewest(ctx context.Context, h *segHandle, rank int, ids []uint64, best *lastSet) error {
+	applied := h.tombApplied.Load()
+	anyTomb := v.hasTombsAbove(applied)
+	var byPos []uint64
+	sweep := len(ids)*16 >= h.r.NumSeries()
+	if sweep {
+		byPos, sweep = v.db.segSeriesIDs(h)
+	}
+	if !sweep {
+		w := lastWorker{v: v, h: h, rank: rank, ids: ids, best: best, applied: applied, anyTomb: anyTomb}
+		return v.eachSeries(h, ids, func(int) bool { return false }, w.visit)
+	}
+	// Sweep the segment in file order, split among workers: each decodes
+	// the newest blocks of its share of the series through its own
+	// read-ahead window. Each id appears once in a segment, so workers
+	// write disjoint entries of best.
+	idx := v.indexOf(ids)
+	workers := max(1, min(runtime.GOMAXPROCS(0), 8, len(byPos)/lastParallelMin))
+	per := (len(byPos) + workers - 1) / workers
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for n := range workers {
+		lo, hi := n*per, min(len(byPos), (n+1)*per)
+		wg.Go(func() {
+			w := lastWorker{v: v, h: h, rank: rank, ids: ids, best: best, applied: applied, anyTomb: anyTomb,
+				br: h.r.NewBlockReader(lastReadWindow)}
+			for pos := lo; pos < hi; pos++ {
+				if pos%(16*checkContextEvery) == 0 && ctx.Err() != nil {
+					errs[n] = ctx.Err()
+					return
+				}
+				id := byPos[pos]
+				if id >= uint64(len(idx)) || idx[id] < 0 {
+					continue
+				}
+				if err := w.visit(int(idx[id]), h.r.Series(pos)); err != nil {
+					errs[n] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// lastParallelMin is the fewest series per worker of a segment sweep; a
+// variable so that tests can run several workers on small data.
+var lastParallelMin = 16 << 10
+
+// lastWorker finds the newest samples of series in one segment.
+type lastWorker struct {
+	v       *visibility
+	h       *segHandle
+	rank    int
+	ids     []uint64
+	best    *lastSet
+	applied uint64
+	anyTomb bool
+	br      *segment.BlockReader // nil: plain reads
+	buf     []point.Sample
+	ranges  []timeRange
+}
+
+func (w *lastWorker) visit(i int, si *segment.SeriesIndex) error {
+	v, best, rank := w.v, w.best, w.rank
+	if len(si.Blocks) == 0 || si.MinTime() > v.maxt || si.MaxTime() < v.mint || !best.beats(i, min(si.MaxTime(), v.maxt), rank) {
+		return nil
+	}
+	var ranges []timeRange
+	if w.anyTomb {
+		v.db.cat.mu.RLock()
+		w.ranges = v.appendTombRanges(w.ranges[:0], w.ids[i], w.applied)
+		v.db.cat.mu.RUnlock()
+		ranges = w.ranges
+	}
+	bs := si.Blocks
+	// The last block starting at or before maxt, then older ones.
+	b := sort.Search(len(bs), func(i int) bool { return bs[i].MinTime > v.maxt }) - 1
+	for ; b >= 0 && bs[b].MaxTime >= v.mint; b-- {
+		if !best.beats(i, min(bs[b].MaxTime, v.maxt), rank) {
+			return nil
+		}
+		var err error
+		if w.br != nil {
+			w.buf, err = w.br.ReadBlock(si, b, w.buf[:0])
+		} else {
+			w.buf, err = w.h.r.ReadBlock(si, b, w.buf[:0])
+		}
+		if err != nil {
+			return err
+		}
+		for j := len(w.buf) - 1; j >= 0; j-- {
+			s := w.buf[j]
+			if s.Time > v.maxt || covered(s.Time, ranges) {
+				continue
+			}
+			if s.Time < v.mint {
+				return nil
+			}
+			if best.beats(i, s.Time, rank) {
+				best.set(i, s, rank)
+			}
+			return nil
+		}
+	}
+	return nil
+}

@@ -1,0 +1,767 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/internal/point"
+)
+
+// TestQueryModel runs a random workload (overwrites, out-of-order writes,
+// deletes with matchers, flushes, compactions, reopens, retention, and a
+// field whose kind differs between series) and after every few steps
+// compares with a brute-force model: queries with matchers of every op,
+// grouped aggregates (missing keys, mixed kinds), selector timestamps,
+// Measurements, TagKeys, TagValues, SeriesInfo and Last.
+func TestQueryModel(t *testing.T) {
+	// Several workers sweep each segment in Last, even on small data.
+	old := lastParallelMin
+	lastParallelMin = 2
+	t.Cleanup(func() { lastParallelMin = old })
+	steps := 260
+	if raceEnabled {
+		steps = 140
+	}
+	for _, seed := range []uint64{21, 22, 23, 24} {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			t.Parallel()
+			opts := &Options{
+				Logger:       slog.New(slog.DiscardHandler),
+				Sync:         SyncNever,
+				BlockSamples: 8,
+			}
+			cutoff := int64(minTime)
+			if seed%2 == 0 {
+				// Retention with a fixed clock: everything before -200µs
+				// has expired.
+				opts.Now = func() time.Time { return time.Unix(0, 100_000) }
+				opts.Retention = 300 * time.Microsecond
+				cutoff = -200_000
+			}
+			if seed == 23 {
+				opts.MemTableBytes = 8 << 10
+				opts.L0CompactionTrigger = 2
+				opts.TargetSegmentBytes = 4 << 10
+			}
+			runQueryModel(t, seed, steps, opts, cutoff)
+		})
+	}
+}
+
+var (
+	qmRegexps = []string{"a|b", "c.*", ".*", ".+", "e,f|x", "[ab]", "", "(?i)A", "c d", "a.*|e.*", "b?"}
+	qmKeys    = append(slices.Clone(genTagKeys), "zone")
+	qmValues  = append(slices.Clone(genTagValues), "", "zz")
+)
+
+func (g *gen) matchers() []Matcher {
+	var ms []Matcher
+	for range g.r.IntN(3) {
+		m := Matcher{Key: qmKeys[g.r.IntN(len(qmKeys))], Op: MatchOp(g.r.IntN(4))}
+		if m.Op == MatchRegexp || m.Op == MatchNotRegexp {
+			m.Value = qmRegexps[g.r.IntN(len(qmRegexps))]
+		} else {
+			m.Value = qmValues[g.r.IntN(len(qmValues))]
+		}
+		ms = append(ms, m)
+	}
+	return ms
+}
+
+// qmSelector is g.selector with matchers, and now and then all time.
+func (g *gen) qmSelector() Selector {
+	sel := g.selector()
+	sel.Matchers = g.matchers()
+	if g.r.IntN(6) == 0 {
+		sel.Start, sel.End = 0, 0
+	}
+	return sel
+}
+
+// qmPoint adds, to some points, a field "n" whose kind depends on the
+// series (int, uint or float), so groups mix kinds.
+func (g *gen) qmPoint() Point {
+	p := g.point()
+	if g.r.IntN(3) == 0 && !slices.ContainsFunc(p.Fields, func(f Field) bool { return f.Key == "n" }) {
+		h := len(p.Measurement)
+		for _, t := range p.Tags {
+			h += len(t.Value) * (1 + len(t.Key))
+		}
+		var v Value
+		switch h % 3 {
+		case 0:
+			v = Int(g.r.Int64N(2001) - 1000)
+		case 1:
+			v = Uint(g.r.Uint64N(2001))
+		default:
+			v = Float(float64(g.r.IntN(2001)-1000) / 4)
+		}
+		p.Fields = append(p.Fields, Field{Key: "n", Value: v})
+	}
+	return p
+}
+
+func runQueryModel(t *testing.T, seed uint64, steps int, opts *Options, cutoff int64) {
+	r := rand.New(rand.NewPCG(seed, seed*7919+3))
+	g := newGen(r)
+	dir := t.TempDir()
+	m := newModel()
+	ctx := context.Background()
+	db := openDB(t, dir, opts)
+
+	check := func(where string) {
+		t.Helper()
+		for range 2 {
+			sel := g.qmSelector()
+			agg := allAggs[1+g.r.IntN(len(allAggs)-1)]
+			q := Query{Selector: sel, Agg: agg}
+			if g.r.IntN(2) == 0 {
+				q.Every = g.every()
+			}
+			checkQuery(t, db, m, Query{Selector: sel}, cutoff, where)
+			checkQuery(t, db, m, q, cutoff, where)
+			q.GroupBy = g.groupBy()
+			got, err := db.Query(ctx, q)
+			if err != nil {
+				t.Fatalf("%s: query %s: %v", where, formatQuery(q), err)
+			}
+			if d := diffResults(q.Agg, got, m.groupQuery(q, cutoff)); d != "" {
+				t.Fatalf("%s: grouped query %s: %s", where, formatQuery(q), d)
+			}
+		}
+		checkMeta(t, db, m, g.metaSelector(), cutoff, where)
+	}
+
+	var deletes int
+	for step := range steps {
+		where := fmt.Sprintf("seed %d step %d", seed, step)
+		switch x := r.IntN(100); {
+		case x < 55:
+			pts := make([]Point, 1+r.IntN(10))
+			for i := range pts {
+				pts[i] = g.qmPoint()
+			}
+			if m.write(pts) >= 0 {
+				if err := db.Write(pts); !errors.Is(err, ErrFieldTypeConflict) {
+					t.Fatalf("%s: write with a conflict: %v", where, err)
+				}
+				break
+			}
+			if err := db.Write(pts); err != nil {
+				t.Fatalf("%s: write: %v", where, err)
+			}
+		case x < 64:
+			sel := g.qmSelector()
+			if err := db.Delete(ctx, sel); err != nil {
+				t.Fatalf("%s: delete %+v: %v", where, sel, err)
+			}
+			m.delete(sel)
+			deletes++
+		case x < 72:
+			mustFlush(t, db)
+		case x < 76:
+			mustCompact(t, db)
+		case x < 80:
+			db = reopen(t, db, dir, opts)
+		default:
+			check(where)
+		}
+	}
+	check("end")
+	mustCompact(t, db)
+	check("end, compacted")
+	db = reopen(t, db, dir, opts)
+	for range 5 {
+		check("end, reopened")
+	}
+	checkMeta(t, db, m, Selector{}, cutoff, "end, everything")
+	if deletes == 0 {
+		t.Errorf("no deletes ran")
+	}
+}
+
+func (g *gen) groupBy() []string {
+	if g.r.IntN(4) == 0 {
+		return []string{}
+	}
+	keys := []string{qmKeys[g.r.IntN(len(qmKeys))]}
+	if g.r.IntN(2) == 0 {
+		keys = append(keys, qmKeys[g.r.IntN(len(qmKeys))])
+	}
+	return keys
+}
+
+func (g *gen) metaSelector() Selector {
+	sel := g.qmSelector()
+	if g.r.IntN(3) == 0 {
+		sel.Measurement = ""
+	}
+	return sel
+}
+
+// metaMatches is modelSeries.matches where measurement "" is any.
+func (s *modelSeries) metaMatches(sel Selector) bool {
+	if sel.Measurement == "" {
+		sel.Measurement = s.measurement
+	}
+	return s.matches(&sel)
+}
+
+// visible returns the model's series that sel selects with a sample in
+// range, sorted by key, and for each its newest sample there.
+func (m *model) visible(sel Selector, cutoff int64) ([]*modelSeries, []Sample) {
+	lo, hi := sel.TimeRange()
+	lo = max(lo, cutoff)
+	var out []*modelSeries
+	var last []Sample
+	for _, s := range m.series {
+		if !s.metaMatches(sel) {
+			continue
+		}
+		found := false
+		var newest Sample
+		for t, v := range s.samples {
+			if t >= lo && t <= hi && (!found || t > newest.Time) {
+				found, newest = true, Sample{Time: t, Value: v}
+			}
+		}
+		if found {
+			out = append(out, s)
+			last = append(last, newest)
+		}
+	}
+	idx := make([]int, len(out))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int { return strings.Compare(out[a].key, out[b].key) })
+	so, sl := make([]*modelSeries, len(out)), make([]Sample, len(out))
+	for i, j := range idx {
+		so[i], sl[i] = out[j], last[j]
+	}
+	return so, sl
+}
+
+func checkMeta(t *testing.T, db *DB, m *model, sel Selector, cutoff int64, where string) {
+	t.Helper()
+	ctx := context.Background()
+	vis, last := m.visible(sel, cutoff)
+
+	// SeriesInfo and Last.
+	infos, err := db.SeriesInfo(ctx, sel)
+	if err != nil {
+		t.Fatalf("%s: SeriesInfo %+v: %v", where, sel, err)
+	}
+	lastGot, err := db.Last(ctx, sel)
+	if err != nil {
+		t.Fatalf("%s: Last %+v: %v", where, sel, err)
+	}
+	var wantInfos []SeriesInfo
+	var wantLast []Series
+	for i, s := range vis {
+		wantInfos = append(wantInfos, SeriesInfo{Measurement: s.measurement, Tags: s.tags, Field: s.field, Kind: s.kind})
+		wantLast = append(wantLast, Series{Measurement: s.measurement, Tags: s.tags, Field: s.field, Samples: []Sample{last[i]}})
+	}
+	if !slices.EqualFunc(infos, wantInfos, func(a, b SeriesInfo) bool {
+		return a.Measurement == b.Measurement && a.Field == b.Field && a.Kind == b.Kind && slices.Equal(a.Tags, b.Tags)
+	}) {
+		t.Fatalf("%s: SeriesInfo %+v:\n got %v\nwant %v", where, sel, infos, wantInfos)
+	}
+	if d := diffResults(AggNone, lastGot, wantLast); d != "" {
+		t.Fatalf("%s: Last %+v: %s", where, sel, d)
+	}
+
+	// TagKeys and TagValues.
+	keys := map[string]bool{}
+	values := map[string]map[string]bool{}
+	for _, s := range vis {
+		for _, tg := range s.tags {
+			keys[tg.Key] = true
+			if values[tg.Key] == nil {
+				values[tg.Key] = map[string]bool{}
+			}
+			values[tg.Key][tg.Value] = true
+		}
+	}
+	gotKeys, err := db.TagKeys(ctx, sel)
+	if err != nil {
+		t.Fatalf("%s: TagKeys: %v", where, err)
+	}
+	if want := sortedSet(keys); !slices.Equal(gotKeys, want) {
+		t.Fatalf("%s: TagKeys %+v: got %q, want %q", where, sel, gotKeys, want)
+	}
+	for _, k := range qmKeys {
+		got, err := db.TagValues(ctx, k, sel)
+		if err != nil {
+			t.Fatalf("%s: TagValues: %v", where, err)
+		}
+		if want := sortedSet(values[k]); !slices.Equal(got, want) {
+			t.Fatalf("%s: TagValues %q %+v: got %q, want %q", where, k, sel, got, want)
+		}
+	}
+
+	// Measurements (all time).
+	ms := map[string]bool{}
+	all, _ := m.visible(Selector{}, cutoff)
+	for _, s := range all {
+		ms[s.measurement] = true
+	}
+	gotMs, err := db.Measurements(ctx)
+	if err != nil {
+		t.Fatalf("%s: Measurements: %v", where, err)
+	}
+	if want := sortedSet(ms); !slices.Equal(gotMs, want) {
+		t.Fatalf("%s: Measurements: got %q, want %q", where, gotMs, want)
+	}
+}
+
+func sortedSet(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// groupQuery answers a grouped query per DESIGN.md "Grouping".
+func (m *model) groupQuery(q Query, cutoff int64) []Series {
+	per := m.query(Query{Selector: q.Selector}, cutoff) // raw, sorted by key
+	type gsample struct {
+		Sample
+		key string
+	}
+	type group struct {
+		tags    []Tag
+		field   string
+		samples []gsample
+	}
+	groups := map[string]*group{}
+	for _, s := range per {
+		ms := m.series[point.SeriesKey(s.Measurement, s.Tags, s.Field)]
+		if numericAgg(q.Agg) && !ms.kind.Numeric() {
+			continue
+		}
+		var gt []Tag
+		for _, k := range q.GroupBy {
+			for _, tg := range s.Tags {
+				if tg.Key == k && !slices.Contains(gt, tg) {
+					gt = append(gt, tg)
+				}
+			}
+		}
+		point.SortTags(gt)
+		gk := point.SeriesKey(q.Measurement, gt, s.Field)
+		g := groups[gk]
+		if g == nil {
+			g = &group{tags: gt, field: s.Field}
+			groups[gk] = g
+		}
+		for _, smp := range s.Samples {
+			g.samples = append(g.samples, gsample{smp, ms.key})
+		}
+	}
+	var out []Series
+	for _, gk := range sortedKeys(groups) {
+		g := groups[gk]
+		buckets := map[int64][]gsample{}
+		for _, s := range g.samples {
+			b := q.Start
+			if q.Every > 0 {
+				b = bucketStart(s.Time, q.Every)
+			}
+			buckets[b] = append(buckets[b], s)
+		}
+		var bs []int64
+		for b := range buckets {
+			bs = append(bs, b)
+		}
+		slices.Sort(bs)
+		var smps []Sample
+		for _, b := range bs {
+			ss := buckets[b]
+			// Order: time, then series key.
+			slices.SortFunc(ss, func(a, c gsample) int {
+				return cmp.Or(cmp.Compare(a.Time, c.Time), strings.Compare(a.key, c.key))
+			})
+			kinds := map[Kind]bool{}
+			for _, s := range ss {
+				kinds[s.Value.Kind()] = true
+			}
+			mixed := len(kinds) > 1
+			var v Value
+			t := b
+			switch q.Agg {
+			case AggCount:
+				v = Int(int64(len(ss)))
+			case AggFirst:
+				v, t = ss[0].Value, ss[0].Time
+			case AggLast:
+				// Latest time; on equal times the first series key.
+				i := len(ss) - 1
+				for i > 0 && ss[i-1].Time == ss[i].Time {
+					i--
+				}
+				v, t = ss[i].Value, ss[i].Time
+			case AggMean, AggSum:
+				var f float64
+				for _, s := range ss {
+					f += asFloat(s.Value)
+				}
+				if q.Agg == AggMean {
+					v = Float(f / float64(len(ss)))
+					break
+				}
+				raw := make([]Sample, len(ss))
+				for i := range ss {
+					raw[i] = ss[i].Sample
+				}
+				switch k := ss[0].Value.Kind(); {
+				case mixed || k == KindFloat:
+					v = Float(f)
+				case k == KindInt:
+					v = Int(saturatingIntSum(raw))
+				default:
+					v = Uint(saturatingUintSum(raw))
+				}
+			case AggMin, AggMax:
+				best := ss[0]
+				for _, s := range ss[1:] {
+					c := cmp.Compare(asFloat(s.Value), asFloat(best.Value))
+					if s.Value.Kind() == best.Value.Kind() && s.Value.Kind() != KindFloat {
+						c = cmpNum(s.Value, best.Value)
+					}
+					if (q.Agg == AggMin && c < 0) || (q.Agg == AggMax && c > 0) {
+						best = s
+					}
+				}
+				v, t = best.Value, best.Time
+				if mixed {
+					v = Float(asFloat(v))
+				}
+			}
+			if q.Every > 0 {
+				t = b
+			}
+			smps = append(smps, Sample{Time: t, Value: v})
+		}
+		out = append(out, Series{Measurement: q.Measurement, Tags: g.tags, Field: g.field, Samples: smps})
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestMatcherSemantics pins PromQL's rules on a small fixed data set.
+func TestMatcherSemantics(t *testing.T) {
+	db := openDB(t, t.TempDir(), quietOptions())
+	ctx := context.Background()
+	for i, dev := range []string{"dev-1", "dev-10", "xdev-1", "dev-2"} {
+		tags := []Tag{{Key: "device", Value: dev}}
+		if i%2 == 0 {
+			tags = append(tags, Tag{Key: "site", Value: "north"})
+		}
+		mustWrite(t, db, pt("m", tags, "v", Float(float64(i)), int64(i)))
+	}
+	mustWrite(t, db, pt("m", nil, "v", Float(9), 9)) // no tags at all
+	f := func(ms []Matcher, want ...string) {
+		t.Helper()
+		res, err := db.Query(ctx, Query{Selector: Selector{Measurement: "m", Matchers: ms}})
+		if err != nil {
+			t.Fatalf("%v: %v", ms, err)
+		}
+		var got []string
+		for _, s := range res {
+			got = append(got, tagValue(s.Tags, "device"))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%v: got %q, want %q", ms, got, want)
+		}
+	}
+	f([]Matcher{{Key: "device", Op: MatchRegexp, Value: "dev-1.*"}}, "dev-1", "dev-10")
+	f([]Matcher{{Key: "device", Op: MatchNotRegexp, Value: "dev-1.*"}}, "", "dev-2", "xdev-1")
+	f([]Matcher{{Key: "site", Op: MatchNotEqual, Value: "north"}}, "", "dev-10", "dev-2")
+	f([]Matcher{{Key: "site", Op: MatchEqual, Value: ""}}, "", "dev-10", "dev-2")
+	f([]Matcher{{Key: "site", Op: MatchRegexp, Value: ".*"}}, "", "dev-1", "dev-10", "dev-2", "xdev-1")
+	f([]Matcher{{Key: "site", Op: MatchRegexp, Value: ".+"}}, "dev-1", "xdev-1")
+	f([]Matcher{{Key: "nokey", Op: MatchNotEqual, Value: "x"}}, "", "dev-1", "dev-10", "dev-2", "xdev-1")
+	f([]Matcher{{Key: "device", Op: MatchEqual, Value: "dev-1"}, {Key: "site", Op: MatchEqual, Value: "north"}}, "dev-1")
+
+	for _, bad := range []Matcher{{Key: "device", Op: MatchRegexp, Value: "("}, {Key: "", Value: "x"}, {Key: "k", Op: 9}} {
+		if _, err := db.Query(ctx, Query{Selector: Selector{Measurement: "m", Matchers: []Matcher{bad}}}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("query with %+v: %v, want ErrInvalid", bad, err)
+		}
+		if err := db.Delete(ctx, Selector{Measurement: "m", Matchers: []Matcher{bad}}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("delete with %+v: %v, want ErrInvalid", bad, err)
+		}
+		if _, err := db.TagValues(ctx, "device", Selector{Matchers: []Matcher{bad}}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("TagValues with %+v: %v, want ErrInvalid", bad, err)
+		}
+	}
+	for _, q := range []Query{
+		{Selector: Selector{Measurement: "m"}, GroupBy: []string{"site"}},
+		{Selector: Selector{Measurement: "m", Start: 5, End: 5}},
+		{Selector: Selector{Measurement: "m", Start: 0, End: -1}},
+	} {
+		if _, err := db.Query(ctx, q); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", formatQuery(q), err)
+		}
+	}
+}
+
+// TestDeleteMatchersPersist checks that a delete by matcher keeps applying
+// after the WAL is replayed, after a flush (manifest) and after compaction.
+func TestDeleteMatchersPersist(t *testing.T) {
+	for _, step := range []string{"replay", "flush", "compact"} {
+		t.Run(step, func(t *testing.T) {
+			dir := t.TempDir()
+			opts := quietOptions()
+			db := openDB(t, dir, opts)
+			for i := range 6 {
+				mustWrite(t, db, pt("m", []Tag{{Key: "d", Value: fmt.Sprint("dev-", i)}}, "v", Int(int64(i)), 10))
+			}
+			if step != "replay" {
+				mustFlush(t, db)
+			}
+			mustDelete(t, db, Selector{Measurement: "m", Matchers: []Matcher{{Key: "d", Op: MatchRegexp, Value: "dev-[0-2]"}}})
+			switch step {
+			case "flush":
+				mustWrite(t, db, pt("other", nil, "v", Int(1), 1))
+				mustFlush(t, db)
+			case "compact":
+				mustCompact(t, db)
+			}
+			if step == "replay" {
+				db = reopen(t, db, crashCopy(t, dir), opts)
+			} else {
+				db = reopen(t, db, dir, opts)
+			}
+			vals, err := db.TagValues(context.Background(), "d", Selector{Measurement: "m"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := []string{"dev-3", "dev-4", "dev-5"}; !slices.Equal(vals, want) {
+				t.Fatalf("after %s: %q, want %q", step, vals, want)
+			}
+		})
+	}
+}
+
+// TestAllTimeIncludesMaxInt64 checks that Start == End == 0 selects every
+// timestamp, for queries, deletes and Last.
+func TestAllTimeIncludesMaxInt64(t *testing.T) {
+	db := openDB(t, t.TempDir(), quietOptions())
+	ctx := context.Background()
+	mustWrite(t, db, pt("m", nil, "v", Int(1), math.MinInt64), pt("m", nil, "v", Int(2), math.MaxInt64))
+	for _, flush := range []bool{false, true} {
+		if flush {
+			mustFlush(t, db)
+		}
+		got := samplesOf(t, mustQuery(t, db, Query{Selector: Selector{Measurement: "m"}}))
+		if len(got) != 2 || got[1].Time != math.MaxInt64 {
+			t.Fatalf("all time: %v", got)
+		}
+		last, err := db.Last(ctx, Selector{Measurement: "m"})
+		if err != nil || len(last) != 1 || last[0].Samples[0].Time != math.MaxInt64 {
+			t.Fatalf("Last: %v %v", last, err)
+		}
+		cnt := samplesOf(t, mustQuery(t, db, Query{Selector: Selector{Measurement: "m"}, Agg: AggCount}))
+		if cnt[0].Time != 0 || cnt[0].Value.Int() != 2 {
+			t.Fatalf("count over all time: %v", cnt)
+		}
+		lastAgg := samplesOf(t, mustQuery(t, db, Query{Selector: Selector{Measurement: "m"}, Agg: AggLast}))
+		if lastAgg[0].Time != math.MaxInt64 {
+			t.Fatalf("AggLast time %d, want the sample's own", lastAgg[0].Time)
+		}
+	}
+	mustDelete(t, db, Selector{Measurement: "m"})
+	if res := mustQuery(t, db, Query{Selector: Selector{Measurement: "m"}}); len(res) != 0 {
+		t.Fatalf("after an all-time delete: %s", formatSeries(res))
+	}
+	if ms, _ := db.Measurements(ctx); len(ms) != 0 {
+		t.Fatalf("Measurements after deleting everything: %q", ms)
+	}
+}
+
+// TestQuerySeqStops checks that breaking out of QuerySeq releases the
+// snapshot and that results stream in Query's order.
+func TestQuerySeqStops(t *testing.T) {
+	db := openDB(t, t.TempDir(), quietOptions())
+	for i := range 50 {
+		mustWrite(t, db, pt("m", []Tag{{Key: "d", Value: fmt.Sprintf("%02d", i)}}, "v", Int(int64(i)), 1))
+	}
+	mustFlush(t, db)
+	n := 0
+	for s, err := range db.QuerySeq(context.Background(), Query{Selector: Selector{Measurement: "m"}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Tags[0].Value != fmt.Sprintf("%02d", n) {
+			t.Fatalf("result %d is %v", n, s.Tags)
+		}
+		n++
+		if n == 10 {
+			break
+		}
+	}
+	// The snapshot's version reference was dropped: compaction and Close
+	// work and only the DB's own reference remains.
+	mustCompact(t, db)
+	db.mu.Lock()
+	refs := db.mu.v.refs.Load()
+	db.mu.Unlock()
+	if refs != 1 {
+		t.Fatalf("version has %d references after a broken loop, want 1", refs)
+	}
+	for _, err := range db.QuerySeq(context.Background(), Query{Selector: Selector{Measurement: "m", Matchers: []Matcher{{Key: "d", Op: MatchRegexp, Value: "("}}}}) {
+		if !errors.Is(err, ErrInvalid) {
+			t.Fatalf("bad regexp: %v", err)
+		}
+	}
+}
+
+// TestMetadataConcurrent runs the metadata calls, Last and grouped queries
+// while another goroutine writes, deletes, flushes and compacts, and checks
+// that every answer is well formed (the race detector checks the rest).
+func TestMetadataConcurrent(t *testing.T) {
+	opts := quietOptions()
+	opts.MemTableBytes = 16 << 10
+	opts.L0CompactionTrigger = 2
+	opts.Sync = SyncNever
+	db := openDB(t, t.TempDir(), opts)
+	ctx := context.Background()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(stop)
+		g := newGen(rand.New(rand.NewPCG(77, 78)))
+		for i := range 150 {
+			if err := db.Write(g.batch()); err != nil && !errors.Is(err, ErrFieldTypeConflict) {
+				t.Errorf("write: %v", err)
+				return
+			}
+			switch i % 50 {
+			case 10:
+				sel := g.qmSelector()
+				if err := db.Delete(ctx, sel); err != nil {
+					t.Errorf("delete: %v", err)
+					return
+				}
+			case 20:
+				if err := db.Flush(); err != nil {
+					t.Errorf("flush: %v", err)
+					return
+				}
+			case 30:
+				if err := db.Compact(); err != nil {
+					t.Errorf("compact: %v", err)
+					return
+				}
+			}
+		}
+	})
+	reads := 0
+	for done := false; !done; reads++ {
+		select {
+		case <-stop:
+			done = true
+		default:
+		}
+		ms, err := db.Measurements(ctx)
+		if err != nil || !slices.IsSorted(ms) {
+			t.Fatalf("Measurements: %q, %v", ms, err)
+		}
+		for _, k := range genTagKeys {
+			vals, err := db.TagValues(ctx, k, Selector{})
+			if err != nil || !slices.IsSorted(vals) || slices.Contains(vals, "") {
+				t.Fatalf("TagValues %q: %q, %v", k, vals, err)
+			}
+		}
+		last, err := db.Last(ctx, Selector{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range last {
+			if len(s.Samples) != 1 || (i > 0 && s.Key() <= last[i-1].Key()) {
+				t.Fatalf("Last: result %d %s malformed", i, s.Key())
+			}
+		}
+		q := Query{Selector: Selector{Measurement: "cpu"}, Agg: AggCount, GroupBy: []string{"host"}}
+		res, err := db.Query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i < len(res); i++ {
+			if res[i].Key() <= res[i-1].Key() {
+				t.Fatalf("groups out of order: %s after %s", res[i].Key(), res[i-1].Key())
+			}
+		}
+	}
+	wg.Wait()
+	if reads < 2 {
+		t.Errorf("only %d rounds of reads ran", reads)
+	}
+}
+
+// TestSumSaturates checks that int and uint sums never wrap, on every path
+// (memtable, a segment's block stats, compacted, reopened), that means use
+// the exact sum, and that kinds mixed in a group give float64.
+func TestSumSaturates(t *testing.T) {
+	dir := t.TempDir()
+	opts := quietOptions()
+	opts.BlockSamples = 4
+	db := openDB(t, dir, opts)
+	var pts []Point
+	for i := range 10 {
+		pts = append(pts,
+			pt("m", []Tag{{Key: "k", Value: "i"}}, "v", Int(math.MaxInt64-int64(i)), int64(i)),
+			pt("m", []Tag{{Key: "k", Value: "n"}}, "v", Int(math.MinInt64+int64(i)), int64(i)),
+			pt("m", []Tag{{Key: "k", Value: "u"}}, "v", Uint(math.MaxUint64-uint64(i)), int64(i)),
+			pt("m", []Tag{{Key: "k", Value: "x"}}, "v", Int(-3), int64(i)))
+	}
+	mustWrite(t, db, pts...)
+	check := func(where string) {
+		t.Helper()
+		sum := mustQuery(t, db, Query{Selector: Selector{Measurement: "m"}, Agg: AggSum})
+		want := []Value{Int(math.MaxInt64), Int(math.MinInt64), Uint(math.MaxUint64), Int(-30)}
+		for i, s := range sum {
+			if !s.Samples[0].Value.Equal(want[i]) {
+				t.Fatalf("%s: sum of %s = %v, want %v", where, s.Key(), s.Samples[0].Value, want[i])
+			}
+		}
+		mean := mustQuery(t, db, Query{Selector: Selector{Measurement: "m", Matchers: []Matcher{{Key: "k", Op: MatchEqual, Value: "i"}}}, Agg: AggMean})
+		if got, want := samplesOf(t, mean)[0].Value.Float(), float64(math.MaxInt64)-4.5; math.Abs(got-want) > 1e4 {
+			t.Fatalf("%s: mean %v, want %v", where, got, want)
+		}
+		// One group mixing int and uint series: float64, exact inputs.
+		g := mustQuery(t, db, Query{Selector: Selector{Measurement: "m", Matchers: []Matcher{{Key: "k", Op: MatchRegexp, Value: "n|u"}}},
+			Agg: AggMin, GroupBy: []string{}})
+		if v := samplesOf(t, g)[0]; v.Value.Kind() != KindFloat || v.Value.Float() != float64(math.MinInt64) || v.Time != 0 {
+			t.Fatalf("%s: grouped min of mixed kinds = %v at %d", where, v.Value, v.Time)
+		}
+	}
+	check("memtable")
+	mustFlush(t, db)
+	check("segment")
+	mustCompact(t, db)
+	check("compacted")
+	db = reopen(t, db, dir, opts)
+	check("reopened")
+}

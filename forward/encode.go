@@ -1,0 +1,277 @@
+package forward
+
+// Encoders of a batch of samples for the two protocols.
+//
+// prometheus: a remote write 1.0 WriteRequest (protobuf, block-compressed
+// with snappy), encoded with protowire:
+//
+//	WriteRequest { repeated TimeSeries timeseries = 1; }
+//	TimeSeries   { repeated Label labels = 1; repeated Sample samples = 2; }
+//	Label        { string name = 1; string value = 2; }
+//	Sample       { double value = 1; int64 timestamp = 2; } // ms
+//
+// Series are named as the query API names them: __name__ is m_f, or m when
+// the field is "value"; tags are labels; characters no label name may hold
+// become '_'. Labels are sorted by name. Float, int and uint samples are
+// sent as float64, bools as 0 or 1; string fields are skipped (counted).
+//
+// influx: line protocol as stored: the canonical series key's measurement
+// and tags, the field, the value in its kind's syntax, ns timestamps. Fields
+// of one point (same tag set and time, next to each other in the batch) share
+// a line.
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/stratadb/strata/engine"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// seriesMeta is what the encoders cache of one series.
+type seriesMeta struct {
+	kind engine.Kind
+	// prometheus: the encoded Label fields of a TimeSeries.
+	labels []byte
+	// influx: the line prefix (escaped measurement and tags) and the
+	// escaped field key, both cut from the canonical key.
+	prefix, field string
+}
+
+// promName returns the metric name of (measurement, field).
+func promName(measurement, field string) string {
+	if field == "value" {
+		return sanitizeName(measurement, true)
+	}
+	return sanitizeName(measurement+"_"+field, true)
+}
+
+// sanitizeName replaces the characters a Prometheus metric name (colons
+// allowed) or label name may not hold with '_'.
+func sanitizeName(s string, metric bool) string {
+	ok := func(i int, c byte) bool {
+		return c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' ||
+			i > 0 && '0' <= c && c <= '9' || metric && c == ':'
+	}
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if !ok(i, s[i]) {
+			clean = false
+			break
+		}
+	}
+	if clean && s != "" {
+		return s
+	}
+	b := []byte(s)
+	for i := range b {
+		if !ok(i, b[i]) {
+			b[i] = '_'
+		}
+	}
+	if len(b) == 0 {
+		return "_"
+	}
+	return string(b)
+}
+
+// promLabels encodes the sorted label set of a series as repeated Label
+// fields (field 1 of TimeSeries).
+func promLabels(info engine.SeriesInfo) []byte {
+	type label struct{ name, value string }
+	ls := make([]label, 0, len(info.Tags)+1)
+	ls = append(ls, label{"__name__", promName(info.Measurement, info.Field)})
+	for _, t := range info.Tags {
+		ls = append(ls, label{sanitizeName(t.Key, false), t.Value})
+	}
+	slices.SortStableFunc(ls, func(a, b label) int { return strings.Compare(a.name, b.name) })
+	// Two tag keys that sanitize alike: keep the first, as names must be unique.
+	ls = slices.CompactFunc(ls, func(a, b label) bool { return a.name == b.name })
+	var dst, l []byte
+	for _, x := range ls {
+		l = protowire.AppendTag(l[:0], 1, protowire.BytesType)
+		l = protowire.AppendString(l, x.name)
+		l = protowire.AppendTag(l, 2, protowire.BytesType)
+		l = protowire.AppendString(l, x.value)
+		dst = protowire.AppendTag(dst, 1, protowire.BytesType)
+		dst = protowire.AppendBytes(dst, l)
+	}
+	return dst
+}
+
+// influxParts cuts a canonical series key ("m,k=v field", escaped as line
+// protocol) at its unescaped space.
+func influxParts(key string) (prefix, field string) {
+	for i := 0; i < len(key); i++ {
+		switch key[i] {
+		case '\\':
+			i++
+		case ' ':
+			return key[:i], key[i+1:]
+		}
+	}
+	return key, ""
+}
+
+// floorMillis converts Unix ns to ms, flooring.
+func floorMillis(ns int64) int64 {
+	ms := ns / 1e6
+	if ns%1e6 < 0 {
+		ms--
+	}
+	return ms
+}
+
+// promValue returns a sample's value as Prometheus sees it; ok is false for
+// kinds it cannot hold (strings).
+func promValue(v engine.Value) (float64, bool) {
+	switch v.Kind() {
+	case engine.KindFloat:
+		return v.Float(), true
+	case engine.KindInt:
+		return float64(v.Int()), true
+	case engine.KindUint:
+		return float64(v.Uint()), true
+	case engine.KindBool:
+		if v.Bool() {
+			return 1, true
+		}
+		return 0, true
+	}
+	return math.NaN(), false
+}
+
+// promEncoder builds WriteRequests, reusing its buffers.
+type promEncoder struct {
+	slot  []int32  // by series id (ids are dense): 1 + its group, 0 for none
+	ids   []uint64 // ids with a group, in order of first appearance
+	group [][]int32
+	ms    []uint64 // by sample: its time in ms, as encoded
+}
+
+// encode appends the WriteRequest for samples to dst (uncompressed) and
+// returns it with the number of samples skipped.
+func (e *promEncoder) encode(dst []byte, samples []engine.FeedSample, meta func(id uint64) *seriesMeta) ([]byte, int) {
+	skipped := 0
+	e.ms = slices.Grow(e.ms[:0], len(samples))[:len(samples)]
+	for i := range samples {
+		s := &samples[i]
+		if s.Value.Kind() == engine.KindString {
+			skipped++
+			continue
+		}
+		e.ms[i] = uint64(floorMillis(s.Time))
+		if s.ID >= uint64(len(e.slot)) {
+			e.slot = slices.Grow(e.slot, int(s.ID)+1-len(e.slot))[:s.ID+1]
+		}
+		g := e.slot[s.ID]
+		if g == 0 {
+			e.ids = append(e.ids, s.ID)
+			g = int32(len(e.ids))
+			e.slot[s.ID] = g
+			if len(e.group) < len(e.ids) {
+				e.group = append(e.group, nil)
+			}
+		}
+		e.group[g-1] = append(e.group[g-1], int32(i))
+	}
+	for g, id := range e.ids {
+		idx := e.group[g]
+		m := meta(id)
+		// A Sample is at most 20 bytes, so its length is one byte.
+		size := len(m.labels)
+		for _, i := range idx {
+			size += len(tagTSSample) + 1 + sampleSize(e.ms[i])
+		}
+		dst = append(dst, tagWRSeries...)
+		dst = protowire.AppendVarint(dst, uint64(size))
+		dst = append(dst, m.labels...)
+		for _, i := range idx {
+			s := &samples[i]
+			v, _ := promValue(s.Value)
+			ms := e.ms[i]
+			dst = append(dst, tagTSSample...)
+			dst = protowire.AppendVarint(dst, uint64(sampleSize(ms)))
+			dst = append(dst, tagSampleValue...)
+			dst = protowire.AppendFixed64(dst, math.Float64bits(v))
+			dst = append(dst, tagSampleTime...)
+			dst = protowire.AppendVarint(dst, ms)
+		}
+		e.slot[id] = 0
+		e.group[g] = idx[:0]
+	}
+	e.ids = e.ids[:0]
+	return dst, skipped
+}
+
+// The field tags of the messages, encoded once.
+var (
+	tagWRSeries    = protowire.AppendTag(nil, 1, protowire.BytesType)   // WriteRequest.timeseries
+	tagTSSample    = protowire.AppendTag(nil, 2, protowire.BytesType)   // TimeSeries.samples
+	tagSampleValue = protowire.AppendTag(nil, 1, protowire.Fixed64Type) // Sample.value
+	tagSampleTime  = protowire.AppendTag(nil, 2, protowire.VarintType)  // Sample.timestamp
+)
+
+// sampleSize is the encoded size of a Sample message at ms: a tagged
+// double and a tagged varint.
+func sampleSize(ms uint64) int {
+	return len(tagSampleValue) + 8 + len(tagSampleTime) + protowire.SizeVarint(ms)
+}
+
+// encodeInflux appends the line protocol of samples to dst.
+func encodeInflux(dst []byte, samples []engine.FeedSample, meta func(id uint64) *seriesMeta) []byte {
+	var prev *seriesMeta
+	var prevTime int64
+	open := false
+	for i := range samples {
+		s := &samples[i]
+		m := meta(s.ID)
+		if open && prev.prefix == m.prefix && prevTime == s.Time {
+			dst = append(dst, ',')
+		} else {
+			if open {
+				dst = append(dst, ' ')
+				dst = strconv.AppendInt(dst, prevTime, 10)
+				dst = append(dst, '\n')
+			}
+			dst = append(dst, m.prefix...)
+			dst = append(dst, ' ')
+			open = true
+		}
+		dst = append(dst, m.field...)
+		dst = append(dst, '=')
+		dst = appendInfluxValue(dst, s.Value)
+		prev, prevTime = m, s.Time
+	}
+	if open {
+		dst = append(dst, ' ')
+		dst = strconv.AppendInt(dst, prevTime, 10)
+		dst = append(dst, '\n')
+	}
+	return dst
+}
+
+func appendInfluxValue(dst []byte, v engine.Value) []byte {
+	switch v.Kind() {
+	case engine.KindFloat:
+		return strconv.AppendFloat(dst, v.Float(), 'g', -1, 64)
+	case engine.KindInt:
+		return append(strconv.AppendInt(dst, v.Int(), 10), 'i')
+	case engine.KindUint:
+		return append(strconv.AppendUint(dst, v.Uint(), 10), 'u')
+	case engine.KindBool:
+		return strconv.AppendBool(dst, v.Bool())
+	default:
+		dst = append(dst, '"')
+		s := v.Str()
+		for i := 0; i < len(s); i++ {
+			if s[i] == '"' || s[i] == '\\' {
+				dst = append(dst, '\\')
+			}
+			dst = append(dst, s[i])
+		}
+		return append(dst, '"')
+	}
+}

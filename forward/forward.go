@@ -1,0 +1,610 @@
+package forward
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/gofrs/flock"
+	"github.com/klauspost/compress/s2"
+	"github.com/stratadb/strata/engine"
+)
+
+// Protocol is the wire protocol spoken to the remote.
+type Protocol string
+
+const (
+	// Prometheus is remote write 1.0 (snappy-compressed protobuf), as
+	// VictoriaMetrics, Mimir, Thanos Receive, Cortex and Prometheus accept
+	// at /api/v1/write (or their own paths).
+	Prometheus Protocol = "prometheus"
+	// Influx is InfluxDB line protocol with ns timestamps, for /write
+	// (1.x) or /api/v2/write (2.x).
+	Influx Protocol = "influx"
+)
+
+// ParseProtocol parses "prometheus" or "influx".
+func ParseProtocol(s string) (Protocol, error) {
+	switch p := Protocol(s); p {
+	case Prometheus, Influx:
+		return p, nil
+	}
+	return "", fmt.Errorf("%w: unknown protocol %q (want prometheus or influx)", ErrInvalid, s)
+}
+
+// Defaults of the zero fields of Options.
+const (
+	DefaultBatchSize       = 10_000
+	DefaultLinger          = time.Second
+	DefaultMaxBacklogBytes = 1 << 30
+	DefaultMaxBacklogAge   = 7 * 24 * time.Hour
+	DefaultMinBackoff      = 100 * time.Millisecond
+	DefaultMaxBackoff      = 30 * time.Second
+	DefaultTimeout         = 30 * time.Second
+)
+
+var (
+	// ErrInvalid reports options that cannot work.
+	ErrInvalid = errors.New("forward: invalid options")
+	// ErrClosed is returned by a second Close and by Start after Close.
+	ErrClosed = errors.New("forward: closed")
+	// ErrLocked is returned by New when another forwarder holds the queue
+	// directory.
+	ErrLocked = errors.New("forward: queue directory in use")
+)
+
+// Options configure a Forwarder. Zero fields mean the defaults.
+type Options struct {
+	URL      string   // where requests go, e.g. http://vm:8428/api/v1/write
+	Protocol Protocol // Prometheus or Influx; required
+	// Dir holds the queue; default the "forward" directory inside the
+	// database's. Each forwarder of a database needs its own.
+	Dir string
+	// BatchSize is the most samples one request carries (default 10,000);
+	// Linger how long a partial batch waits for more (default 1 s).
+	BatchSize int
+	Linger    time.Duration
+	// The backlog of undelivered data is bounded: past MaxBacklogBytes of
+	// queue (default 1 GiB) or MaxBacklogAge since it was written (default
+	// 7 days), the oldest undelivered data is dropped from the queue (never
+	// from the database), a queue file at a time.
+	MaxBacklogBytes int64
+	MaxBacklogAge   time.Duration
+	// Retries back off exponentially with jitter from MinBackoff (default
+	// 100 ms) up to MaxBackoff (default 30 s); a Retry-After header
+	// lengthens the wait up to MaxBackoff.
+	MinBackoff time.Duration
+	MaxBackoff time.Duration
+	Timeout    time.Duration // per request; default 30 s
+	Headers    http.Header   // added to every request (e.g. Authorization)
+	Client     *http.Client  // default: a client of its own
+	Logger     *slog.Logger  // default slog.Default()
+	// SegmentBytes is the size past which the queue starts a new file
+	// (default: MaxBacklogBytes/16, between 64 KiB and 64 MiB). The backlog
+	// bounds drop whole files.
+	SegmentBytes int64
+	// SyncInterval is how often the queue is fsynced in the background
+	// (default 1 s), so that a power loss loses at most that much of the
+	// queue's tail; a process crash loses nothing at any setting.
+	SyncInterval time.Duration
+	Now          func() time.Time // clock; default time.Now
+}
+
+func (o *Options) ensureDefaults(db *engine.DB) {
+	if o.Dir == "" {
+		o.Dir = filepath.Join(db.Dir(), "forward")
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	if o.Linger == 0 {
+		o.Linger = DefaultLinger
+	}
+	if o.MaxBacklogBytes == 0 {
+		o.MaxBacklogBytes = DefaultMaxBacklogBytes
+	}
+	if o.MaxBacklogAge == 0 {
+		o.MaxBacklogAge = DefaultMaxBacklogAge
+	}
+	if o.MinBackoff == 0 {
+		o.MinBackoff = DefaultMinBackoff
+	}
+	if o.MaxBackoff == 0 {
+		o.MaxBackoff = DefaultMaxBackoff
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Client == nil {
+		o.Client = &http.Client{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = min(max(o.MaxBacklogBytes/16, minSegBytes), defaultSegBytes)
+	}
+	if o.SyncInterval == 0 {
+		o.SyncInterval = time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+func (o *Options) validate() error {
+	switch {
+	case o.URL == "":
+		return fmt.Errorf("%w: no URL", ErrInvalid)
+	case o.Protocol != Prometheus && o.Protocol != Influx:
+		return fmt.Errorf("%w: unknown protocol %q (want prometheus or influx)", ErrInvalid, o.Protocol)
+	case o.BatchSize < 1:
+		return fmt.Errorf("%w: BatchSize must be positive", ErrInvalid)
+	case o.Linger < 0 || o.MaxBacklogAge < 0 || o.MinBackoff < 0 || o.MaxBackoff < 0 || o.Timeout < 0 || o.SyncInterval < 0:
+		return fmt.Errorf("%w: negative duration", ErrInvalid)
+	case o.MaxBacklogBytes < 0 || o.SegmentBytes < 0:
+		return fmt.Errorf("%w: negative size", ErrInvalid)
+	case o.MinBackoff > o.MaxBackoff:
+		return fmt.Errorf("%w: MinBackoff above MaxBackoff", ErrInvalid)
+	}
+	if _, err := http.NewRequest(http.MethodPost, o.URL, nil); err != nil {
+		return fmt.Errorf("%w: URL: %v", ErrInvalid, err)
+	}
+	return nil
+}
+
+// Forwarder delivers what a database stores to a remote. Create it with
+// New right after engine.Open, before any write, and Start it.
+type Forwarder struct {
+	db     *engine.DB
+	opts   Options
+	logger *slog.Logger
+	q      *queue
+	lock   *flock.Flock
+	hook   *hook
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	trimCh chan struct{}
+
+	started, closed atomic.Bool
+
+	// acked is the durable acknowledged position; the sender owns it.
+	ackMu sync.Mutex
+	acked cursor
+
+	st counters
+}
+
+type counters struct {
+	queued, sent, skipped                atomic.Int64
+	droppedBacklog, droppedRejected      atomic.Int64
+	droppedQueue                         atomic.Int64
+	requests, retries, batches, rejected atomic.Int64
+	held                                 atomic.Int64 // samples in the sender's memory
+	headTime, lastSuccess                atomic.Int64 // Unix ns
+	lastErr                              atomic.Pointer[string]
+	unforwarded                          atomic.Int64
+}
+
+// hook is the engine feed subscriber: it appends to the queue.
+type hook struct{ f *Forwarder }
+
+func (h *hook) FeedPrepare(rec *engine.FeedRecord) {
+	if err := h.f.q.prepare(rec.Seq, rec.Samples, rec.Format, rec.Payload); err != nil {
+		h.f.logger.Error("forward: cannot queue a batch; it will not be forwarded", "seq", rec.Seq, "samples", rec.Samples, "err", err)
+	}
+}
+
+func (h *hook) FeedCommit(seq uint64, logged bool) {
+	f := h.f
+	published, lost := f.q.commit(seq, logged)
+	f.st.queued.Add(published)
+	f.st.droppedQueue.Add(lost)
+	select {
+	case f.trimCh <- struct{}{}:
+	default:
+	}
+}
+
+// New opens (or creates) the forwarder's queue for db, reconciles it with
+// the database's recovered WAL position, and subscribes to the database's
+// change feed: every batch written from now on is queued, within the
+// backlog bounds. Nothing is sent before Start.
+func New(db *engine.DB, opts Options) (*Forwarder, error) {
+	opts.ensureDefaults(db)
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	f := &Forwarder{db: db, opts: opts, logger: opts.Logger.With("forward", opts.URL), trimCh: make(chan struct{}, 1)}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create queue dir: %w", err)
+	}
+	f.lock = flock.New(filepath.Join(opts.Dir, "LOCK"))
+	ok, err := f.lock.TryLock()
+	if err != nil {
+		return nil, fmt.Errorf("lock queue dir: %w", err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", opts.Dir, ErrLocked)
+	}
+	state := db.FeedState()
+	q, cur, err := openQueue(opts.Dir, opts.SegmentBytes, state.RecoveredSeq, f.logger, opts.Now)
+	if err != nil {
+		f.lock.Unlock()
+		return nil, err
+	}
+	f.q, f.acked = q, cur
+	f.hook = &hook{f: f}
+	info, err := db.Subscribe(f.hook)
+	if err != nil {
+		q.close()
+		f.lock.Unlock()
+		return nil, fmt.Errorf("subscribe to database: %w", err)
+	}
+	if info.Seq > state.RecoveredSeq {
+		f.logger.Warn("forward: batches written after the database opened and before the forwarder are not forwarded",
+			"batches", info.Seq-state.RecoveredSeq)
+		f.st.unforwarded.Add(int64(info.Seq - state.RecoveredSeq))
+	}
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	// The queue is bounded and synced from now on; delivery waits for Start.
+	f.wg.Go(f.trimLoop)
+	f.wg.Go(f.syncLoop)
+	return f, nil
+}
+
+// Start starts delivery in the background.
+func (f *Forwarder) Start() error {
+	if f.closed.Load() {
+		return ErrClosed
+	}
+	if f.started.Swap(true) {
+		return fmt.Errorf("forward: already started")
+	}
+	f.wg.Go(f.sendLoop)
+	return nil
+}
+
+// Close stops queueing and delivery. What is queued and not yet delivered
+// stays in the queue and is delivered after the next New and Start; a
+// request in flight may then be sent again (at least once). A second call
+// returns ErrClosed.
+func (f *Forwarder) Close() error {
+	if f.closed.Swap(true) {
+		return ErrClosed
+	}
+	f.db.Unsubscribe(f.hook)
+	f.cancel()
+	f.wg.Wait()
+	err := f.q.close()
+	if uerr := f.lock.Unlock(); err == nil {
+		err = uerr
+	}
+	return err
+}
+
+func (f *Forwarder) trimLoop() {
+	every := min(max(f.opts.MaxBacklogAge/10, time.Second), time.Minute)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-f.ctx.Done():
+			return
+		case <-t.C:
+		case <-f.trimCh:
+		}
+		f.enforceBounds()
+	}
+}
+
+func (f *Forwarder) syncLoop() {
+	t := time.NewTicker(f.opts.SyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-f.ctx.Done():
+			return
+		case <-t.C:
+			if err := f.q.sync(); err != nil {
+				f.logger.Warn("forward: sync queue", "err", err)
+			}
+		}
+	}
+}
+
+// enforceBounds drops the oldest undelivered data past the backlog bounds.
+func (f *Forwarder) enforceBounds() {
+	cutoff := f.opts.Now().Add(-f.opts.MaxBacklogAge).UnixNano()
+	n := f.q.trim(f.opts.MaxBacklogBytes, cutoff)
+	if n == 0 {
+		return
+	}
+	f.st.droppedBacklog.Add(n)
+	f.logger.Warn("forward: backlog past its bounds; dropped the oldest undelivered samples from the queue (the database keeps them)",
+		"samples", n, "max_bytes", f.opts.MaxBacklogBytes, "max_age", f.opts.MaxBacklogAge)
+	f.ackMu.Lock()
+	acked := f.acked
+	f.ackMu.Unlock()
+	if err := f.q.removeDone(acked); err != nil {
+		f.logger.Error("forward: remove queue files", "err", err)
+	}
+}
+
+// sendLoop forms batches from the queue and delivers them, one request at
+// a time, so samples reach the remote in queue order.
+func (f *Forwarder) sendLoop() {
+	var (
+		dec     engine.FeedDecoder
+		buf     []byte
+		cur     []engine.FeedSample // the frame being sent
+		curIdx  int
+		curSeq  uint64
+		curTime int64
+		batch   []engine.FeedSample
+		end     cursor
+		meta    = newMetaCache(f.db, f.opts.Protocol)
+		enc     sender
+	)
+	f.ackMu.Lock()
+	skip := f.acked
+	f.ackMu.Unlock()
+	for f.ctx.Err() == nil {
+		batch = batch[:0]
+		var deadline time.Time
+		for len(batch) < f.opts.BatchSize {
+			if curIdx < len(cur) {
+				take := min(f.opts.BatchSize-len(batch), len(cur)-curIdx)
+				if len(batch) == 0 {
+					f.st.headTime.Store(curTime)
+					deadline = time.Now().Add(f.opts.Linger)
+				}
+				batch = append(batch, cur[curIdx:curIdx+take]...)
+				curIdx += take
+				end = cursor{seq: curSeq, done: uint32(curIdx)}
+				continue
+			}
+			fr, ok, err := f.q.next(&buf)
+			if err != nil {
+				f.logger.Error("forward: read queue", "err", err)
+			}
+			if ok {
+				if fr.seq < skip.seq {
+					continue // delivered before a restart
+				}
+				samples, err := dec.Decode(fr.format, fr.seq, fr.payload)
+				if err != nil {
+					f.logger.Error("forward: undecodable queued batch dropped", "seq", fr.seq, "samples", fr.samples, "err", err)
+					f.st.droppedQueue.Add(int64(fr.samples))
+					continue
+				}
+				start := 0
+				if fr.seq == skip.seq {
+					start = min(int(skip.done), len(samples))
+				}
+				cur, curIdx, curSeq, curTime = append(cur[:0], samples...), start, fr.seq, fr.time
+				f.st.held.Store(int64(len(batch) + len(cur) - curIdx))
+				continue
+			}
+			// Nothing more queued for now.
+			if len(batch) > 0 && !time.Now().Before(deadline) {
+				break
+			}
+			var timer *time.Timer
+			var fire <-chan time.Time
+			if len(batch) > 0 {
+				timer = time.NewTimer(time.Until(deadline))
+				fire = timer.C
+			} else {
+				f.st.headTime.Store(0)
+			}
+			select {
+			case <-f.ctx.Done():
+				return
+			case <-f.q.notify:
+			case <-fire:
+			}
+			if timer != nil {
+				timer.Stop()
+			}
+		}
+		sent, rejected, ok := enc.deliver(f, batch, meta)
+		if !ok {
+			return // closing: the batch stays unacknowledged
+		}
+		f.ackMu.Lock()
+		f.acked = end
+		f.ackMu.Unlock()
+		if err := f.q.saveCursor(end); err != nil {
+			f.logger.Error("forward: save delivered position (a restart may send it again)", "err", err)
+		}
+		if err := f.q.removeDone(end); err != nil {
+			f.logger.Error("forward: remove queue files", "err", err)
+		}
+		skip = cursor{}
+		f.st.held.Store(int64(len(cur) - curIdx))
+		if curIdx < len(cur) {
+			f.st.headTime.Store(curTime)
+		} else {
+			f.st.headTime.Store(0)
+		}
+		// Counted last, so that a reader of Stats who sees them sees the
+		// backlog without the batch.
+		f.st.droppedRejected.Add(rejected)
+		f.st.sent.Add(sent)
+	}
+}
+
+// sender encodes and posts batches, reusing its buffers.
+type sender struct {
+	prom     promEncoder
+	raw, out []byte
+}
+
+// deliver sends batch until the remote accepts it (sent samples) or rejects
+// it for good (rejected samples); ok is false only when the forwarder is
+// closing.
+func (s *sender) deliver(f *Forwarder, batch []engine.FeedSample, meta *metaCache) (sent, rejected int64, ok bool) {
+	n := int64(len(batch))
+	var contentType, encoding string
+	skipped := 0
+	switch f.opts.Protocol {
+	case Prometheus:
+		s.raw, skipped = s.prom.encode(s.raw[:0], batch, meta.get)
+		s.out = s2.EncodeSnappy(s.out[:cap(s.out)], s.raw) // snappy block format, s2's faster encoder
+		contentType, encoding = "application/x-protobuf", "snappy"
+	default:
+		s.out = encodeInflux(s.out[:0], batch, meta.get)
+		contentType = "text/plain; charset=utf-8"
+	}
+	if skipped > 0 {
+		f.st.skipped.Add(int64(skipped))
+	}
+	if int64(skipped) == n {
+		return 0, 0, true // nothing this protocol can carry
+	}
+	b := &backoff.ExponentialBackOff{
+		InitialInterval:     f.opts.MinBackoff,
+		RandomizationFactor: 0.5,
+		Multiplier:          2,
+		MaxInterval:         f.opts.MaxBackoff,
+	}
+	b.Reset()
+	for attempt := 0; ; attempt++ {
+		code, retryAfter, msg, err := f.post(s.out, contentType, encoding)
+		f.st.requests.Add(1)
+		switch {
+		case err == nil && code/100 == 2:
+			f.st.batches.Add(1)
+			f.st.lastSuccess.Store(f.opts.Now().UnixNano())
+			return n - int64(skipped), 0, true
+		case err == nil && code != http.StatusTooManyRequests && code/100 == 4:
+			f.st.rejected.Add(1)
+			e := fmt.Sprintf("remote rejected a batch: %d %s", code, msg)
+			f.st.lastErr.Store(&e)
+			f.logger.Error("forward: remote rejected a batch; dropped", "status", code, "samples", n-int64(skipped), "body", msg)
+			return 0, n - int64(skipped), true
+		}
+		if f.ctx.Err() != nil {
+			return 0, 0, false
+		}
+		var e string
+		if err != nil {
+			e = err.Error()
+		} else {
+			e = fmt.Sprintf("remote answered %d %s", code, msg)
+		}
+		f.st.lastErr.Store(&e)
+		f.st.retries.Add(1)
+		wait := min(b.NextBackOff(), f.opts.MaxBackoff)
+		if retryAfter > 0 {
+			wait = max(wait, min(retryAfter, f.opts.MaxBackoff))
+		}
+		if attempt == 0 || attempt%10 == 0 {
+			f.logger.Warn("forward: delivery failed; retrying", "attempt", attempt+1, "wait", wait, "err", e)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-f.ctx.Done():
+			t.Stop()
+			return 0, 0, false
+		case <-t.C:
+		}
+	}
+}
+
+// post sends one request. It returns the status, the Retry-After delay, a
+// short excerpt of an error body, or a transport error.
+func (f *Forwarder) post(body []byte, contentType, encoding string) (int, time.Duration, string, error) {
+	ctx, cancel := context.WithTimeout(f.ctx, f.opts.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.opts.URL, bytes.NewReader(body))
+	if err != nil {
+		return 0, 0, "", err
+	}
+	for k, vs := range f.opts.Headers {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	req.Header.Set("Content-Type", contentType)
+	req.Header.Set("User-Agent", "strata-forward")
+	if encoding != "" {
+		req.Header.Set("Content-Encoding", encoding)
+		req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
+	}
+	resp, err := f.opts.Client.Do(req)
+	if err != nil {
+		return 0, 0, "", err
+	}
+	defer resp.Body.Close()
+	var msg []byte
+	if resp.StatusCode/100 != 2 {
+		msg, _ = io.ReadAll(io.LimitReader(resp.Body, 512))
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, parseRetryAfter(resp.Header.Get("Retry-After"), f.opts.Now()), string(bytes.TrimSpace(msg)), nil
+}
+
+// parseRetryAfter reads a Retry-After header: seconds, or an HTTP date.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil {
+		if s < 0 {
+			return 0
+		}
+		return time.Duration(min(s, 1<<20)) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// metaCache resolves series ids through the database's catalog, once.
+type metaCache struct {
+	db    *engine.DB
+	proto Protocol
+	m     map[uint64]*seriesMeta
+}
+
+func newMetaCache(db *engine.DB, proto Protocol) *metaCache {
+	return &metaCache{db: db, proto: proto, m: make(map[uint64]*seriesMeta)}
+}
+
+func (c *metaCache) get(id uint64) *seriesMeta {
+	if m, ok := c.m[id]; ok {
+		return m
+	}
+	m := &seriesMeta{}
+	key, info, ok := c.db.FeedSeries(id)
+	if !ok {
+		// Cannot happen for a batch the database logged: its series are
+		// in the catalog. Send it under a name that shows the problem.
+		info = engine.SeriesInfo{Measurement: "strata_unknown_series", Field: strconv.FormatUint(id, 10)}
+		key = info.Measurement + " " + info.Field
+	}
+	m.kind = info.Kind
+	if c.proto == Prometheus {
+		m.labels = promLabels(info)
+	} else {
+		m.prefix, m.field = influxParts(key)
+	}
+	c.m[id] = m
+	return m
+}

@@ -1,0 +1,790 @@
+package forward
+
+// The forward queue: a directory of append-only files holding every batch
+// the engine's change feed hands over, and a cursor file saying how much of
+// it the remote has acknowledged.
+//
+// Queue file, named %08d.fq, numbered from 1; only the newest is written,
+// and Open never appends to a file it did not create in this process:
+//
+//	+------------------+-----------+--------+---------------+---------------+
+//	| magic "SFWQ" (4) | version 1 | 0 (3)  | file number   | crc32c of the |
+//	|                  | (1)       |        | uint64 LE (8) | first 16 (4)  |
+//	+------------------+-----------+--------+---------------+---------------+
+//	| frame | frame | ...
+//
+//	frame := length uint32 LE (4)   payload length
+//	       | crc uint32 LE (4)      crc32c of every byte after it (seq .. payload)
+//	       | seq uint64 LE (8)      the engine's sequence number of the batch
+//	       | time int64 LE (8)      when it was queued, Unix ns
+//	       | samples uint32 LE (4)  samples in the payload
+//	       | format (1)             engine.FeedFormatBatch
+//	       | payload (length)       the engine's feed payload, as logged
+//
+// Sequence numbers ascend strictly through the files. A damaged frame at
+// the end of the newest file is the torn tail of a crash and is cut off; a
+// damaged frame elsewhere loses the rest of its file (counted and logged),
+// never the other files.
+//
+// Cursor file, named "cursor", overwritten in place with one write (a
+// checksum mismatch after a power loss means: deliver the whole queue):
+//
+//	+------------------+-----------+---------------+-----------------+---------------+
+//	| magic "SFWC" (4) | version 1 | seq uint64 LE | done uint32 LE  | crc32c of the |
+//	|                  | (1)       | (8)           | (4)             | first 17 (4)  |
+//	+------------------+-----------+---------------+-----------------+---------------+
+//
+// Every sample of the frames before seq, and the first done samples of
+// frame seq, have been delivered (or dropped for good).
+//
+// These constants are part of the durable format and must not be changed.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+const (
+	queueMagic       = "SFWQ"
+	cursorMagic      = "SFWC"
+	queueVersion     = 1
+	queueHeaderSize  = 20
+	frameHeaderSize  = 29
+	cursorSize       = 21
+	cursorName       = "cursor"
+	queueSuffix      = ".fq"
+	maxFramePayload  = 1 << 30
+	frameSamplesMax  = 1<<32 - 1
+	defaultSegBytes  = 64 << 20
+	minSegBytes      = 64 << 10
+	queueFileNameLen = 8
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// errQueueCorrupt marks damage found in a queue or cursor file.
+var errQueueCorrupt = errors.New("forward: corrupt queue")
+
+func queueFileName(n uint64) string { return fmt.Sprintf("%08d%s", n, queueSuffix) }
+
+func parseQueueFileName(name string) (uint64, bool) {
+	s, ok := strings.CutSuffix(name, queueSuffix)
+	if !ok || len(s) != queueFileNameLen {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	return n, err == nil && n > 0
+}
+
+func appendQueueHeader(dst []byte, num uint64) []byte {
+	start := len(dst)
+	dst = append(dst, queueMagic...)
+	dst = append(dst, queueVersion, 0, 0, 0)
+	dst = binary.LittleEndian.AppendUint64(dst, num)
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+}
+
+func checkQueueHeader(h []byte, num uint64) error {
+	if len(h) < queueHeaderSize {
+		return fmt.Errorf("%w: short header", errQueueCorrupt)
+	}
+	if string(h[:4]) != queueMagic {
+		return fmt.Errorf("%w: bad magic %q", errQueueCorrupt, h[:4])
+	}
+	if h[4] != queueVersion {
+		return fmt.Errorf("%w: unknown version %d", errQueueCorrupt, h[4])
+	}
+	if crc32.Checksum(h[:16], castagnoli) != binary.LittleEndian.Uint32(h[16:20]) {
+		return fmt.Errorf("%w: header checksum mismatch", errQueueCorrupt)
+	}
+	if got := binary.LittleEndian.Uint64(h[8:16]); got != num {
+		return fmt.Errorf("%w: header says file %d", errQueueCorrupt, got)
+	}
+	return nil
+}
+
+// frame is a decoded frame header with its payload.
+type frame struct {
+	seq     uint64
+	time    int64
+	samples uint32
+	format  byte
+	payload []byte
+}
+
+func (f *frame) size() int64 { return frameHeaderSize + int64(len(f.payload)) }
+
+// appendFrame appends the encoding of a frame to dst.
+func appendFrame(dst []byte, seq uint64, t int64, samples uint32, format byte, payload []byte) []byte {
+	start := len(dst)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
+	dst = append(dst, 0, 0, 0, 0) // crc, below
+	dst = binary.LittleEndian.AppendUint64(dst, seq)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(t))
+	dst = binary.LittleEndian.AppendUint32(dst, samples)
+	dst = append(dst, format)
+	dst = append(dst, payload...)
+	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(dst[start+8:], castagnoli))
+	return dst
+}
+
+// parseFrame decodes the frame at the start of b. It returns errShort when
+// b ends before the frame does (with need, the frame's whole size, when the
+// header was readable) and errQueueCorrupt for a bad checksum. The payload
+// aliases b.
+func parseFrame(b []byte) (f frame, need int64, err error) {
+	if len(b) < frameHeaderSize {
+		return f, 0, errShort
+	}
+	n := binary.LittleEndian.Uint32(b)
+	if n > maxFramePayload {
+		return f, 0, fmt.Errorf("%w: frame length %d", errQueueCorrupt, n)
+	}
+	need = frameHeaderSize + int64(n)
+	if int64(len(b)) < need {
+		return f, need, errShort
+	}
+	if crc32.Checksum(b[8:need], castagnoli) != binary.LittleEndian.Uint32(b[4:]) {
+		return f, need, fmt.Errorf("%w: frame checksum mismatch", errQueueCorrupt)
+	}
+	f.seq = binary.LittleEndian.Uint64(b[8:])
+	f.time = int64(binary.LittleEndian.Uint64(b[16:]))
+	f.samples = binary.LittleEndian.Uint32(b[24:])
+	f.format = b[28]
+	f.payload = b[frameHeaderSize:need]
+	return f, need, nil
+}
+
+var errShort = errors.New("forward: short frame")
+
+// cursor is the acknowledged position: every sample before frame seq and
+// the first done samples of it are delivered.
+type cursor struct {
+	seq  uint64
+	done uint32
+}
+
+func (c cursor) marshal() []byte {
+	b := make([]byte, 0, cursorSize)
+	b = append(b, cursorMagic...)
+	b = append(b, queueVersion)
+	b = binary.LittleEndian.AppendUint64(b, c.seq)
+	b = binary.LittleEndian.AppendUint32(b, c.done)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+func unmarshalCursor(b []byte) (cursor, error) {
+	switch {
+	case len(b) != cursorSize:
+		return cursor{}, fmt.Errorf("%w: cursor is %d bytes", errQueueCorrupt, len(b))
+	case string(b[:4]) != cursorMagic:
+		return cursor{}, fmt.Errorf("%w: bad cursor magic", errQueueCorrupt)
+	case b[4] != queueVersion:
+		return cursor{}, fmt.Errorf("%w: unknown cursor version %d", errQueueCorrupt, b[4])
+	case crc32.Checksum(b[:17], castagnoli) != binary.LittleEndian.Uint32(b[17:]):
+		return cursor{}, fmt.Errorf("%w: cursor checksum mismatch", errQueueCorrupt)
+	}
+	return cursor{seq: binary.LittleEndian.Uint64(b[5:]), done: binary.LittleEndian.Uint32(b[13:])}, nil
+}
+
+// qfile is what the queue knows of one of its files.
+type qfile struct {
+	num      uint64
+	size     int64 // committed bytes: the reader never reads past it
+	samples  int64 // samples of the committed frames
+	firstSeq uint64
+	lastSeq  uint64 // 0 while the file holds no frame
+	newest   int64  // queue time of the newest frame
+	broken   bool   // damaged past size: readers stop there
+	dropped  bool   // trim skipped its unread frames
+}
+
+// readPos is where the reader stands: the next frame to read is at off in
+// file num; read counts the samples of the file's frames before it.
+type readPos struct {
+	num  uint64
+	off  int64
+	read int64
+}
+
+// queue is the on-disk queue. The writer (the feed hooks, run under the
+// engine's commit lock) and the reader (the sender goroutine) meet only
+// under mu, which is never held during I/O.
+type queue struct {
+	dir      string
+	segBytes int64
+	logger   *slog.Logger
+	now      func() time.Time
+
+	// wmu serialises the writer: the active file and the pending frame.
+	wmu     sync.Mutex
+	active  *os.File
+	wsize   int64 // bytes written to the active file, the pending frame too
+	pending struct {
+		ok      bool
+		seq     uint64
+		off     int64
+		size    int64
+		samples int64
+		time    int64
+		lost    bool // its write failed: it is counted as dropped, not published
+	}
+	wbuf     []byte
+	rollNext bool // the active file failed a write: start a new one
+
+	cursorFile *os.File // the sender's, overwritten in place
+
+	mu    sync.Mutex
+	files []*qfile // ascending; the last one is active
+	rd    readPos
+	// backlog counts the samples queued and not yet read by the sender;
+	// damaged those lost to damage found while reading.
+	backlog int64
+	damaged int64
+	notify  chan struct{} // signalled when frames are published or the reader moves
+}
+
+// openQueue opens (creating) the queue in dir. Frames with a sequence number
+// above recovered were never logged by the engine and are cut off. It
+// returns the queue and the acknowledged cursor.
+func openQueue(dir string, segBytes int64, recovered uint64, logger *slog.Logger, now func() time.Time) (*queue, cursor, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, cursor{}, fmt.Errorf("create queue dir: %w", err)
+	}
+	q := &queue{dir: dir, segBytes: segBytes, logger: logger, now: now, notify: make(chan struct{}, 1)}
+	var cur cursor
+	cpath := filepath.Join(dir, cursorName)
+	switch b, err := os.ReadFile(cpath); {
+	case err == nil && len(b) > 0:
+		if cur, err = unmarshalCursor(b); err != nil {
+			// Only a power loss mid-write does this: start over from the
+			// oldest queued frame (duplicates, never a loss).
+			logger.Warn("forward: damaged cursor; delivering the whole queue again", "file", cpath, "err", err)
+			cur = cursor{}
+		}
+	case err == nil || errors.Is(err, fs.ErrNotExist):
+	default:
+		return nil, cursor{}, fmt.Errorf("read cursor: %w", err)
+	}
+	cf, err := os.OpenFile(cpath, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, cursor{}, fmt.Errorf("open cursor: %w", err)
+	}
+	q.cursorFile = cf
+	fail := func(err error) (*queue, cursor, error) {
+		cf.Close()
+		return nil, cursor{}, err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fail(fmt.Errorf("list queue dir: %w", err))
+	}
+	var nums []uint64
+	for _, e := range entries {
+		if n, ok := parseQueueFileName(e.Name()); ok {
+			nums = append(nums, n)
+		}
+	}
+	slices.Sort(nums)
+	var lastSeq uint64
+	for i, n := range nums {
+		f, err := q.scanFile(n, i == len(nums)-1, recovered, &lastSeq)
+		if err != nil {
+			return fail(err)
+		}
+		q.files = append(q.files, f)
+	}
+	// Files wholly acknowledged are removed; the reader starts at the first
+	// frame not wholly acknowledged.
+	for len(q.files) > 0 && q.files[0].lastSeq < cur.seq {
+		if err := q.removeFile(q.files[0].num); err != nil {
+			return fail(err)
+		}
+		q.files = q.files[1:]
+	}
+	for _, f := range q.files {
+		q.backlog += f.samples
+	}
+	next := uint64(1)
+	if len(nums) > 0 {
+		next = nums[len(nums)-1] + 1
+	}
+	q.rd = readPos{num: next, off: queueHeaderSize}
+	if len(q.files) > 0 {
+		q.rd.num = q.files[0].num
+	}
+	if err := q.createFile(next); err != nil {
+		return fail(err)
+	}
+	return q, cur, nil
+}
+
+// scanFile reads file num and returns what the queue needs to know of it.
+// In the last file, a torn tail and frames never logged (seq > recovered)
+// are cut off.
+func (q *queue) scanFile(num uint64, last bool, recovered uint64, lastSeq *uint64) (*qfile, error) {
+	path := filepath.Join(q.dir, queueFileName(num))
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read queue file: %w", err)
+	}
+	f := &qfile{num: num, size: queueHeaderSize}
+	if err := checkQueueHeader(data, num); err != nil {
+		if last && len(data) < queueHeaderSize {
+			// Torn while being created: nothing was ever queued in it.
+			q.logger.Warn("forward: removing torn queue file", "file", path)
+			f.size = int64(len(data))
+			f.broken = true
+			return f, nil
+		}
+		return nil, fmt.Errorf("queue file %s: %w", path, err)
+	}
+	off := int64(queueHeaderSize)
+	for off < int64(len(data)) {
+		fr, _, err := parseFrame(data[off:])
+		if err == nil && fr.seq <= *lastSeq {
+			err = fmt.Errorf("%w: frame %d after %d", errQueueCorrupt, fr.seq, *lastSeq)
+		}
+		if err == nil && fr.seq > recovered {
+			// Prepared, never logged: the engine does not hold it.
+			q.logger.Warn("forward: cutting off queued batches the database never logged",
+				"file", path, "offset", off, "seq", fr.seq, "recovered", recovered)
+			return f, truncateTail(path, off, f)
+		}
+		if err != nil {
+			if last {
+				q.logger.Warn("forward: cutting off torn queue tail", "file", path, "offset", off, "bytes", int64(len(data))-off)
+				return f, truncateTail(path, off, f)
+			}
+			q.logger.Error("forward: queue file damaged; its remaining batches are lost",
+				"file", path, "offset", off, "bytes", int64(len(data))-off, "err", err)
+			f.broken = true
+			return f, nil
+		}
+		if f.lastSeq == 0 {
+			f.firstSeq = fr.seq
+		}
+		f.lastSeq, *lastSeq = fr.seq, fr.seq
+		f.samples += int64(fr.samples)
+		f.newest = fr.time
+		off += fr.size()
+		f.size = off
+	}
+	return f, nil
+}
+
+func truncateTail(path string, off int64, f *qfile) error {
+	if err := os.Truncate(path, off); err != nil {
+		return fmt.Errorf("truncate queue file: %w", err)
+	}
+	f.size = off
+	return nil
+}
+
+// createFile starts active file num. The caller holds wmu (or is Open).
+func (q *queue) createFile(num uint64) error {
+	path := filepath.Join(q.dir, queueFileName(num))
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("create queue file: %w", err)
+	}
+	if _, err := f.Write(appendQueueHeader(nil, num)); err != nil {
+		f.Close()
+		return fmt.Errorf("write queue file header: %w", err)
+	}
+	if err := syncDir(q.dir); err != nil {
+		f.Close()
+		return err
+	}
+	q.active, q.wsize = f, queueHeaderSize
+	q.mu.Lock()
+	q.files = append(q.files, &qfile{num: num, size: queueHeaderSize})
+	q.mu.Unlock()
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open queue dir: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync queue dir: %w", err)
+	}
+	return nil
+}
+
+// prepare appends a frame to the active file; it is not visible to the
+// reader until commit. A failed write makes the frame lost: commit counts
+// it as dropped. It returns the error for the caller to log.
+func (q *queue) prepare(seq uint64, samples int, format byte, payload []byte) error {
+	q.wmu.Lock()
+	defer q.wmu.Unlock()
+	q.pending.ok, q.pending.lost = true, false
+	q.pending.seq, q.pending.samples = seq, int64(samples)
+	if q.active == nil || q.rollNext || q.wsize >= q.segBytes {
+		if err := q.roll(); err != nil {
+			q.pending.lost = true
+			return err
+		}
+	}
+	now := q.now().UnixNano()
+	q.wbuf = appendFrame(q.wbuf[:0], seq, now, uint32(min(samples, frameSamplesMax)), format, payload)
+	q.pending.off, q.pending.size, q.pending.time = q.wsize, int64(len(q.wbuf)), now
+	n, err := q.active.Write(q.wbuf)
+	q.wsize += int64(n)
+	if err != nil {
+		q.pending.lost = true
+		q.undoLocked()
+		return fmt.Errorf("append to queue: %w", err)
+	}
+	return nil
+}
+
+// undoLocked removes the pending frame's bytes from the active file; if it
+// cannot, the next frame goes to a new file (readers stop at the committed
+// size, and a restart sees the damage at the end of a file that is not the
+// last, losing nothing committed).
+func (q *queue) undoLocked() {
+	if q.wsize == q.pending.off {
+		return
+	}
+	if err := q.active.Truncate(q.pending.off); err != nil {
+		q.logger.Error("forward: cannot remove a failed frame from the queue; starting a new file", "err", err)
+		q.rollNext = true
+		q.mu.Lock()
+		q.files[len(q.files)-1].broken = true
+		q.mu.Unlock()
+		return
+	}
+	if _, err := q.active.Seek(q.pending.off, io.SeekStart); err != nil {
+		q.rollNext = true
+		return
+	}
+	q.wsize = q.pending.off
+}
+
+// roll closes the active file (fsynced, so a file that is not the newest
+// is whole after a power loss too) and starts the next. The caller holds wmu.
+func (q *queue) roll() error {
+	next := uint64(1)
+	if q.active != nil {
+		if err := q.active.Sync(); err != nil {
+			q.logger.Warn("forward: sync queue file", "err", err)
+		}
+		if err := q.active.Close(); err != nil {
+			q.logger.Warn("forward: close queue file", "err", err)
+		}
+		q.active = nil
+	}
+	q.mu.Lock()
+	if len(q.files) > 0 {
+		next = q.files[len(q.files)-1].num + 1
+	}
+	q.mu.Unlock()
+	if err := q.createFile(next); err != nil {
+		return err
+	}
+	q.rollNext = false
+	return nil
+}
+
+// commit publishes the pending frame when the engine logged it, and removes
+// it otherwise. It returns the samples published, and those lost (logged
+// but not kept, because the frame's write failed).
+func (q *queue) commit(seq uint64, logged bool) (published, lost int64) {
+	q.wmu.Lock()
+	defer q.wmu.Unlock()
+	p := &q.pending
+	if !p.ok || p.seq != seq {
+		return 0, 0
+	}
+	p.ok = false
+	switch {
+	case p.lost && logged:
+		return 0, p.samples
+	case p.lost:
+		return 0, 0
+	case !logged:
+		q.undoLocked()
+		return 0, 0
+	}
+	q.mu.Lock()
+	f := q.files[len(q.files)-1]
+	if f.lastSeq == 0 {
+		f.firstSeq = seq
+	}
+	f.lastSeq = seq
+	f.size = p.off + p.size
+	f.samples += p.samples
+	f.newest = p.time
+	q.backlog += p.samples
+	q.mu.Unlock()
+	select {
+	case q.notify <- struct{}{}:
+	default:
+	}
+	return p.samples, 0
+}
+
+// next reads the next committed frame at the reader's position, moving the
+// reader past it. It returns ok false when there is none yet. The payload
+// is valid until the next call.
+func (q *queue) next(buf *[]byte) (fr frame, ok bool, err error) {
+	for {
+		q.mu.Lock()
+		pos := q.rd
+		i := q.fileIndex(pos.num)
+		if i < 0 {
+			// Its file is gone: go on with the next one left.
+			j := slices.IndexFunc(q.files, func(f *qfile) bool { return f.num > pos.num })
+			q.rd = readPos{num: q.files[j].num, off: queueHeaderSize} // the active file is always there
+			q.mu.Unlock()
+			continue
+		}
+		f := *q.files[i]
+		last := i == len(q.files)-1
+		q.mu.Unlock()
+		if pos.off >= f.size {
+			if last {
+				return frame{}, false, nil
+			}
+			q.advance(pos, readPos{num: q.files[i+1].num, off: queueHeaderSize}, 0)
+			continue
+		}
+		fr, err := q.readFrame(buf, f.num, pos.off, f.size)
+		if err != nil {
+			// Damage past what a scan found (or a vanished file): lose the
+			// rest of this file, counted, and go on.
+			q.logger.Error("forward: unreadable queue frame; dropping the rest of the file",
+				"file", queueFileName(f.num), "offset", pos.off, "err", err)
+			q.dropRest(pos)
+			continue
+		}
+		if !q.advance(pos, readPos{num: pos.num, off: pos.off + fr.size(), read: pos.read + int64(fr.samples)}, int64(fr.samples)) {
+			continue // the trimmer moved the reader meanwhile
+		}
+		return fr, true, nil
+	}
+}
+
+// advance moves the reader from pos to to, unless someone moved it since.
+func (q *queue) advance(pos, to readPos, samples int64) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.rd != pos {
+		return false
+	}
+	q.rd = to
+	q.backlog -= samples
+	return true
+}
+
+func (q *queue) fileIndex(num uint64) int {
+	for i, f := range q.files {
+		if f.num == num {
+			return i
+		}
+	}
+	return -1
+}
+
+func (q *queue) readFrame(buf *[]byte, num uint64, off, end int64) (frame, error) {
+	f, err := os.Open(filepath.Join(q.dir, queueFileName(num)))
+	if err != nil {
+		return frame{}, err
+	}
+	defer f.Close()
+	if cap(*buf) < frameHeaderSize {
+		*buf = make([]byte, 64<<10)
+	}
+	b := (*buf)[:frameHeaderSize]
+	if _, err := f.ReadAt(b, off); err != nil {
+		return frame{}, err
+	}
+	_, need, err := parseFrame(b)
+	if !errors.Is(err, errShort) {
+		return frame{}, err
+	}
+	if need == 0 || off+need > end {
+		return frame{}, fmt.Errorf("%w: frame past the committed end", errQueueCorrupt)
+	}
+	if int64(cap(*buf)) < need {
+		*buf = make([]byte, need)
+	}
+	b = (*buf)[:need]
+	if _, err := f.ReadAt(b, off); err != nil {
+		return frame{}, err
+	}
+	fr, _, err := parseFrame(b)
+	return fr, err
+}
+
+// dropRest drops the unread frames of the reader's file, as damaged.
+// Callers hold nothing.
+func (q *queue) dropRest(pos readPos) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.rd == pos {
+		q.damaged += q.dropReaderFileLocked()
+	}
+}
+
+// dropReaderFileLocked moves the reader past its current file (to its end
+// when it is the active one) and returns the samples it skipped.
+func (q *queue) dropReaderFileLocked() int64 {
+	i := q.fileIndex(q.rd.num)
+	if i < 0 {
+		return 0
+	}
+	f := q.files[i]
+	n := max(f.samples-q.rd.read, 0)
+	f.dropped = true
+	if i == len(q.files)-1 {
+		q.rd.off, q.rd.read = f.size, f.samples
+	} else {
+		q.rd = readPos{num: q.files[i+1].num, off: queueHeaderSize}
+	}
+	q.backlog -= n
+	return n
+}
+
+// unreadBytesLocked is the size of the queue from the reader on.
+func (q *queue) unreadBytesLocked() int64 {
+	var n int64
+	for _, f := range q.files {
+		switch {
+		case f.num == q.rd.num:
+			n += f.size - q.rd.off
+		case f.num > q.rd.num:
+			n += f.size - queueHeaderSize
+		}
+	}
+	return n
+}
+
+// trim drops the oldest unread data, a file at a time, while the unread
+// bytes pass maxBytes or the reader's file was wholly queued before cutoff
+// (Unix ns). It returns the samples dropped.
+func (q *queue) trim(maxBytes int64, cutoff int64) (dropped int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for {
+		i := q.fileIndex(q.rd.num)
+		if i < 0 {
+			return dropped
+		}
+		f := q.files[i]
+		if q.rd.off >= f.size && i < len(q.files)-1 {
+			q.rd = readPos{num: q.files[i+1].num, off: queueHeaderSize} // read through
+			continue
+		}
+		unread := q.unreadBytesLocked()
+		if unread == 0 {
+			return dropped
+		}
+		old := f.newest != 0 && f.newest < cutoff && q.rd.off < f.size
+		if unread <= maxBytes && !old {
+			return dropped
+		}
+		dropped += q.dropReaderFileLocked()
+		if i == len(q.files)-1 {
+			return dropped
+		}
+	}
+}
+
+// removeDone removes the files that nothing needs any more: files before
+// the reader's whose frames are all acknowledged, or which trim dropped
+// (unless the acknowledged position is inside them: their read part is
+// still in flight).
+func (q *queue) removeDone(acked cursor) error {
+	q.mu.Lock()
+	var rm []uint64
+	keep := q.files[:0:0]
+	for i, f := range q.files {
+		done := f.lastSeq == 0 || f.lastSeq < acked.seq ||
+			f.dropped && (acked.seq < f.firstSeq || acked.seq > f.lastSeq)
+		if i < len(q.files)-1 && f.num < q.rd.num && done {
+			rm = append(rm, f.num)
+			continue
+		}
+		keep = append(keep, f)
+	}
+	q.files = keep
+	q.mu.Unlock()
+	for _, n := range rm {
+		if err := q.removeFile(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (q *queue) removeFile(num uint64) error {
+	if err := os.Remove(filepath.Join(q.dir, queueFileName(num))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove queue file: %w", err)
+	}
+	return nil
+}
+
+// saveCursor records c as the acknowledged position, overwriting the
+// cursor file in place with one write: the page cache keeps it through a
+// kill -9 at any instant. It is fsynced on close only: after a power loss
+// the cursor may be older than the truth, or fail its checksum, and delivery
+// then resumes earlier (duplicates, never a loss).
+func (q *queue) saveCursor(c cursor) error {
+	if _, err := q.cursorFile.WriteAt(c.marshal(), 0); err != nil {
+		return fmt.Errorf("write cursor: %w", err)
+	}
+	return nil
+}
+
+// sync fsyncs the active file, outside the writer's lock (a file rolled
+// meanwhile was fsynced by roll).
+func (q *queue) sync() error {
+	q.wmu.Lock()
+	f := q.active
+	q.wmu.Unlock()
+	if f == nil {
+		return nil
+	}
+	if err := f.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+		return fmt.Errorf("sync queue file: %w", err)
+	}
+	return nil
+}
+
+// close syncs and closes the active file and the cursor.
+func (q *queue) close() error {
+	q.wmu.Lock()
+	defer q.wmu.Unlock()
+	var err error
+	for _, f := range []**os.File{&q.active, &q.cursorFile} {
+		if *f == nil {
+			continue
+		}
+		serr := (*f).Sync()
+		if cerr := (*f).Close(); serr == nil {
+			serr = cerr
+		}
+		if err == nil {
+			err = serr
+		}
+		*f = nil
+	}
+	return err
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package forward
+
+import "os/exec"
+
+func dieWithParent(*exec.Cmd) {}

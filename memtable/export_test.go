@@ -1,0 +1,20 @@
+package memtable
+
+// Helpers the tests use, kept out of the package's API.
+
+// Columns is Samples in columnar form, for encoders. It appends the times
+// of series id's samples in [mint, maxt] to times, and their values to vals
+// (the payload of point.Value.Bits) for a non-string series or to strs for a
+// string series; the other one of vals and strs is returned unchanged.
+func (t *Table) Columns(id uint64, mint, maxt int64, times []int64, vals []uint64, strs []string) ([]int64, []uint64, []string) {
+	if mint > maxt {
+		return times, vals, strs
+	}
+	s, excl := t.readSeries(id, Latest.Oldest)
+	if s != nil {
+		rv := t.relView(&Latest)
+		times, vals, strs = s.appendColumns(times, vals, strs, mint, maxt, &rv)
+	}
+	t.unlock(excl)
+	return times, vals, strs
+}

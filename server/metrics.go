@@ -1,0 +1,197 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/stratadb/strata/engine"
+)
+
+// metrics are the server's own metrics and the engine's, served by
+// /metrics from a registry of the handler's own.
+type metrics struct {
+	handler http.Handler
+
+	requests        *prometheus.CounterVec
+	latency         *prometheus.HistogramVec
+	pointsWritten   prometheus.Counter
+	linesRejected   prometheus.Counter
+	stalled         prometheus.Counter
+	remoteSamples   prometheus.Counter
+	remoteSkipped   *prometheus.CounterVec
+	remoteNonFinite prometheus.Counter
+}
+
+func newMetrics(db *engine.DB, extra prometheus.Registerer, more []prometheus.Collector) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_http_requests_total",
+			Help: "HTTP requests served, by handler and status code.",
+		}, []string{"handler", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "strata_http_request_duration_seconds",
+			Help:    "Time to serve an HTTP request, by handler.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"handler"}),
+		pointsWritten: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_http_points_written_total",
+			Help: "Points written through the line-protocol endpoints.",
+		}),
+		linesRejected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_http_lines_rejected_total",
+			Help: "Line-protocol lines rejected (partial writes).",
+		}),
+		stalled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_http_writes_stalled_total",
+			Help: "Writes answered 503 because the engine stalled writes.",
+		}),
+		remoteSamples: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_remote_write_samples_total",
+			Help: "Remote-write samples stored.",
+		}),
+		remoteSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_remote_write_samples_skipped_total",
+			Help: "Remote-write samples not stored, by reason: stale (staleness markers) or non_finite (NaN, +Inf, -Inf).",
+		}, []string{"reason"}),
+	}
+	m.remoteNonFinite = m.remoteSkipped.WithLabelValues("non_finite")
+	m.remoteSkipped.WithLabelValues("stale")
+
+	reg := prometheus.NewRegistry()
+	cs := []prometheus.Collector{
+		m.requests, m.latency, m.pointsWritten, m.linesRejected, m.stalled, m.remoteSamples, m.remoteSkipped,
+		&statsCollector{db: db},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	}
+	for i, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+		// The runtime collectors (the last two) are the process's own, which
+		// the caller's registry likely has already.
+		if extra != nil && i < len(cs)-2 {
+			if err := extra.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, c := range more {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	return m, nil
+}
+
+// statusWriter records the status code of a response.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// instrument counts the requests of h by status code and times them.
+func (m *metrics) instrument(name string, h http.HandlerFunc) http.HandlerFunc {
+	obs := m.latency.WithLabelValues(name)
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			code := sw.code
+			if code == 0 {
+				code = http.StatusOK
+			}
+			m.requests.WithLabelValues(name, strconv.Itoa(code)).Inc()
+			obs.Observe(time.Since(start).Seconds())
+		}()
+		h(sw, r)
+	}
+}
+
+// statsCollector exposes db.Stats() as strata_* metrics.
+type statsCollector struct{ db *engine.DB }
+
+type statDesc struct {
+	desc *prometheus.Desc
+	typ  prometheus.ValueType
+	get  func(*engine.Stats) float64
+}
+
+func gauge(name, help string, get func(*engine.Stats) float64) statDesc {
+	return statDesc{prometheus.NewDesc("strata_"+name, help, nil, nil), prometheus.GaugeValue, get}
+}
+
+func counter(name, help string, get func(*engine.Stats) float64) statDesc {
+	return statDesc{prometheus.NewDesc("strata_"+name, help, nil, nil), prometheus.CounterValue, get}
+}
+
+var (
+	statDescs = []statDesc{
+		gauge("series", "Series known to the catalog.", func(s *engine.Stats) float64 { return float64(s.Series) }),
+		gauge("memtable_bytes", "Bytes in the active and sealed memtables.", func(s *engine.Stats) float64 { return float64(s.MemTableBytes) }),
+		gauge("immutable_memtables", "Sealed memtables waiting for flush.", func(s *engine.Stats) float64 { return float64(s.ImmutableMemTables) }),
+		gauge("disk_bytes", "Bytes of segments and WAL.", func(s *engine.Stats) float64 { return float64(s.DiskBytes) }),
+		gauge("wal_bytes", "Bytes of WAL.", func(s *engine.Stats) float64 { return float64(s.WALBytes) }),
+		gauge("tombstones", "Deletes not yet applied by compaction.", func(s *engine.Stats) float64 { return float64(s.Tombstones) }),
+		counter("points_written_total", "Points written.", func(s *engine.Stats) float64 { return float64(s.PointsWritten) }),
+		counter("samples_written_total", "Samples (point fields) written.", func(s *engine.Stats) float64 { return float64(s.SamplesWritten) }),
+		counter("deletes_total", "Delete calls.", func(s *engine.Stats) float64 { return float64(s.Deletes) }),
+		counter("flushes_total", "Memtable flushes.", func(s *engine.Stats) float64 { return float64(s.Flushes) }),
+		counter("flush_duration_seconds_total", "Time spent flushing.", func(s *engine.Stats) float64 { return s.FlushDuration.Seconds() }),
+		counter("flushed_bytes_total", "Segment bytes written by flushes.", func(s *engine.Stats) float64 { return float64(s.FlushedBytes) }),
+		counter("compactions_total", "Compactions run.", func(s *engine.Stats) float64 { return float64(s.Compactions) }),
+		counter("compaction_duration_seconds_total", "Time spent compacting.", func(s *engine.Stats) float64 { return s.CompactionDuration.Seconds() }),
+		counter("compaction_read_bytes_total", "Segment bytes read by compactions.", func(s *engine.Stats) float64 { return float64(s.CompactionBytesRead) }),
+		counter("compaction_written_bytes_total", "Segment bytes written by compactions.", func(s *engine.Stats) float64 { return float64(s.CompactionBytesWritten) }),
+		gauge("pending_compaction_bytes", "Bytes the compaction policy wants to rewrite.", func(s *engine.Stats) float64 { return float64(s.PendingCompactionBytes) }),
+		gauge("write_amplification", "(flushed + compaction-written bytes) / flushed bytes.", func(s *engine.Stats) float64 { return s.WriteAmplification }),
+		counter("write_stalls_total", "Writes that waited for a flush or compaction.", func(s *engine.Stats) float64 { return float64(s.WriteStalls) }),
+		counter("write_slowdowns_total", "Writes delayed to let background work catch up.", func(s *engine.Stats) float64 { return float64(s.WriteSlowdowns) }),
+		counter("blocks_pushed_down_total", "Segment blocks aggregated from their stats alone.", func(s *engine.Stats) float64 { return float64(s.BlocksPushedDown) }),
+	}
+	segmentsDesc   = prometheus.NewDesc("strata_segments", "Segments per level.", []string{"level"}, nil)
+	levelBytesDesc = prometheus.NewDesc("strata_level_bytes", "Segment bytes per level.", []string{"level"}, nil)
+)
+
+func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range statDescs {
+		ch <- d.desc
+	}
+	ch <- segmentsDesc
+	ch <- levelBytesDesc
+}
+
+func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.db.Stats()
+	for _, d := range statDescs {
+		ch <- prometheus.MustNewConstMetric(d.desc, d.typ, d.get(&st))
+	}
+	for l, n := range st.SegmentsPerLevel {
+		ch <- prometheus.MustNewConstMetric(segmentsDesc, prometheus.GaugeValue, float64(n), strconv.Itoa(l))
+	}
+	for l, n := range st.BytesPerLevel {
+		ch <- prometheus.MustNewConstMetric(levelBytesDesc, prometheus.GaugeValue, float64(n), strconv.Itoa(l))
+	}
+}

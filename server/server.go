@@ -1,0 +1,279 @@
+package server
+
+import (
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/promql"
+
+	"github.com/stratadb/strata/engine"
+)
+
+// Defaults for the zero fields of Options.
+const (
+	DefaultMaxBodyBytes  = 32 << 20
+	DefaultRetryAfter    = time.Second
+	DefaultStallWait     = time.Second
+	DefaultQueryTimeout  = 2 * time.Minute
+	DefaultMaxSamples    = 50_000_000
+	DefaultLookbackDelta = 5 * time.Minute
+)
+
+// Version is the InfluxDB version that /ping reports in X-Influxdb-Version
+// and the Prometheus version that /api/v1/status/buildinfo reports: the
+// versions whose APIs the server speaks.
+const (
+	InfluxDBVersion   = "2.7.0-strata"
+	PrometheusVersion = "3.16.0"
+)
+
+// Options configure the handler. A nil *Options and every zero field mean
+// the default.
+type Options struct {
+	// Token, when set, is required by every endpoint but /ping and /health:
+	// as "Authorization: Token T" (or "Bearer T"), as the password of
+	// "Authorization: Basic", or as the p query parameter. It is compared
+	// in constant time.
+	Token string
+	// MaxBodyBytes is the largest request body accepted, counted after
+	// decompression; a larger one is answered 413 and nothing of it is
+	// stored. Default 32 MiB.
+	MaxBodyBytes int64
+	// Stalled reports whether the engine has stopped taking writes for now
+	// (flushes or compactions far behind). A write that arrives while it
+	// is true and stays true for StallWait is answered 503 with
+	// Retry-After, nothing of it stored. The default reads db.Stats()
+	// against the engine's default thresholds (DefaultStalled); a server
+	// over a DB opened with other MaxImmutableMemTables or
+	// L0StopWritesTrigger passes StalledFunc(those options).
+	Stalled func(engine.Stats) bool
+	// StallWait is how long a write waits for a stalled engine before 503.
+	// Default 1s; negative means not at all.
+	StallWait time.Duration
+	// RetryAfter is the Retry-After of a 503, rounded up to seconds.
+	// Default 1s.
+	RetryAfter time.Duration
+	// Now gives the time of lines without a timestamp; default time.Now.
+	Now func() time.Time
+	// Logger receives request failures; default slog.Default().
+	Logger *slog.Logger
+	// Registerer, when set, also registers the server's metrics there. They
+	// are always served by /metrics.
+	Registerer prometheus.Registerer
+	// Collectors are served by /metrics beside the server's own metrics,
+	// e.g. a forwarder's strata_forward_* metrics.
+	Collectors []prometheus.Collector
+	// QueryTimeout bounds a PromQL query; default 2m.
+	QueryTimeout time.Duration
+	// MaxSamples bounds the samples a PromQL query may hold; default 50M.
+	MaxSamples int
+	// LookbackDelta is PromQL's staleness window; default 5m.
+	LookbackDelta time.Duration
+}
+
+func (o *Options) withDefaults() Options {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.Stalled == nil {
+		c.Stalled = DefaultStalled
+	}
+	if c.StallWait == 0 {
+		c.StallWait = DefaultStallWait
+	}
+	if c.RetryAfter <= 0 {
+		c.RetryAfter = DefaultRetryAfter
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.QueryTimeout <= 0 {
+		c.QueryTimeout = DefaultQueryTimeout
+	}
+	if c.MaxSamples <= 0 {
+		c.MaxSamples = DefaultMaxSamples
+	}
+	if c.LookbackDelta <= 0 {
+		c.LookbackDelta = DefaultLookbackDelta
+	}
+	return c
+}
+
+// StalledFunc returns a stall check for a DB opened with opts: the engine
+// blocks writers when MaxImmutableMemTables sealed memtables wait for flush
+// or level 0 holds L0StopWritesTrigger segments.
+func StalledFunc(opts *engine.Options) func(engine.Stats) bool {
+	o := opts.Clone()
+	o.EnsureDefaults()
+	maxImm, l0Stop, l0Off := o.MaxImmutableMemTables, o.L0StopWritesTrigger, o.DisableBackgroundCompaction
+	return func(s engine.Stats) bool {
+		if s.ImmutableMemTables >= maxImm {
+			return true
+		}
+		return !l0Off && len(s.SegmentsPerLevel) > 0 && s.SegmentsPerLevel[0] >= l0Stop
+	}
+}
+
+// DefaultStalled is the stall check for a DB opened with default options.
+var DefaultStalled = StalledFunc(nil)
+
+// ErrInvalidOptions is returned by New for options that cannot work.
+var ErrInvalidOptions = errors.New("server: invalid options")
+
+// Server is the handler New returns.
+type Server struct {
+	db      *engine.DB
+	opts    Options
+	mux     *http.ServeMux
+	metrics *metrics
+	engine  *promql.Engine
+	store   *Storage
+	token   []byte
+
+	labelValuesHandler http.HandlerFunc
+}
+
+// New returns an http.Handler that serves db (see the package comment). The
+// caller owns db and closes it after the handler's last request.
+func New(db *engine.DB, opts *Options) (http.Handler, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil db", ErrInvalidOptions)
+	}
+	o := opts.withDefaults()
+	s := &Server{db: db, opts: o, mux: http.NewServeMux(), token: []byte(o.Token)}
+	var err error
+	if s.metrics, err = newMetrics(db, o.Registerer, o.Collectors); err != nil {
+		return nil, err
+	}
+	s.store = NewStorage(db)
+	s.engine = promql.NewEngine(promql.EngineOpts{
+		Logger:               o.Logger,
+		MaxSamples:           o.MaxSamples,
+		Timeout:              o.QueryTimeout,
+		LookbackDelta:        o.LookbackDelta,
+		EnableAtModifier:     true,
+		EnableNegativeOffset: true,
+	})
+
+	s.handle("/ping", "ping", false, s.ping, http.MethodGet, http.MethodHead)
+	s.handle("/health", "health", false, s.health, http.MethodGet, http.MethodHead)
+	s.handle("/metrics", "metrics", true, s.metrics.handler.ServeHTTP, http.MethodGet, http.MethodHead)
+	s.handle("/api/v2/write", "influx_write_v2", true, s.writeV2, http.MethodPost)
+	s.handle("/write", "influx_write_v1", true, s.writeV1, http.MethodPost)
+	s.handle("/api/v1/write", "prom_remote_write", true, s.remoteWrite, http.MethodPost)
+	s.handle("/api/v1/query", "prom_query", true, s.query, http.MethodGet, http.MethodPost)
+	s.handle("/api/v1/query_range", "prom_query_range", true, s.queryRange, http.MethodGet, http.MethodPost)
+	s.handle("/api/v1/series", "prom_series", true, s.series, http.MethodGet, http.MethodPost)
+	s.handle("/api/v1/labels", "prom_labels", true, s.labels, http.MethodGet, http.MethodPost)
+	s.labelValuesHandler = s.wrap("prom_label_values", true, s.labelValues, http.MethodGet, http.MethodPost)
+	s.handle("/api/v1/status/buildinfo", "prom_buildinfo", true, s.buildInfo, http.MethodGet)
+	return s, nil
+}
+
+// labelValuesPrefix starts the path /api/v1/label/<name>/values.
+const labelValuesPrefix = "/api/v1/label/"
+
+// ServeHTTP serves one request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// A label name may hold what ServeMux would clean away ("", "..").
+	if strings.HasPrefix(r.URL.Path, labelValuesPrefix) && strings.HasSuffix(r.URL.Path, "/values") {
+		s.labelValuesHandler(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// handle registers h for path (see wrap).
+func (s *Server) handle(path, name string, auth bool, h http.HandlerFunc, methods ...string) {
+	s.mux.HandleFunc(path, s.wrap(name, auth, h, methods...))
+}
+
+// wrap returns h behind a check of the method and, when auth, of the
+// token, counting the request and its latency under name.
+func (s *Server) wrap(name string, auth bool, h http.HandlerFunc, methods ...string) http.HandlerFunc {
+	allow := strings.Join(methods, ", ")
+	return s.metrics.instrument(name, func(w http.ResponseWriter, r *http.Request) {
+		if !containsMethod(methods, r.Method) {
+			w.Header().Set("Allow", allow)
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		if auth && !s.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Token realm="strata"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{
+				"code": "unauthorized", "message": "unauthorized access", "error": "unauthorized access",
+			})
+			return
+		}
+		h(w, r)
+	})
+}
+
+func containsMethod(methods []string, m string) bool {
+	for _, x := range methods {
+		if x == m {
+			return true
+		}
+	}
+	return false
+}
+
+// authorized reports whether r carries the token, or no token is set.
+func (s *Server) authorized(r *http.Request) bool {
+	if len(s.token) == 0 {
+		return true
+	}
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, cred, _ := strings.Cut(h, " ")
+		cred = strings.TrimSpace(cred)
+		switch strings.ToLower(scheme) {
+		case "token", "bearer":
+			return s.tokenEqual(cred)
+		case "basic":
+			raw, err := base64.StdEncoding.DecodeString(cred)
+			if err != nil {
+				return false
+			}
+			_, pass, ok := strings.Cut(string(raw), ":")
+			return ok && s.tokenEqual(pass)
+		}
+		return false
+	}
+	if p := r.URL.Query().Get("p"); p != "" {
+		return s.tokenEqual(p)
+	}
+	return false
+}
+
+func (s *Server) tokenEqual(got string) bool {
+	return subtle.ConstantTimeCompare([]byte(got), s.token) == 1
+}
+
+func (s *Server) ping(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Influxdb-Version", InfluxDBVersion)
+	w.Header().Set("X-Influxdb-Build", "OSS")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{
+		"name":    "strata",
+		"message": "ready for queries and writes",
+		"status":  "pass",
+		"version": InfluxDBVersion,
+	})
+}
