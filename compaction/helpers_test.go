@@ -27,9 +27,16 @@ type tseries struct {
 // writeSeg writes a segment holding series (sorted by key here) and opens it.
 func writeSeg(t testing.TB, fs vfs.FS, path string, blockSamples int, series []tseries) *segment.Reader {
 	t.Helper()
+	return writeSegOpts(t, path, segment.WriterOptions{FS: fs, BlockSamples: blockSamples}, series)
+}
+
+// writeSegOpts is writeSeg with every writer option.
+func writeSegOpts(t testing.TB, path string, wo segment.WriterOptions, series []tseries) *segment.Reader {
+	t.Helper()
+	fs := wo.FS
 	series = slices.Clone(series)
 	slices.SortFunc(series, func(a, b tseries) int { return strings.Compare(a.key, b.key) })
-	w, err := segment.Create(path, segment.WriterOptions{FS: fs, BlockSamples: blockSamples})
+	w, err := segment.Create(path, wo)
 	if err != nil {
 		t.Fatalf("create %s: %v", path, err)
 	}
@@ -64,12 +71,13 @@ type outputs struct {
 	fs           vfs.FS
 	dir          string
 	blockSamples int
+	inlineBytes  int // segment.WriterOptions.InlineBytes
 	n            atomic.Int64
 }
 
 func (o *outputs) newOutput() (*segment.Writer, error) {
 	n := o.n.Add(1)
-	return segment.Create(filepath.Join(o.dir, fmt.Sprintf("out-%06d.seg", n)), segment.WriterOptions{FS: o.fs, BlockSamples: o.blockSamples})
+	return segment.Create(filepath.Join(o.dir, fmt.Sprintf("out-%06d.seg", n)), segment.WriterOptions{FS: o.fs, BlockSamples: o.blockSamples, InlineBytes: o.inlineBytes})
 }
 
 // mergeOpts returns options that keep every sample and write to o.

@@ -5,11 +5,21 @@ package engine
 // appends the series created since the previous one before the manifest
 // that drops those WAL files is written.
 //
-//	file   := header record*
-//	header := magic "SSER" (4) | version (1)
-//	record := length uint32 LE (4) | crc32c(payload) uint32 LE (4) | payload (length)
-//	payload:= count uvarint | entry{count}
-//	entry  := id uvarint | kind (1) | keylen uvarint | key (keylen)
+//	file    := header record*
+//	header  := magic "SSER" (4) | version (1): 1 or 2
+//	record  := length uint32 LE (4) | crc32c(payload) uint32 LE (4) | payload (length)
+//	payload := entries                                     (version 1)
+//	payload := codec (1) | body                            (version 2)
+//	           codec 0: body is entries
+//	           codec 1: body is rawLen uvarint | zstd frame of the rawLen
+//	                    bytes of entries (rawLen <= 256 * len(frame))
+//	entries := count uvarint | entry{count}
+//	entry   := id uvarint | kind (1) | keylen uvarint | key (keylen)
+//
+// New files are version 2; a version 1 file keeps getting version 1
+// records. Keys compress several times over (they share measurement, tag
+// keys and most of their values), so at high cardinality the catalog is
+// a fraction of the data instead of most of it.
 //
 // Ids are dense: the first entry of the file is id 0 and every entry is one
 // past the previous. A damaged record at the end of the file is the torn
@@ -25,7 +35,11 @@ import (
 	"hash/crc32"
 	"hash/maphash"
 	"io"
+	"slices"
+	"strings"
 	"sync"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/internal/vfs"
@@ -33,14 +47,33 @@ import (
 
 const (
 	catalogMagic      = "SSER"
-	catalogVersion    = 1
+	catalogVersion    = 2
 	catalogHeaderSize = 5
 	catalogMaxRecord  = 1 << 30
+
+	catalogRaw  = 0
+	catalogZstd = 1
+	// catalogMaxRatio bounds rawLen against a compressed body.
+	catalogMaxRatio = 256
 )
+
+// catalogMinCompress is the smallest entries payload worth compressing.
+const catalogMinCompress = 256
+
+var catalogEncoder = sync.OnceValues(func() (*zstd.Encoder, error) {
+	return zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(false))
+})
+
+var catalogDecoder = sync.OnceValues(func() (*zstd.Decoder, error) {
+	return zstd.NewReader(nil, zstd.WithDecoderConcurrency(1),
+		zstd.WithDecoderMaxMemory(catalogMaxRecord), zstd.WithDecodeAllCapLimit(true))
+})
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// seriesMeta describes one series. It never changes once created.
+// seriesMeta describes one series. It never changes once created. The
+// strings of the series and of its tag set are substrings of key when the
+// key has no escapes, so a series holds one string allocation.
 type seriesMeta struct {
 	key   string // canonical series key
 	kind  Kind
@@ -51,17 +84,15 @@ type seriesMeta struct {
 // tagSet is a measurement with a sorted tag set: the identity that the
 // fields of a point share. Points are resolved to a tagSet by hashing their
 // parts, so the hot write path builds no key strings for known series.
+// tagSets and their tags are carved from slabs (see catalog.newSet). Ids
+// are held in 32 bits here: 4 billion series would need a terabyte of
+// catalog first.
 type tagSet struct {
-	hash        uint64
 	measurement string
-	tags        []Tag // sorted by key
-	fields      []fieldID
-	next        *tagSet // hash collision chain
-}
-
-type fieldID struct {
-	name string
-	id   uint64
+	tags        []Tag    // sorted by key
+	first       uint32   // id of the set's first series
+	more        []uint32 // ids of its other series (other fields)
+	next        *tagSet  // hash collision chain
 }
 
 // catalog maps series to dense ids and indexes them by measurement and tag.
@@ -70,17 +101,26 @@ type fieldID struct {
 type catalog struct {
 	mu     sync.RWMutex
 	series []seriesMeta // by id
-	byKey  map[string]uint64
 	sets   map[uint64]*tagSet
 	idx    index    // by measurement and tag (index.go)
 	order  keyOrder // ids ranked by key (index.go)
+
+	// Slabs that new tag sets and their tags are carved from: one
+	// allocation per many series instead of two per series.
+	setSlab []tagSet
+	tagSlab []Tag
 }
+
+// Slab sizes, in elements.
+const (
+	setSlabLen = 512
+	tagSlabLen = 2048
+)
 
 func newCatalog() *catalog {
 	return &catalog{
-		byKey: make(map[string]uint64),
-		sets:  make(map[uint64]*tagSet),
-		idx:   newIndex(),
+		sets: make(map[uint64]*tagSet),
+		idx:  newIndex(),
 	}
 }
 
@@ -121,47 +161,148 @@ func (c *catalog) findSet(h uint64, measurement string, tags []Tag) *tagSet {
 	return nil
 }
 
-func (s *tagSet) field(name string) (uint64, bool) {
-	for _, f := range s.fields {
-		if f.name == name {
-			return f.id, true
+// field returns the id of the series of set s with field name.
+func (c *catalog) field(s *tagSet, name string) (uint64, bool) {
+	if c.series[s.first].field == name {
+		return uint64(s.first), true
+	}
+	for _, id := range s.more {
+		if c.series[id].field == name {
+			return uint64(id), true
 		}
 	}
 	return 0, false
 }
 
-// add registers a new series with the next id. The caller holds mu and has
-// checked that the key is new. tags must be sorted and owned by the catalog.
-func (c *catalog) add(key string, kind Kind, measurement string, tags []Tag, field string) uint64 {
-	id := uint64(len(c.series))
-	h := hashTagSet(measurement, tags)
-	set := c.findSet(h, measurement, tags)
-	if set == nil {
-		set = &tagSet{hash: h, measurement: measurement, tags: tags, next: c.sets[h]}
-		c.sets[h] = set
+// lookup returns the id of the series with canonical key key.
+func (c *catalog) lookup(key string) (uint64, bool) {
+	var buf [8]Tag
+	m, tags, field, err := splitKey(key, buf[:0])
+	if err != nil {
+		return 0, false
 	}
-	set.fields = append(set.fields, fieldID{name: field, id: id})
+	set := c.findSet(hashTagSet(m, tags), m, tags)
+	if set == nil {
+		return 0, false
+	}
+	return c.field(set, field)
+}
+
+// splitKey splits a canonical series key into its parts, appending the
+// tags to tags. Without escapes in the key the parts are substrings of it.
+func splitKey(key string, tags []Tag) (measurement string, _ []Tag, field string, err error) {
+	if strings.IndexByte(key, '\\') >= 0 {
+		m, parsed, f, err := point.ParseSeriesKey([]byte(key))
+		return m, append(tags, parsed...), f, err
+	}
+	sp := strings.IndexByte(key, ' ')
+	if sp <= 0 || sp == len(key)-1 || strings.LastIndexByte(key, ' ') != sp {
+		return "", tags, "", errBadSeriesKey
+	}
+	field = key[sp+1:]
+	rest := key[:sp]
+	i := strings.IndexByte(rest, ',')
+	if i < 0 {
+		return rest, tags, field, nil
+	}
+	measurement, rest = rest[:i], rest[i+1:]
+	if measurement == "" || rest == "" {
+		return "", tags, "", errBadSeriesKey
+	}
+	for rest != "" {
+		var kv string
+		if i := strings.IndexByte(rest, ','); i >= 0 {
+			kv, rest = rest[:i], rest[i+1:]
+			if rest == "" {
+				return "", tags, "", errBadSeriesKey
+			}
+		} else {
+			kv, rest = rest, ""
+		}
+		eq := strings.IndexByte(kv, '=')
+		if eq <= 0 || eq == len(kv)-1 || strings.IndexByte(kv[eq+1:], '=') >= 0 {
+			return "", tags, "", errBadSeriesKey
+		}
+		tags = append(tags, Tag{Key: kv[:eq], Value: kv[eq+1:]})
+	}
+	return measurement, tags, field, nil
+}
+
+var errBadSeriesKey = errors.New("malformed series key")
+
+// newSet returns a tagSet for (measurement, tags) carved from the slabs,
+// with its own copy of tags.
+func (c *catalog) newSet(h uint64, measurement string, tags []Tag, first uint32) *tagSet {
+	if len(c.setSlab) == 0 {
+		c.setSlab = make([]tagSet, setSlabLen)
+	}
+	s := &c.setSlab[0]
+	c.setSlab = c.setSlab[1:]
+	if len(tags) > 0 {
+		if len(tags) > len(c.tagSlab) {
+			c.tagSlab = make([]Tag, max(tagSlabLen, len(tags)))
+		}
+		own := c.tagSlab[:len(tags):len(tags)]
+		c.tagSlab = c.tagSlab[len(tags):]
+		copy(own, tags)
+		tags = own
+	}
+	*s = tagSet{measurement: measurement, tags: tags, first: first, next: c.sets[h]}
+	c.sets[h] = s
+	return s
+}
+
+// add registers a new series with the next id. The caller holds mu and has
+// checked that the key is new and valid.
+func (c *catalog) add(key string, kind Kind) uint64 {
+	var buf [8]Tag
+	measurement, tags, field, err := splitKey(key, buf[:0])
+	if err != nil {
+		panic(fmt.Sprintf("strata: catalog add of invalid key %q: %v", key, err))
+	}
+	h := hashTagSet(measurement, tags)
+	return c.addParts(key, kind, measurement, tags, field, h, c.findSet(h, measurement, tags))
+}
+
+// addParts is add with the key already split and its tag set, hashed h,
+// looked up (nil when new); tags may be scratch.
+func (c *catalog) addParts(key string, kind Kind, measurement string, tags []Tag, field string, h uint64, set *tagSet) uint64 {
+	id := uint64(len(c.series))
+	if set == nil {
+		set = c.newSet(h, measurement, tags, uint32(id))
+	} else {
+		set.more = append(set.more, uint32(id))
+	}
 	c.series = append(c.series, seriesMeta{key: key, kind: kind, set: set, field: field})
-	c.byKey[key] = id
-	c.idx.add(id, measurement, tags)
+	c.idx.add(id, set.measurement, set.tags) // set's own strings; tags may be scratch
 	return id
 }
 
-// addKey registers a series known only by its key (catalog file, WAL replay).
+// addKey registers a series known only by its key (WAL replay).
 func (c *catalog) addKey(key []byte, kind Kind) (uint64, error) {
-	m, tags, field, err := point.ParseSeriesKey(key)
+	return c.addKeyString(string(key), kind)
+}
+
+// addKeyString registers a series known only by its key (catalog file,
+// WAL replay). The catalog keeps key.
+func (c *catalog) addKeyString(key string, kind Kind) (uint64, error) {
+	var buf [8]Tag
+	m, tags, field, err := splitKey(key, buf[:0])
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("series %q: %w", key, err)
 	}
 	if !kind.Valid() {
 		return 0, fmt.Errorf("series %q has unknown kind %d", key, kind)
 	}
-	k := string(key)
-	if _, ok := c.byKey[k]; ok {
-		return 0, fmt.Errorf("series %q defined twice", key)
+	h := hashTagSet(m, tags)
+	set := c.findSet(h, m, tags)
+	if set != nil {
+		if _, ok := c.field(set, field); ok {
+			return 0, fmt.Errorf("series %q defined twice", key)
+		}
 	}
 	c.mu.Lock()
-	id := c.add(k, kind, m, tags, field)
+	id := c.addParts(key, kind, m, tags, field, h, set)
 	c.mu.Unlock()
 	return id, nil
 }
@@ -189,11 +330,12 @@ func (c *catalog) appendCatalogEntries(dst []byte, from, to int) []byte {
 
 // catalogFile is the open SERIES file.
 type catalogFile struct {
-	fs   vfs.FS
-	path string
-	f    vfs.File
-	n    int   // series persisted
-	size int64 // bytes in the file
+	fs      vfs.FS
+	path    string
+	f       vfs.File
+	version byte  // of the file, which its records follow
+	n       int   // series persisted
+	size    int64 // bytes in the file
 }
 
 func nextCatalogRecord(b []byte) ([]byte, int, error) {
@@ -221,12 +363,55 @@ func laterValidRecord(b []byte) bool {
 	return false
 }
 
+// decodeCatalogRecord decodes the payload of a record of a file of the
+// given version into c.
+func decodeCatalogRecord(p []byte, version byte, c *catalog) error {
+	if version == 1 {
+		return decodeCatalogPayload(p, c)
+	}
+	if len(p) == 0 {
+		return errors.New("empty record")
+	}
+	switch p[0] {
+	case catalogRaw:
+		return decodeCatalogPayload(p[1:], c)
+	case catalogZstd:
+		rawLen, n := binary.Uvarint(p[1:])
+		body := p[1+max(n, 0):]
+		if n <= 0 || rawLen == 0 || rawLen > catalogMaxRecord || rawLen > catalogMaxRatio*uint64(len(body)) {
+			return fmt.Errorf("bad raw length %d for %d compressed bytes", rawLen, len(body))
+		}
+		dec, err := catalogDecoder()
+		if err != nil {
+			return err
+		}
+		raw, err := dec.DecodeAll(body, make([]byte, 0, rawLen))
+		if err != nil {
+			return fmt.Errorf("decompress: %w", err)
+		}
+		if uint64(len(raw)) != rawLen {
+			return fmt.Errorf("decompressed %d bytes, want %d", len(raw), rawLen)
+		}
+		return decodeCatalogPayload(raw, c)
+	}
+	return fmt.Errorf("unknown codec %d", p[0])
+}
+
 func decodeCatalogPayload(p []byte, c *catalog) error {
+	// The keys of a record are substrings of one string: one allocation
+	// per record instead of one per series.
+	str := string(p)
+	base := len(p)
 	count, n := binary.Uvarint(p)
 	if n <= 0 || count > uint64(len(p)) {
 		return errors.New("bad entry count")
 	}
 	p = p[n:]
+	// Size for the record up front (count is bounded by its length).
+	c.series = slices.Grow(c.series, int(count))
+	if len(c.sets) == 0 {
+		c.sets = make(map[uint64]*tagSet, count)
+	}
 	for range count {
 		id, n := binary.Uvarint(p)
 		if n <= 0 || len(p) < n+1 {
@@ -239,12 +424,13 @@ func decodeCatalogPayload(p []byte, c *catalog) error {
 		if n <= 0 || kl > uint64(len(p)-n) {
 			return io.ErrUnexpectedEOF
 		}
-		key := p[n : n+int(kl)]
+		at := base - len(p) + n
+		key := str[at : at+int(kl)]
 		p = p[n+int(kl):]
 		if id != uint64(len(c.series)) {
 			return fmt.Errorf("series id %d out of sequence (want %d)", id, len(c.series))
 		}
-		if _, err := c.addKey(key, kind); err != nil {
+		if _, err := c.addKeyString(key, kind); err != nil {
 			return err
 		}
 	}
@@ -260,7 +446,14 @@ func (cf *catalogFile) persist(c *catalog, to int) error {
 		return nil
 	}
 	buf := make([]byte, 8, 8+64*(to-cf.n))
-	buf = c.appendCatalogEntries(buf, cf.n, to)
+	if cf.version == 1 {
+		buf = c.appendCatalogEntries(buf, cf.n, to)
+	} else {
+		var err error
+		if buf, err = appendCatalogPayload(buf, c.appendCatalogEntries(nil, cf.n, to)); err != nil {
+			return err
+		}
+	}
 	binary.LittleEndian.PutUint32(buf, uint32(len(buf)-8))
 	binary.LittleEndian.PutUint32(buf[4:], crc32.Checksum(buf[8:], castagnoli))
 	if _, err := cf.f.Write(buf); err != nil {
@@ -277,3 +470,25 @@ func (cf *catalogFile) persist(c *catalog, to int) error {
 }
 
 func (cf *catalogFile) close() error { return cf.f.Close() }
+
+// appendCatalogPayload appends the version 2 payload of entries:
+// compressed when that pays.
+func appendCatalogPayload(dst, entries []byte) ([]byte, error) {
+	if len(entries) >= catalogMinCompress {
+		enc, err := catalogEncoder()
+		if err != nil {
+			return nil, err
+		}
+		start := len(dst)
+		dst = append(dst, catalogZstd)
+		dst = binary.AppendUvarint(dst, uint64(len(entries)))
+		body := len(dst)
+		dst = enc.EncodeAll(entries, dst)
+		if c := len(dst) - body; c < len(entries) && uint64(len(entries)) <= catalogMaxRatio*uint64(c) {
+			return dst, nil
+		}
+		dst = dst[:start]
+	}
+	dst = append(dst, catalogRaw)
+	return append(dst, entries...), nil
+}

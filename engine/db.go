@@ -214,11 +214,8 @@ type writeScratch struct {
 }
 
 type pendingSeries struct {
-	key         string
-	kind        Kind
-	measurement string
-	tags        []Tag
-	field       string
+	key  string
+	kind Kind
 }
 
 // Open opens the database in dir. A missing or empty dir gets a new

@@ -17,7 +17,7 @@ func TestSortByKey(t *testing.T) {
 		for range n {
 			dev := fmt.Sprintf("d%d", r.IntN(1_000_000))
 			key := SeriesKey("m", []Tag{{Key: "dev", Value: dev}}, "f")
-			if _, ok := c.byKey[key]; ok {
+			if _, ok := c.lookup(key); ok {
 				continue
 			}
 			if _, err := c.addKey([]byte(key), KindFloat); err != nil {

@@ -453,7 +453,7 @@ func (db *DB) segSeriesIDs(h *segHandle) ([]uint64, bool) {
 		db.cat.mu.RLock()
 		defer db.cat.mu.RUnlock()
 		for i := range n {
-			id, ok := db.cat.byKey[string(h.r.Series(i).Key)]
+			id, ok := db.cat.lookup(string(h.r.Series(i).Key))
 			if !ok {
 				return
 			}

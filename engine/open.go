@@ -664,11 +664,12 @@ func (db *DB) replayWAL(m *manifest, walDir string) (wal.ReplayResult, error) {
 // loadedCatalog is what readCatalog found, for recover to open the file
 // once everything is validated.
 type loadedCatalog struct {
-	path   string
-	exists bool
-	n      int   // series in the file
-	valid  int64 // bytes of intact records, the header included
-	torn   int64 // bytes of a torn tail after them
+	path    string
+	exists  bool
+	version byte  // of the file, which appended records follow
+	n       int   // series in the file
+	valid   int64 // bytes of intact records, the header included
+	torn    int64 // bytes of a torn tail after them
 }
 
 // readCatalog reads the series catalog into db.cat without changing the
@@ -683,7 +684,7 @@ func (db *DB) readCatalog(m *manifest) (*loadedCatalog, error) {
 		return nil, fmt.Errorf("read series catalog: %w", err)
 	default:
 		lc.exists = true
-		if lc.valid, lc.torn, err = parseCatalog(path, data, db.cat); err != nil {
+		if lc.version, lc.valid, lc.torn, err = parseCatalog(path, data, db.cat); err != nil {
 			return nil, err
 		}
 	}
@@ -694,21 +695,22 @@ func (db *DB) readCatalog(m *manifest) (*loadedCatalog, error) {
 	return lc, nil
 }
 
-// parseCatalog decodes a catalog file into c. It returns the length of the
-// intact prefix and of a torn tail after it; damage before an intact record
-// is corruption.
-func parseCatalog(path string, data []byte, c *catalog) (valid, torn int64, err error) {
+// parseCatalog decodes a catalog file of version 1 or 2 into c. It returns
+// the file's version, the length of the intact prefix and of a torn tail
+// after it; damage before an intact record is corruption.
+func parseCatalog(path string, data []byte, c *catalog) (version byte, valid, torn int64, err error) {
 	if len(data) == 0 {
-		return 0, 0, nil // created, then a crash before its header
+		return 0, 0, 0, nil // created, then a crash before its header
 	}
 	if len(data) < catalogHeaderSize || string(data[:4]) != catalogMagic {
 		if len(data) < catalogHeaderSize && string(data) == catalogMagic[:min(len(data), 4)] {
-			return 0, int64(len(data)), nil // torn header
+			return 0, 0, int64(len(data)), nil // torn header
 		}
-		return 0, 0, corruptf(path, 0, "bad magic")
+		return 0, 0, 0, corruptf(path, 0, "bad magic")
 	}
-	if data[4] != catalogVersion {
-		return 0, 0, corruptf(path, 4, "unsupported version %d", data[4])
+	version = data[4]
+	if version != 1 && version != catalogVersion {
+		return 0, 0, 0, corruptf(path, 4, "unsupported version %d", version)
 	}
 	off := int64(catalogHeaderSize)
 	rest := data[catalogHeaderSize:]
@@ -717,17 +719,17 @@ func parseCatalog(path string, data []byte, c *catalog) (valid, torn int64, err 
 		if perr != nil {
 			// A bad record is a torn tail only if no valid record follows it.
 			if laterValidRecord(rest[1:]) {
-				return 0, 0, corruptf(path, off, "%v", perr)
+				return 0, 0, 0, corruptf(path, off, "%v", perr)
 			}
-			return off, int64(len(rest)), nil
+			return version, off, int64(len(rest)), nil
 		}
-		if err := decodeCatalogPayload(payload, c); err != nil {
-			return 0, 0, corruptf(path, off, "%v", err)
+		if err := decodeCatalogRecord(payload, version, c); err != nil {
+			return 0, 0, 0, corruptf(path, off, "%v", err)
 		}
 		off += int64(n)
 		rest = rest[n:]
 	}
-	return off, 0, nil
+	return version, off, 0, nil
 }
 
 // open opens the catalog file for appending, creating it or cutting its
@@ -750,7 +752,7 @@ func (lc *loadedCatalog) open(db *DB) error {
 			f.Close()
 			return fmt.Errorf("create series catalog: %w", err)
 		}
-		db.catf = &catalogFile{fs: fs, path: lc.path, f: f, size: catalogHeaderSize}
+		db.catf = &catalogFile{fs: fs, path: lc.path, f: f, version: catalogVersion, size: catalogHeaderSize}
 		return nil
 	}
 	f, err := fs.OpenReadWrite(lc.path)
@@ -768,6 +770,6 @@ func (lc *loadedCatalog) open(db *DB) error {
 		}
 		db.logger.Warn("truncated torn tail of series catalog", "bytes", lc.torn)
 	}
-	db.catf = &catalogFile{fs: fs, path: lc.path, f: f, n: lc.n, size: lc.valid}
+	db.catf = &catalogFile{fs: fs, path: lc.path, f: f, version: lc.version, n: lc.n, size: lc.valid}
 	return nil
 }

@@ -368,7 +368,7 @@ func (r *repairer) readCatalog() (*catalog, error) {
 	if err != nil && !errors.Is(err, iofs.ErrNotExist) {
 		return nil, fmt.Errorf("read series catalog: %w", err)
 	}
-	if _, _, err := parseCatalog(path, data, cat); err != nil {
+	if _, _, _, err := parseCatalog(path, data, cat); err != nil {
 		return nil, fmt.Errorf("the series catalog is damaged and cannot be rebuilt: %w", err)
 	}
 	return cat, nil

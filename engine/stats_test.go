@@ -23,8 +23,8 @@ func TestStatsLevels(t *testing.T) {
 		BlockSamples:        32,
 		L0CompactionTrigger: 3,
 		LevelMultiplier:     2,
-		L1TargetBytes:       4 << 10,
-		TargetSegmentBytes:  2 << 10,
+		L1TargetBytes:       1 << 10, // small: short blocks are kept in the segment index
+		TargetSegmentBytes:  512,
 	}
 	dir := t.TempDir()
 	db := openDB(t, dir, opts)

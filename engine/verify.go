@@ -51,7 +51,7 @@ func (db *DB) Verify(ctx context.Context) (VerifyReport, error) {
 				s := h.r.Series(i)
 				rep.Series++
 				db.cat.mu.RLock()
-				id, ok := db.cat.byKey[string(s.Key)]
+				id, ok := db.cat.lookup(string(s.Key))
 				var kind Kind
 				if ok {
 					kind = db.cat.series[id].kind

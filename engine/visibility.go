@@ -365,7 +365,7 @@ func (db *DB) dropFunc(applied uint64, tombs []tombstone) func(key []byte) []com
 	return func(key []byte) []compaction.TimeRange {
 		db.cat.mu.RLock()
 		defer db.cat.mu.RUnlock()
-		id, ok := db.cat.byKey[string(key)]
+		id, ok := db.cat.lookup(string(key))
 		if !ok {
 			return nil
 		}

@@ -62,8 +62,15 @@ func (db *DB) Write(points []Point) error {
 	}
 	base := uint64(len(db.cat.series))
 	w.defs = w.defs[:0]
+	w.key = w.key[:0]
 	for i := range w.pend {
-		w.defs = append(w.defs, wal.SeriesDef{ID: base + uint64(i), Kind: w.pend[i].kind, Key: []byte(w.pend[i].key)})
+		w.key = append(w.key, w.pend[i].key...)
+	}
+	keys := w.key
+	for i := range w.pend {
+		n := len(w.pend[i].key)
+		w.defs = append(w.defs, wal.SeriesDef{ID: base + uint64(i), Kind: w.pend[i].kind, Key: keys[:n:n]})
+		keys = keys[n:]
 	}
 	b := wal.Batch{Seq: seq, Series: w.defs, Entries: w.entries}
 	w.buf = b.Marshal(w.buf[:0])
@@ -78,8 +85,7 @@ func (db *DB) Write(points []Point) error {
 	if len(w.pend) > 0 {
 		db.cat.mu.Lock()
 		for i := range w.pend {
-			p := &w.pend[i]
-			db.cat.add(p.key, p.kind, p.measurement, p.tags, p.field)
+			db.cat.add(w.pend[i].key, w.pend[i].kind)
 		}
 		db.cat.mu.Unlock()
 	}
@@ -155,7 +161,7 @@ func (db *DB) resolveLocked(points []Point) error {
 		for _, f := range p.Fields {
 			kind := f.Value.Kind()
 			if set != nil {
-				if id, ok := set.field(f.Key); ok {
+				if id, ok := db.cat.field(set, f.Key); ok {
 					if have := db.cat.series[id].kind; have != kind {
 						return &PointError{Index: i, Err: fmt.Errorf("%w: field %q of %s is %s, not %s",
 							ErrFieldTypeConflict, f.Key, p.Measurement, have, kind)}
@@ -181,8 +187,7 @@ func (db *DB) resolveLocked(points []Point) error {
 				idx = len(w.pend)
 				key := string(w.key)
 				w.pendByID[key] = idx
-				w.pend = append(w.pend, pendingSeries{key: key, kind: kind, measurement: p.Measurement,
-					tags: slices.Clone(tags), field: f.Key})
+				w.pend = append(w.pend, pendingSeries{key: key, kind: kind})
 				pointBytes += len(key) + 16
 			}
 			w.entries = append(w.entries, point.Entry{ID: base + uint64(idx), Time: p.Time, Value: f.Value})

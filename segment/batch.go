@@ -11,7 +11,8 @@ import (
 // BlockReader reads blocks of one Reader through a read-ahead window: a
 // caller that reads one block of each of many series in file (key) order
 // pays for a few large reads instead of one read per block. Blocks are
-// checked and decoded exactly as by Reader.ReadBlock. A BlockReader is not
+// checked and decoded exactly as by Reader.ReadBlock; blocks kept inline in
+// the index are decoded from there. A BlockReader is not
 // safe for concurrent use.
 type BlockReader struct {
 	r      *Reader
@@ -32,6 +33,14 @@ func (br *BlockReader) ReadBlock(s *SeriesIndex, b int, dst []point.Sample) ([]p
 		return br.r.ReadBlock(s, b, dst)
 	}
 	bm := &s.Blocks[b]
+	if bm.inline != nil {
+		// Held in the index (format 2): nothing to read.
+		dst, err := decodeBlock(dst, bm.inline, s.Kind, bm, &br.sc)
+		if err != nil {
+			return dst, br.r.corrupt(bm.Offset, fmt.Errorf("block %d of %q: %w", b, s.Key, err))
+		}
+		return dst, nil
+	}
 	end := bm.Offset + int64(bm.Length)
 	if int(bm.Length) > br.window {
 		return br.r.ReadBlock(s, b, dst)

@@ -25,6 +25,11 @@ type blockScratch struct {
 // appendBlock appends the stored form of one block to dst. vals holds the
 // bit patterns of non-string values, strs the string values.
 func appendBlock(dst []byte, enc *zstd.Encoder, kind point.Kind, times []int64, vals []uint64, strs []string, sc *blockScratch) []byte {
+	return appendFramed(dst, enc, appendRawBlock(sc, kind, times, vals, strs))
+}
+
+// appendRawBlock encodes one raw block into sc.raw and returns it.
+func appendRawBlock(sc *blockScratch, kind point.Kind, times []int64, vals []uint64, strs []string) []byte {
 	n := len(times)
 	raw := append(sc.raw[:0], byte(kind))
 	raw = encoding.AppendUvarint(raw, uint64(n))
@@ -43,7 +48,7 @@ func appendBlock(dst []byte, enc *zstd.Encoder, kind point.Kind, times []int64, 
 		raw = encoding.AppendStrings(raw, strs)
 	}
 	sc.raw = raw
-	return appendFramed(dst, enc, raw)
+	return raw
 }
 
 // appendFloatColumn appends the smaller of the decimal and Gorilla

@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,9 +18,9 @@ import (
 	"github.com/stratadb/strata/internal/point"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/v1.seg and the FuzzReader seed segments")
+var update = flag.Bool("update", false, "rewrite testdata/v2.seg and the fuzz seeds")
 
-// fixtureSeries is the content of testdata/v1.seg: every kind, several
+// fixtureSeries is the content of testdata/v1.seg and v2.seg: every kind, several
 // blocks per series (block size 4), decimal and Gorilla floats, and a
 // string series that zstd compresses.
 func fixtureSeries() []testSeries {
@@ -51,25 +52,50 @@ func fixtureSeries() []testSeries {
 	}
 }
 
-const fixtureBlockSamples = 4
+const (
+	fixtureBlockSamples = 4
+	// fixtureInlineBytes makes v2.seg hold inline and stored blocks.
+	fixtureInlineBytes = 30
+)
 
-// fixtureBytes writes the fixture series and returns the file.
+// fixtureBytes writes the fixture series in the current format and
+// returns the file.
 func fixtureBytes(t testing.TB) []byte {
 	fs := newMemFS()
-	writeSegment(t, fs, "/db/v1.seg", fixtureBlockSamples, fixtureSeries())
-	return fs.bytes(t, "/db/v1.seg")
-}
-
-// TestFormatV1Fixture reads the checked-in version 1 segment, so a future
-// format change that breaks old files fails here. Regenerate only with a
-// format version bump (go test -run TestFormatV1Fixture -update).
-func TestFormatV1Fixture(t *testing.T) {
-	if *update {
-		data := fixtureBytes(t)
-		if err := os.WriteFile("testdata/v1.seg", data, 0o644); err != nil {
+	w, err := Create("/db/v2.seg", WriterOptions{FS: fs, BlockSamples: fixtureBlockSamples, InlineBytes: fixtureInlineBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range fixtureSeries() {
+		if err := w.Add(s.key, s.kind, s.samples); err != nil {
 			t.Fatal(err)
 		}
-		writeSeed(t, "FuzzReader", "v1", data)
+	}
+	if _, err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	return fs.bytes(t, "/db/v2.seg")
+}
+
+// TestFormatV1Fixture reads the checked-in version 1 segment (no inline
+// blocks), written before version 2; readers keep reading it.
+func TestFormatV1Fixture(t *testing.T) {
+	stored, inline := checkFixture(t, "testdata/v1.seg", 1)
+	if stored["zstd"] == 0 || stored["raw"] == 0 || inline != 0 {
+		t.Fatalf("v1 fixture has %v stored and %d inline blocks", stored, inline)
+	}
+}
+
+// TestFormatV2Fixture reads the checked-in version 2 segment, so a future
+// format change that breaks old files fails here. Regenerate only with a
+// format version bump (go test -run TestFormatV2Fixture -update).
+func TestFormatV2Fixture(t *testing.T) {
+	if *update {
+		data := fixtureBytes(t)
+		if err := os.WriteFile("testdata/v2.seg", data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		writeSeed(t, "FuzzReader", "v2", data)
 		small := newMemFS()
 		writeSegment(t, small, "/db/s.seg", 2, []testSeries{
 			{key: []byte("m f"), kind: point.KindFloat, samples: []point.Sample{{Time: 1, Value: point.Float(1.5)}, {Time: 2, Value: point.Float(2.25)}, {Time: 9, Value: point.Float(-1)}}},
@@ -79,44 +105,74 @@ func TestFormatV1Fixture(t *testing.T) {
 		empty := newMemFS()
 		writeSegment(t, empty, "/db/e.seg", 0, nil)
 		writeSeed(t, "FuzzReader", "empty", empty.bytes(t, "/db/e.seg"))
-		writeRawSeeds(t, data)
+		for _, v := range []string{"v1", "v2"} {
+			old, err := os.ReadFile("testdata/" + v + ".seg")
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeRawSeeds(t, v, old)
+		}
 	}
-	data, err := os.ReadFile("testdata/v1.seg")
+	stored, inline := checkFixture(t, "testdata/v2.seg", 2)
+	if stored["zstd"] == 0 || stored["raw"] == 0 || inline == 0 {
+		t.Fatalf("v2 fixture has %v stored and %d inline blocks", stored, inline)
+	}
+}
+
+// checkFixture reads a fixture file of the given version, checks its
+// content and stats and that it exercises both float codecs, and counts
+// its stored blocks by framing and its inline blocks.
+func checkFixture(t *testing.T, name string, version byte) (stored map[string]int, inline int) {
+	data, err := os.ReadFile(name)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if data[4] != version {
+		t.Fatalf("%s is version %d, want %d", name, data[4], version)
+	}
 	fs := newMemFS()
-	fs.put("/db/v1.seg", data)
-	r := openAndCheck(t, fs, "/db/v1.seg", fixtureSeries())
+	fs.put("/db/f.seg", data)
+	r := openAndCheck(t, fs, "/db/f.seg", fixtureSeries())
 	checkStats(t, r)
-	// The fixture exercises both framings and both float codecs.
-	var zstdBlocks, rawBlocks int
+	stored = map[string]int{}
 	codecs := map[byte]bool{}
 	for i := range r.NumSeries() {
 		s := r.Series(i)
 		for _, b := range s.Blocks {
-			if data[b.Offset]&flagZstd != 0 {
-				zstdBlocks++
+			var raw []byte
+			switch {
+			case b.inline != nil:
+				inline++
+				raw = b.inline
+			case data[b.Offset]&flagZstd != 0:
+				stored["zstd"]++
 				continue
+			default:
+				stored["raw"]++
+				raw = rawOf(t, data[b.Offset:b.Offset+int64(b.Length)])
 			}
-			rawBlocks++
 			if s.Kind == point.KindFloat {
-				codecs[floatCodecOf(t, data[b.Offset:b.Offset+int64(b.Length)])] = true
+				codecs[floatCodecOf(raw)] = true
 			}
 		}
 	}
-	if zstdBlocks == 0 || rawBlocks == 0 || !codecs[floatDecimal] || !codecs[floatGorilla] {
-		t.Fatalf("fixture has %d zstd and %d raw blocks, float codecs %v", zstdBlocks, rawBlocks, codecs)
+	if !codecs[floatDecimal] || !codecs[floatGorilla] {
+		t.Fatalf("%s: float codecs %v", name, codecs)
 	}
+	return stored, inline
 }
 
-// floatCodecOf returns the float codec byte of an uncompressed block.
-func floatCodecOf(t *testing.T, stored []byte) byte {
+func rawOf(t *testing.T, stored []byte) []byte {
 	var sc blockScratch
 	raw, err := unframe(stored, MaxBlockRaw, &sc)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return raw
+}
+
+// floatCodecOf returns the float codec byte of a raw block.
+func floatCodecOf(raw []byte) byte {
 	_, n1 := binary.Uvarint(raw[1:])
 	tsLen, n2 := binary.Uvarint(raw[1+n1:])
 	return raw[1+n1+n2+int(tsLen)]
@@ -124,24 +180,23 @@ func floatCodecOf(t *testing.T, stored []byte) byte {
 
 // writeRawSeeds stores the raw index and one raw block of each series of
 // the fixture as seeds of FuzzParseIndex and FuzzDecodeBlock.
-func writeRawSeeds(t *testing.T, data []byte) {
+func writeRawSeeds(t *testing.T, version string, data []byte) {
 	fs := newMemFS()
-	fs.put("/db/v1.seg", data)
-	r, err := Open(fs, "/db/v1.seg")
+	fs.put("/db/f.seg", data)
+	r, err := Open(fs, "/db/f.seg")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	writeSeed(t, "FuzzParseIndex", "v1", r.index)
+	writeSeed(t, "FuzzParseIndex", version, r.index)
 	for i := range r.NumSeries() {
 		s := r.Series(i)
 		b := s.Blocks[len(s.Blocks)-1]
-		var sc blockScratch
-		raw, err := unframe(data[b.Offset:b.Offset+int64(b.Length)], MaxBlockRaw, &sc)
-		if err != nil {
-			t.Fatal(err)
+		raw := b.inline
+		if raw == nil {
+			raw = rawOf(t, data[b.Offset:b.Offset+int64(b.Length)])
 		}
-		writeSeed(t, "FuzzDecodeBlock", fmt.Sprintf("v1-%d-%s", i, s.Kind), raw)
+		writeSeed(t, "FuzzDecodeBlock", fmt.Sprintf("%s-%d-%s", version, i, s.Kind), raw)
 	}
 }
 
@@ -224,7 +279,7 @@ func TestCorruptionCauses(t *testing.T) {
 		offset int64
 	}{
 		{"header magic", func(d []byte) { d[0] = 'X' }, ErrMagic, 0},
-		{"header version", func(d []byte) { d[4] = 2 }, ErrVersion, 4},
+		{"header version", func(d []byte) { d[4] = 9 }, ErrVersion, 4},
 		{"footer magic", func(d []byte) { d[end-1] ^= 1 }, ErrMagic, int64(end - footerLen)},
 		{"footer version", func(d []byte) { d[end-footerLen+32] = 9 }, ErrVersion, int64(end - footerLen)},
 		{"footer checksum", func(d []byte) { d[end-footerLen] ^= 1 }, ErrChecksum, int64(end - footerLen)},
@@ -269,7 +324,7 @@ func FuzzReader(f *testing.F) {
 		defer r.Close()
 		for i := range r.NumSeries() {
 			s := r.Series(i)
-			if got, ok := r.Find(s.Key); !ok || got != s {
+			if got, ok := r.Find(s.Key); !ok || !reflect.DeepEqual(got, s) {
 				t.Fatalf("Find(%q) = %v, %v", s.Key, got, ok)
 			}
 			it := r.Iter(s, s.MinTime(), s.MaxTime())

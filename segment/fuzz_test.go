@@ -108,18 +108,24 @@ func FuzzSegmentRoundTrip(f *testing.F) {
 // consistent index.
 func FuzzParseIndex(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		series, err := parseIndex(raw, headerLen, 1<<40)
-		if err != nil {
-			return
-		}
-		for i := range series {
-			s := &series[i]
-			if len(s.Blocks) == 0 || !s.Kind.Valid() || (i > 0 && string(s.Key) <= string(series[i-1].Key)) {
-				t.Fatalf("series %d inconsistent", i)
-			}
-			for j, b := range s.Blocks {
-				if b.Count < 1 || b.Count > MaxBlockSamples || b.MaxTime < b.MinTime || (j > 0 && b.MinTime <= s.Blocks[j-1].MaxTime) {
-					t.Fatalf("series %d block %d inconsistent: %+v", i, j, b)
+		for _, version := range []byte{1, 2} {
+			for _, dataEnd := range []int64{headerLen, 1 << 40} {
+				tab, err := parseIndex(raw, version, headerLen, dataEnd)
+				if err != nil {
+					continue
+				}
+				var prev *SeriesIndex
+				for i := range tab.len() {
+					s := tab.entry(i)
+					if len(s.Blocks) == 0 || !s.Kind.Valid() || (prev != nil && string(s.Key) <= string(prev.Key)) || string(tab.key(i)) != string(s.Key) {
+						t.Fatalf("series %d inconsistent", i)
+					}
+					for j, b := range s.Blocks {
+						if b.Count < 1 || b.Count > MaxBlockSamples || b.MaxTime < b.MinTime || (j > 0 && b.MinTime <= s.Blocks[j-1].MaxTime) {
+							t.Fatalf("series %d block %d inconsistent: %+v", i, j, b)
+						}
+					}
+					prev = s
 				}
 			}
 		}

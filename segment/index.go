@@ -46,7 +46,14 @@ type BlockMeta struct {
 	MinTime, MaxTime int64
 	Count            int
 	Min, Max, Sum    point.Value // same kind as the series for float/int/uint; zero Value for bool/string
+
+	inline []byte // raw block held in the index (format 2)
 }
+
+// Inline reports whether the block is held in the index rather than stored
+// on its own. An inline block's Offset is that of the index section and its
+// Length that of its raw form; reading it does no I/O.
+func (b *BlockMeta) Inline() bool { return b.inline != nil }
 
 // appendSeriesEntry appends the index entry of one series.
 func appendSeriesEntry(dst, key []byte, kind point.Kind, blocks []BlockMeta) []byte {
@@ -56,7 +63,11 @@ func appendSeriesEntry(dst, key []byte, kind point.Kind, blocks []BlockMeta) []b
 	dst = encoding.AppendUvarint(dst, uint64(len(blocks)))
 	for i := range blocks {
 		b := &blocks[i]
-		dst = encoding.AppendUvarint(dst, uint64(b.Length))
+		if b.inline != nil {
+			dst = append(dst, 0)
+		} else {
+			dst = encoding.AppendUvarint(dst, uint64(b.Length))
+		}
 		if i == 0 {
 			dst = encoding.AppendVarint(dst, b.MinTime)
 		} else {
@@ -78,6 +89,10 @@ func appendSeriesEntry(dst, key []byte, kind point.Kind, blocks []BlockMeta) []b
 			dst = encoding.AppendUvarint(dst, b.Max.Uint())
 			dst = encoding.AppendUvarint(dst, b.Sum.Uint())
 		}
+		if b.inline != nil {
+			dst = encoding.AppendUvarint(dst, uint64(len(b.inline)))
+			dst = append(dst, b.inline...)
+		}
 	}
 	return dst
 }
@@ -89,54 +104,89 @@ const (
 	minBlockLen    = 6                             // flags, rawLen, payload byte, crc32c
 )
 
-// parseIndex decodes the raw index. Block offsets are assigned from
-// dataStart, and the blocks must end exactly at dataEnd.
-func parseIndex(raw []byte, dataStart, dataEnd int64) ([]SeriesIndex, error) {
+// indexTable locates the series entries of a raw index without holding
+// them decoded: a series costs 12 bytes here plus its entry in the raw
+// index. Series are decoded on demand by entry.
+type indexTable struct {
+	raw     []byte
+	version byte
+	indexAt int64    // file offset of the index section, the Offset of inline blocks
+	offs    []uint32 // start of series i's entry in raw
+	data    []int64  // file offset of series i's first stored block
+
+	minTime, maxTime int64 // over all series; 0 when there are none
+	samples          int64
+}
+
+func (t *indexTable) len() int { return len(t.offs) }
+
+// key returns the key of series i without decoding the rest of its entry.
+func (t *indexTable) key(i int) []byte {
+	b := t.raw[t.offs[i]:]
+	n, rest, _ := encoding.Uvarint(b) // validated by parseIndex
+	return rest[:n:n]
+}
+
+// entry decodes series i into a fresh SeriesIndex.
+func (t *indexTable) entry(i int) *SeriesIndex {
+	// A series and its first block in one allocation: most series of a
+	// high-cardinality segment have one block.
+	e := new(struct {
+		s     SeriesIndex
+		first [1]BlockMeta
+	})
+	s := &e.s
+	c := decbuf.New(t.raw[t.offs[i]:])
+	// The entry was validated by parseIndex, so this cannot fail.
+	if _, err := parseEntry(&c, t.version, t.data[i], math.MaxInt64, t.indexAt, s, e.first[:0]); err != nil {
+		panic(fmt.Sprintf("segment: validated index entry %d: %v", i, err))
+	}
+	return s
+}
+
+// parseIndex validates the raw index of a file of the given format version
+// and returns its table. Stored block offsets are assigned from dataStart,
+// and the stored blocks must end exactly at dataEnd, where the index
+// section starts.
+func parseIndex(raw []byte, version byte, dataStart, dataEnd int64) (*indexTable, error) {
+	if uint64(len(raw)) > math.MaxUint32 {
+		return nil, fmt.Errorf("index of %d bytes", len(raw))
+	}
 	c := decbuf.New(raw)
 	n := c.Count("series count", minSeriesEntry)
 	if c.Err() != nil {
 		return nil, c.Err()
 	}
-	series := make([]SeriesIndex, n)
-	var blocks []BlockMeta
-	starts := make([]int, n)
+	t := &indexTable{raw: raw, version: version, indexAt: dataEnd, offs: make([]uint32, n), data: make([]int64, n)}
 	off := dataStart
 	var prevKey []byte
-	for i := range series {
-		s := &series[i]
-		s.Key = c.UvarintBytes("key")
-		kb := c.Byte("kind")
-		nb := c.Uvarint("block count")
-		if c.Err() != nil {
-			return nil, fmt.Errorf("series %d: %w", i, c.Err())
+	var s SeriesIndex
+	var scratch []BlockMeta
+	for i := range t.offs {
+		t.offs[i] = uint32(c.Offset())
+		t.data[i] = off
+		s.Blocks = scratch[:0]
+		next, err := parseEntry(&c, version, off, dataEnd, dataEnd, &s, scratch[:0])
+		if err != nil {
+			if s.Key != nil {
+				return nil, fmt.Errorf("series %q: %w", s.Key, err)
+			}
+			return nil, fmt.Errorf("series %d: %w", i, err)
 		}
-		if len(s.Key) == 0 {
-			return nil, fmt.Errorf("series %d: empty key", i)
+		scratch = s.Blocks
+		first, last := s.Blocks[0].MinTime, s.Blocks[len(s.Blocks)-1].MaxTime
+		if i == 0 {
+			t.minTime, t.maxTime = first, last
+		}
+		t.minTime, t.maxTime = min(t.minTime, first), max(t.maxTime, last)
+		for j := range s.Blocks {
+			t.samples += int64(s.Blocks[j].Count)
 		}
 		if i > 0 && string(s.Key) <= string(prevKey) {
 			return nil, fmt.Errorf("series %d: key %q not after %q", i, s.Key, prevKey)
 		}
 		prevKey = s.Key
-		s.Kind = point.Kind(kb)
-		if !s.Kind.Valid() {
-			return nil, fmt.Errorf("series %q: kind %d", s.Key, kb)
-		}
-		if nb == 0 || nb > uint64(c.Len()/minBlockEntry) {
-			return nil, fmt.Errorf("series %q: %d blocks in %d bytes", s.Key, nb, c.Len())
-		}
-		starts[i] = len(blocks)
-		for j := range int(nb) {
-			bm, err := parseBlockEntry(&c, s.Kind, j, blocks[starts[i]:])
-			if err != nil {
-				return nil, fmt.Errorf("series %q block %d: %w", s.Key, j, err)
-			}
-			if int64(bm.Length) > dataEnd-off {
-				return nil, fmt.Errorf("series %q block %d: %d bytes at %d overrun the data ending at %d", s.Key, j, bm.Length, off, dataEnd)
-			}
-			bm.Offset = off
-			off += int64(bm.Length)
-			blocks = append(blocks, bm)
-		}
+		off = next
 	}
 	if c.Len() != 0 {
 		return nil, fmt.Errorf("%d bytes after the last series", c.Len())
@@ -144,17 +194,58 @@ func parseIndex(raw []byte, dataStart, dataEnd int64) ([]SeriesIndex, error) {
 	if off != dataEnd {
 		return nil, fmt.Errorf("blocks end at %d, data at %d", off, dataEnd)
 	}
-	for i := range series {
-		end := len(blocks)
-		if i+1 < len(series) {
-			end = starts[i+1]
-		}
-		series[i].Blocks = blocks[starts[i]:end:end]
-	}
-	return series, nil
+	return t, nil
 }
 
-func parseBlockEntry(c *decbuf.Decbuf, kind point.Kind, j int, prev []BlockMeta) (BlockMeta, error) {
+// parseEntry decodes one series entry into s, appending its blocks to
+// blocks (a new slice when nil), and returns where the next series' stored
+// blocks start. Stored blocks must not pass dataEnd; inline blocks get
+// Offset inlineAt.
+func parseEntry(c *decbuf.Decbuf, version byte, off, dataEnd, inlineAt int64, s *SeriesIndex, blocks []BlockMeta) (int64, error) {
+	s.Key = c.UvarintBytes("key")
+	kb := c.Byte("kind")
+	nb := c.Uvarint("block count")
+	if c.Err() != nil {
+		return 0, c.Err()
+	}
+	if len(s.Key) == 0 {
+		return 0, errors.New("empty key")
+	}
+	s.Kind = point.Kind(kb)
+	if !s.Kind.Valid() {
+		return 0, fmt.Errorf("kind %d", kb)
+	}
+	if nb == 0 || nb > uint64(c.Len()/minBlockEntry) {
+		return 0, fmt.Errorf("%d blocks in %d bytes", nb, c.Len())
+	}
+	if blocks == nil || (len(blocks) == 0 && uint64(cap(blocks)) < nb && cap(blocks) < 4) {
+		blocks = make([]BlockMeta, 0, nb)
+	}
+	for j := range int(nb) {
+		bm, err := parseBlockEntry(c, version, s.Kind, j, blocks)
+		if err != nil {
+			s.Blocks = blocks
+			return 0, fmt.Errorf("block %d: %w", j, err)
+		}
+		if bm.inline != nil {
+			bm.Offset = inlineAt
+		} else {
+			if int64(bm.Length) > dataEnd-off {
+				s.Blocks = blocks
+				return 0, fmt.Errorf("block %d: %d bytes at %d overrun the data ending at %d", j, bm.Length, off, dataEnd)
+			}
+			bm.Offset = off
+			off += int64(bm.Length)
+		}
+		blocks = append(blocks, bm)
+	}
+	s.Blocks = blocks
+	return off, nil
+}
+
+// parseBlockEntry decodes block entry j of a series whose earlier blocks
+// are prev.
+func parseBlockEntry(c *decbuf.Decbuf, version byte, kind point.Kind, j int, prev []BlockMeta) (BlockMeta, error) {
 	var bm BlockMeta
 	length := c.Uvarint("length")
 	if j == 0 {
@@ -170,6 +261,7 @@ func parseBlockEntry(c *decbuf.Decbuf, kind point.Kind, j int, prev []BlockMeta)
 	span := c.Uvarint("span")
 	count := c.Uvarint("count")
 	bm.MaxTime = bm.MinTime + int64(span)
+	inline := version >= 2 && length == 0
 	var mn, mx, sum uint64
 	switch kind {
 	case point.KindFloat:
@@ -179,11 +271,14 @@ func parseBlockEntry(c *decbuf.Decbuf, kind point.Kind, j int, prev []BlockMeta)
 	case point.KindUint:
 		mn, mx, sum = c.Uvarint("min"), c.Uvarint("max"), c.Uvarint("sum")
 	}
+	if inline {
+		bm.inline = c.UvarintBytes("inline block")
+	}
 	if c.Err() != nil {
 		return bm, c.Err()
 	}
 	switch {
-	case length < minBlockLen || length > math.MaxUint32:
+	case !inline && (length < minBlockLen || length > math.MaxUint32):
 		return bm, fmt.Errorf("length %d", length)
 	case count == 0 || count > MaxBlockSamples:
 		return bm, fmt.Errorf("count %d", count)
@@ -192,6 +287,13 @@ func parseBlockEntry(c *decbuf.Decbuf, kind point.Kind, j int, prev []BlockMeta)
 	}
 	bm.Length = uint32(length)
 	bm.Count = int(count)
+	if inline {
+		// Checked like a stored block when it is read.
+		bm.Length = uint32(len(bm.inline))
+		if len(bm.inline) < 3 || len(bm.inline) > maxBlockRaw(kind, bm.Count) {
+			return bm, fmt.Errorf("inline block of %d bytes for %d samples", len(bm.inline), count)
+		}
+	}
 	if kind.Numeric() {
 		bm.Min, bm.Max, bm.Sum = point.FromBits(kind, mn), point.FromBits(kind, mx), point.FromBits(kind, sum)
 	}
@@ -292,12 +394,12 @@ func appendFooter(dst []byte, f footer) []byte {
 
 // parseFooter checks magic, then version, then checksum. The returned error
 // is the cause only; the caller adds the path and offset.
-func parseFooter(b []byte) (footer, error) {
+func parseFooter(b []byte, version byte) (footer, error) {
 	if string(b[footerLen-4:]) != magic {
 		return footer{}, fmt.Errorf("footer: %w: %q", ErrMagic, b[footerLen-4:])
 	}
-	if v := b[32]; v != formatVersion {
-		return footer{}, fmt.Errorf("footer: %w %d", ErrVersion, v)
+	if v := b[32]; v != version {
+		return footer{}, fmt.Errorf("footer: %w %d (header says %d)", ErrVersion, v, version)
 	}
 	if want, got := binary.LittleEndian.Uint32(b[33:]), crc32.Checksum(b[:33], castagnoli); want != got {
 		return footer{}, fmt.Errorf("footer: %w: stored %08x, computed %08x", ErrChecksum, want, got)

@@ -4,8 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
+	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/klauspost/compress/zstd"
@@ -19,12 +20,14 @@ import (
 // memory; blocks are read on demand with positional reads. A Reader is safe
 // for concurrent use by several goroutines.
 type Reader struct {
-	f      vfs.File
-	path   string
-	meta   Meta
-	series []SeriesIndex
-	bloom  *bloom.BloomFilter
-	index  []byte // raw index; series keys point into it
+	f     vfs.File
+	path  string
+	meta  Meta
+	table *indexTable
+	bloom *bloom.BloomFilter
+	index []byte // raw index; series keys point into it
+
+	nextFind atomic.Int64 // series after the one Find found last: a hint
 }
 
 // Open opens the segment at path and validates its header, footer, index
@@ -78,15 +81,16 @@ func (r *Reader) load() error {
 	if string(hdr[:4]) != magic {
 		return r.corrupt(0, fmt.Errorf("header: %w: %q", ErrMagic, hdr[:4]))
 	}
-	if hdr[4] != formatVersion {
-		return r.corrupt(4, fmt.Errorf("header: %w %d", ErrVersion, hdr[4]))
+	version := hdr[4]
+	if version < minReadVersion || version > formatVersion {
+		return r.corrupt(4, fmt.Errorf("header: %w %d", ErrVersion, version))
 	}
 	footOff := size - footerLen
 	var fb [footerLen]byte
 	if err := r.readAt(fb[:], footOff); err != nil {
 		return err
 	}
-	ft, err := parseFooter(fb[:])
+	ft, err := parseFooter(fb[:], version)
 	if err != nil {
 		return r.corrupt(footOff, err)
 	}
@@ -106,7 +110,7 @@ func (r *Reader) load() error {
 	if err != nil {
 		return r.corrupt(indexOff, fmt.Errorf("index: %w", err))
 	}
-	series, err := parseIndex(raw, headerLen, indexOff)
+	table, err := parseIndex(raw, version, headerLen, indexOff)
 	if err != nil {
 		return r.corrupt(indexOff, fmt.Errorf("index: %w", err))
 	}
@@ -115,26 +119,19 @@ func (r *Reader) load() error {
 	if err != nil {
 		return r.corrupt(bloomOff, err)
 	}
-	for i := range series {
-		if !bloomTest(bf, keyHash(series[i].Key)) {
-			return r.corrupt(bloomOff, fmt.Errorf("bloom filter lacks series %q", series[i].Key))
+	r.meta = Meta{Path: r.path, Size: size, Series: table.len()}
+	for i := range table.len() {
+		key := table.key(i)
+		if !bloomTest(bf, keyHash(key)) {
+			return r.corrupt(bloomOff, fmt.Errorf("bloom filter lacks series %q", key))
 		}
 	}
-	r.series, r.bloom, r.index = series, bf, raw
-	r.meta = Meta{Path: r.path, Size: size, Series: len(series)}
-	for i := range series {
-		s := &series[i]
-		if i == 0 {
-			r.meta.MinTime, r.meta.MaxTime = s.MinTime(), s.MaxTime()
-		}
-		r.meta.MinTime = min(r.meta.MinTime, s.MinTime())
-		r.meta.MaxTime = max(r.meta.MaxTime, s.MaxTime())
-		r.meta.Samples += s.Samples()
+	r.meta.MinTime, r.meta.MaxTime, r.meta.Samples = table.minTime, table.maxTime, table.samples
+	if n := table.len(); n > 0 {
+		r.meta.FirstKey = table.key(0)
+		r.meta.LastKey = table.key(n - 1)
 	}
-	if len(series) > 0 {
-		r.meta.FirstKey = series[0].Key
-		r.meta.LastKey = series[len(series)-1].Key
-	}
+	r.table, r.bloom, r.index = table, bf, raw
 	return nil
 }
 
@@ -145,38 +142,44 @@ func (r *Reader) Meta() Meta { return r.meta }
 func (r *Reader) Close() error { return r.f.Close() }
 
 // NumSeries returns the number of series.
-func (r *Reader) NumSeries() int { return len(r.series) }
+func (r *Reader) NumSeries() int { return r.table.len() }
 
-// Series returns the i-th series in key order.
-func (r *Reader) Series(i int) *SeriesIndex { return &r.series[i] }
+// Series returns the i-th series in key order, decoded from the index into
+// a new SeriesIndex on every call.
+func (r *Reader) Series(i int) *SeriesIndex { return r.table.entry(i) }
 
 // MayContain consults the bloom filter only: false means the segment
 // certainly lacks key.
 func (r *Reader) MayContain(key []byte) bool { return bloomTest(r.bloom, keyHash(key)) }
 
 // Find returns the index entry of key, consulting the bloom filter and then
-// binary searching the index. It does no I/O.
+// binary searching the index. It does no I/O. Lookups in increasing key
+// order (a query's series) are cheap: Find first tries the series after
+// the one it found last.
 func (r *Reader) Find(key []byte) (*SeriesIndex, bool) {
+	t := r.table
+	n := t.len()
+	if n == 0 {
+		return nil, false
+	}
+	next := int(r.nextFind.Load()) // a hint only: any value in 0..n is fine
+	if next < n && string(t.key(next)) == string(key) {
+		r.nextFind.Store(int64(next + 1))
+		return t.entry(next), true
+	}
 	if !r.MayContain(key) {
 		return nil, false
 	}
-	i, ok := slices.BinarySearchFunc(r.series, key, func(s SeriesIndex, k []byte) int {
-		return compareBytes(s.Key, k)
-	})
-	if !ok {
+	lo, hi := 0, n
+	if next > 0 && next <= n && string(t.key(next-1)) < string(key) {
+		lo = next // after the last hit: search only what follows it
+	}
+	i := lo + sort.Search(hi-lo, func(i int) bool { return string(t.key(lo+i)) >= string(key) })
+	if i == n || string(t.key(i)) != string(key) {
 		return nil, false
 	}
-	return &r.series[i], true
-}
-
-func compareBytes(a, b []byte) int {
-	switch {
-	case string(a) < string(b):
-		return -1
-	case string(a) > string(b):
-		return 1
-	}
-	return 0
+	r.nextFind.Store(int64(i + 1))
+	return t.entry(i), true
 }
 
 // scratchPool recycles decoding buffers across ReadBlock calls.
@@ -193,6 +196,14 @@ func (r *Reader) ReadBlock(s *SeriesIndex, b int, dst []point.Sample) ([]point.S
 	}
 	bm := &s.Blocks[b]
 	sc := scratchPool.Get().(*blockScratch)
+	if bm.inline != nil {
+		defer scratchPool.Put(sc)
+		dst, err := decodeBlock(dst, bm.inline, s.Kind, bm, sc)
+		if err != nil {
+			return dst, r.corrupt(bm.Offset, fmt.Errorf("block %d of %q: %w", b, s.Key, err))
+		}
+		return dst, nil
+	}
 	defer func() {
 		if cap(sc.raw) <= maxPooledScratch && cap(sc.alt) <= maxPooledScratch {
 			scratchPool.Put(sc)

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -174,7 +175,7 @@ func TestManySeries(t *testing.T) {
 	r := roundTrip(t, 0, series)
 	for i, s := range series {
 		got, ok := r.Find(s.key)
-		if !ok || !bytes.Equal(got.Key, s.key) || got != r.Series(i) {
+		if !ok || !bytes.Equal(got.Key, s.key) || !reflect.DeepEqual(got, r.Series(i)) {
 			t.Fatalf("Find(%q) = %v, %v", s.key, got, ok)
 		}
 	}
@@ -305,7 +306,16 @@ func TestIterBounds(t *testing.T) {
 		samples[i] = point.Sample{Time: int64(i) * 10, Value: point.Int(int64(i))}
 	}
 	mem := newMemFS()
-	writeSegment(t, mem, "/db/i.seg", 10, []testSeries{{key: []byte("m f"), kind: point.KindInt, samples: samples}})
+	w, err := Create("/db/i.seg", WriterOptions{FS: mem, BlockSamples: 10, InlineBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Add([]byte("m f"), point.KindInt, samples); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
 	fs, reads := countReads(mem)
 	r, err := Open(fs, "/db/i.seg")
 	if err != nil {
@@ -313,6 +323,11 @@ func TestIterBounds(t *testing.T) {
 	}
 	defer r.Close()
 	s := r.Series(0)
+	for _, b := range s.Blocks {
+		if b.inline != nil {
+			t.Fatal("InlineBytes -1 wrote an inline block")
+		}
+	}
 	cases := []struct {
 		mint, maxt int64
 		want       []int64 // expected times
@@ -489,7 +504,7 @@ func TestWriterSize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if meta.Size <= prev || w.Size() != meta.Size || int64(len(fs.bytes(t, "/db/s.seg"))) != meta.Size {
+	if meta.Size <= headerLen || w.Size() != meta.Size || int64(len(fs.bytes(t, "/db/s.seg"))) != meta.Size {
 		t.Fatalf("Size %d, meta %d, last %d", w.Size(), meta.Size, prev)
 	}
 }
@@ -649,5 +664,105 @@ func TestConcurrentReaders(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// TestFindAnyOrder checks Find in increasing, decreasing and random key
+// order, with absent keys between, from several goroutines: its hint must
+// never change an answer.
+func TestFindAnyOrder(t *testing.T) {
+	const n = 2000
+	series := make([]testSeries, n)
+	for i := range series {
+		key := point.AppendSeriesKey(nil, "m", []point.Tag{{Key: "id", Value: fmt.Sprintf("%06d", 2*i)}}, "v")
+		series[i] = testSeries{key: key, kind: point.KindInt, samples: []point.Sample{{Time: int64(i), Value: point.Int(int64(i))}}}
+	}
+	r := roundTrip(t, 0, series)
+	check := func(i int) error {
+		if i%2 == 1 {
+			key := point.AppendSeriesKey(nil, "m", []point.Tag{{Key: "id", Value: fmt.Sprintf("%06d", i)}}, "v")
+			if _, ok := r.Find(key); ok {
+				return fmt.Errorf("found absent %q", key)
+			}
+			return nil
+		}
+		s := series[i/2]
+		got, ok := r.Find(s.key)
+		if !ok || !bytes.Equal(got.Key, s.key) || got.Blocks[0].MinTime != int64(i/2) {
+			return fmt.Errorf("Find(%q) = %v, %v", s.key, got, ok)
+		}
+		return nil
+	}
+	orders := [][]int{make([]int, 2*n), make([]int, 2*n), rand.New(rand.NewPCG(3, 3)).Perm(2 * n)}
+	for i := range 2 * n {
+		orders[0][i], orders[1][i] = i, 2*n-1-i
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 3*len(orders))
+	for range 3 {
+		for _, order := range orders {
+			wg.Go(func() {
+				for _, i := range order {
+					if err := check(i); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// TestBlockReaderInline reads every block of a segment holding inline and
+// stored blocks through BlockReaders of small and large windows, in key
+// order, and requires exactly what Reader.ReadBlock returns.
+func TestBlockReaderInline(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 3))
+	kinds := []point.Kind{point.KindFloat, point.KindInt, point.KindUint, point.KindString, point.KindBool}
+	series := make([]testSeries, 400)
+	for i := range series {
+		key := point.AppendSeriesKey(nil, "m", []point.Tag{{Key: "id", Value: fmt.Sprintf("%04d", i)}}, "v")
+		n := 1 + rng.IntN(3) // short: kept inline
+		if i%10 == 0 {
+			n = 300 + rng.IntN(300) // long: stored blocks
+		}
+		kind := kinds[i%len(kinds)]
+		series[i] = testSeries{key: key, kind: kind, samples: randomSamples(rng, kind, n)}
+	}
+	r := roundTrip(t, 128, series)
+	var inline, stored int
+	for _, window := range []int{64, 4 << 10, 1 << 20} {
+		br := r.NewBlockReader(window)
+		for i := range r.NumSeries() {
+			s := r.Series(i)
+			for b := range s.Blocks {
+				if window == 64 {
+					if s.Blocks[b].Inline() {
+						inline++
+					} else {
+						stored++
+					}
+				}
+				want, err := r.ReadBlock(s, b, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := br.ReadBlock(s, b, nil)
+				if err != nil {
+					t.Fatalf("window %d, %q block %d: %v", window, s.Key, b, err)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("window %d, %q block %d: %v, want %v", window, s.Key, b, got, want)
+				}
+			}
+		}
+	}
+	if inline == 0 || stored == 0 {
+		t.Fatalf("%d inline and %d stored blocks; want both", inline, stored)
 	}
 }

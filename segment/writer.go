@@ -2,7 +2,9 @@
 // home of samples once they are flushed from the memtable or produced by a
 // compaction. A Writer streams series in key order into a new file and
 // publishes it atomically; a Reader loads the index and bloom filter into
-// memory and reads blocks on demand with positional reads.
+// memory, decodes a series' index entry when asked for it, and reads
+// stored blocks on demand with positional reads (inline blocks, the short
+// tails of series, are read from the index in memory).
 //
 // # File format
 //
@@ -11,12 +13,15 @@
 // crc32c is CRC-32 with the Castagnoli polynomial.
 //
 //	+------------------------------+
-//	| header                       |  magic "STSG" (4) | version (1)
+//	| header                       |  magic "STSG" (4) | version (1): 2
+//	|                              |  (readers also read version 1, which
+//	|                              |  is version 2 without inline blocks)
 //	+------------------------------+
-//	| block                        |  the blocks of series 0 in time order,
-//	| block                        |  then those of series 1, ... Blocks are
-//	| ...                          |  contiguous: each starts where the
-//	+------------------------------+  previous one ends (the first at byte 5)
+//	| block                        |  the stored blocks of series 0 in time
+//	| block                        |  order, then those of series 1, ...
+//	| ...                          |  Stored blocks are contiguous: each
+//	|                              |  starts where the previous one ends
+//	+------------------------------+  (the first at byte 5)
 //	| index section                |
 //	+------------------------------+
 //	| bloom section                |
@@ -83,12 +88,18 @@
 //	| keyLen uvarint | key | kind (1) | nBlocks uvarint | block entry x nBlocks |
 //	+----------------+-----+----------+-----------------+-----------------------+
 //
-//	block entry (its offset is implied: blocks are contiguous):
+//	block entry, stored (its offset is implied: stored blocks are contiguous):
 //	+----------------+---------+---------------+----------------+-------+
 //	| length uvarint | minTime | span uvarint  | count uvarint  | stats |
 //	+----------------+---------+---------------+----------------+-------+
 //
-//	length   bytes of the stored block, crc32c included
+//	block entry, inline (version 2): the raw block itself follows, unframed
+//	(the index's checksum covers it); rawLen is at least 3
+//	+-------+---------+--------------+---------------+-------+----------------+-----+
+//	| 0 (1) | minTime | span uvarint | count uvarint | stats | rawLen uvarint | raw |
+//	+-------+---------+--------------+---------------+-------+----------------+-----+
+//
+//	length   bytes of the stored block, crc32c included (at least 6)
 //	minTime  first block of a series: varint; later blocks: uvarint gap
 //	         from the previous block's MaxTime (at least 1)
 //	span     MaxTime - MinTime
@@ -121,7 +132,7 @@
 //	footer starts at bloomOff+bloomLen. crc32c covers the 33 bytes before it.
 //
 // Readers check the header's magic and version, then the footer's magic,
-// version and checksum, in that order, each failure with its own error (ErrMagic, ErrVersion,
+// version (equal to the header's) and checksum, in that order, each failure with its own error (ErrMagic, ErrVersion,
 // ErrChecksum), all wrapped in a *base.CorruptionError naming the file and
 // offset, which matches base.ErrCorrupt.
 //
@@ -136,6 +147,7 @@ package segment
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -148,7 +160,6 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/stratadb/strata/internal/base"
-	"github.com/stratadb/strata/internal/encoding"
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/internal/vfs"
 )
@@ -156,9 +167,12 @@ import (
 // These constants are part of the durable format and must not be changed.
 const (
 	magic         = "STSG"
-	formatVersion = 1
-	headerLen     = 5
-	footerLen     = 41
+	formatVersion = 2
+	// minReadVersion is the oldest format a Reader reads. Format 1 has no
+	// inline blocks.
+	minReadVersion = 1
+	headerLen      = 5
+	footerLen      = 41
 
 	flagZstd = 1 << 0
 
@@ -186,6 +200,11 @@ const (
 	// blockTargetBytes cuts a string block early once its values hold this
 	// many bytes.
 	blockTargetBytes = 1 << 20
+	// defaultInlineBytes is the default of WriterOptions.InlineBytes.
+	defaultInlineBytes = 128
+	// inlineIndexLimit stops inlining once the raw index of a segment
+	// holds this many bytes, keeping the index well below maxSectionRaw.
+	inlineIndexLimit = 256 << 20
 	// writeBufferSize is how much output the Writer buffers between writes.
 	writeBufferSize = 1 << 20
 	bloomFPRate     = 0.01
@@ -207,6 +226,12 @@ var errFinished = fmt.Errorf("%w: segment: writer finished", base.ErrClosed)
 type WriterOptions struct {
 	FS           vfs.FS // nil = vfs.Default
 	BlockSamples int    // most samples per block; default 1000, at most MaxBlockSamples
+	// InlineBytes: a block whose raw form takes at most this many bytes is
+	// kept in the index instead of being stored on its own, which saves
+	// its framing and lets it compress with its neighbours (the
+	// short series of a high-cardinality flush). 0 means 128; negative
+	// means never.
+	InlineBytes int
 }
 
 // Meta describes a finished segment.
@@ -243,6 +268,11 @@ type Writer struct {
 	strs     []string
 	strBytes int
 	blocks   []BlockMeta
+	// Raw bytes of the series' inline blocks, and for each block where its
+	// bytes end in inline (-1 for a stored block).
+	inline      []byte
+	inlineEnds  []int
+	inlineTotal int64 // raw bytes of every inline block so far
 
 	index   []byte   // raw index entries of finished series
 	hashes  []uint64 // xxhash of every key, for the bloom filter
@@ -262,6 +292,9 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 	case opts.BlockSamples < 0 || opts.BlockSamples > MaxBlockSamples:
 		return nil, fmt.Errorf("%w: segment: block size %d not in 1..%d", base.ErrInvalid, opts.BlockSamples, MaxBlockSamples)
 	}
+	if opts.InlineBytes == 0 {
+		opts.InlineBytes = defaultInlineBytes
+	}
 	enc, err := getEncoder()
 	if err != nil {
 		return nil, err
@@ -272,16 +305,22 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 		putEncoder(enc)
 		return nil, fmt.Errorf("segment: %w", err)
 	}
-	w := &Writer{fs: opts.FS, path: path, tmp: tmp, f: f, opts: opts, enc: enc}
+	w := &Writer{fs: opts.FS, path: path, tmp: tmp, f: f, opts: opts, enc: enc, index: getIndexBuf()}
 	w.meta.Path = path
 	w.buf = append(make([]byte, 0, 64<<10), magic...)
 	w.buf = append(w.buf, formatVersion)
 	return w, nil
 }
 
-// Size returns the number of bytes written so far, buffered ones included.
-// Compaction uses it to cut its outputs.
-func (w *Writer) Size() int64 { return w.flushed + int64(len(w.buf)) }
+// Size returns the number of bytes written so far, buffered ones included,
+// plus the raw bytes of the inline blocks, which Finish writes with the
+// index (compressed: the file may end up smaller). Compaction uses it to
+// cut its outputs.
+func (w *Writer) Size() int64 { return w.dataSize() + w.inlineTotal }
+
+// dataSize returns the bytes written so far, buffered ones included: the
+// offset of the next block.
+func (w *Writer) dataSize() int64 { return w.flushed + int64(len(w.buf)) }
 
 // Add appends samples of the series key of the given kind. Keys must be
 // strictly increasing across series (bytes.Compare); consecutive calls with
@@ -394,15 +433,25 @@ func (w *Writer) flushBlock() error {
 	if n == 0 {
 		return nil
 	}
-	off := w.Size()
-	start := len(w.buf)
-	w.buf = appendBlock(w.buf, w.enc, w.kind, w.times, w.vals, w.strs, &w.scratch)
 	bm := BlockMeta{
-		Offset:  off,
-		Length:  uint32(len(w.buf) - start),
+		Offset:  w.dataSize(),
 		MinTime: w.times[0],
 		MaxTime: w.times[n-1],
 		Count:   n,
+	}
+	raw := appendRawBlock(&w.scratch, w.kind, w.times, w.vals, w.strs)
+	if len(raw) <= w.opts.InlineBytes && len(w.index) < inlineIndexLimit+indexReserve {
+		// A small block lives in the index: no framing of its own, and
+		// compressed together with its neighbours.
+		w.inline = append(w.inline, raw...)
+		w.inlineEnds = append(w.inlineEnds, len(w.inline))
+		w.inlineTotal += int64(len(raw))
+		bm.Length = uint32(len(raw))
+	} else {
+		start := len(w.buf)
+		w.buf = appendFramed(w.buf, w.enc, raw)
+		bm.Length = uint32(len(w.buf) - start)
+		w.inlineEnds = append(w.inlineEnds, -1)
 	}
 	bm.Min, bm.Max, bm.Sum = blockStats(w.kind, w.vals)
 	w.blocks = append(w.blocks, bm)
@@ -430,7 +479,16 @@ func (w *Writer) endSeries() error {
 	if len(w.blocks) == 0 {
 		return nil
 	}
+	start := 0
+	for j, end := range w.inlineEnds {
+		if end >= 0 {
+			w.blocks[j].inline = w.inline[start:end]
+			start = end
+		}
+	}
 	w.index = appendSeriesEntry(w.index, w.key, w.kind, w.blocks)
+	w.inline = w.inline[:0]
+	w.inlineEnds = w.inlineEnds[:0]
 	w.hashes = append(w.hashes, xxhash.Sum64(w.key))
 	first, last := w.blocks[0].MinTime, w.blocks[len(w.blocks)-1].MaxTime
 	if w.meta.Series == 0 {
@@ -484,9 +542,12 @@ func (w *Writer) finish() error {
 	if err := w.endSeries(); err != nil {
 		return err
 	}
-	indexOff := w.Size()
-	raw := encoding.AppendUvarint(make([]byte, 0, len(w.index)+10), uint64(w.meta.Series))
-	raw = append(raw, w.index...)
+	indexOff := w.dataSize()
+	// The series count goes into the room reserved before the entries.
+	var count [binary.MaxVarintLen64]byte
+	n := binary.PutUvarint(count[:], uint64(w.meta.Series))
+	raw := w.index[indexReserve-n:]
+	copy(raw, count[:n])
 	if len(raw) > maxSectionRaw {
 		return fmt.Errorf("%w: segment: %s: index of %d bytes exceeds %d", base.ErrInvalid, w.path, len(raw), maxSectionRaw)
 	}
@@ -498,6 +559,8 @@ func (w *Writer) finish() error {
 	w.buf = appendBloom(w.buf, w.hashes)
 	bloomLen := int64(len(w.buf) - start)
 	w.buf = appendFooter(w.buf, footer{uint64(indexOff), uint64(indexLen), uint64(bloomOff), uint64(bloomLen)})
+	putIndexBuf(w.index)
+	w.index, w.hashes, w.inlineTotal = nil, nil, 0
 	w.meta.Size = w.Size()
 	if err := w.writeOut(); err != nil {
 		return err
@@ -535,6 +598,8 @@ func (w *Writer) Abort() error {
 		return nil
 	}
 	w.done = true
+	putIndexBuf(w.index)
+	w.index = nil
 	if w.err == nil {
 		w.err = errFinished
 	}
@@ -611,6 +676,31 @@ func blockStats(k point.Kind, vals []uint64) (mn, mx, sum point.Value) {
 
 // zstd encoders are expensive to set up, so Writers share them.
 var encoderPool sync.Pool
+
+// indexReserve bytes at the start of a Writer's index buffer hold room for
+// the series count, written at Finish.
+const indexReserve = binary.MaxVarintLen64
+
+// indexBufs recycles index buffers: a high-cardinality flush builds an
+// index of tens of megabytes, and growing it anew for every segment
+// dominated the allocations of such ingests.
+var indexBufs sync.Pool
+
+// maxPooledIndex keeps the buffers of huge indexes out of the pool.
+const maxPooledIndex = 64 << 20
+
+func getIndexBuf() []byte {
+	if b, ok := indexBufs.Get().(*[]byte); ok {
+		return (*b)[:indexReserve]
+	}
+	return make([]byte, indexReserve, 4<<10)
+}
+
+func putIndexBuf(b []byte) {
+	if b != nil && cap(b) <= maxPooledIndex {
+		indexBufs.Put(&b)
+	}
+}
 
 func getEncoder() (*zstd.Encoder, error) {
 	if e, ok := encoderPool.Get().(*zstd.Encoder); ok {

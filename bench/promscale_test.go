@@ -1,0 +1,138 @@
+package bench_test
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb"
+
+	"github.com/stratadb/strata/bench"
+	"github.com/stratadb/strata/engine"
+)
+
+// scaleShapes are the cardinality shapes of the scale comparison: the
+// baseline's 1,000 series and many series with few points each.
+var scaleShapes = []struct{ series, points int }{
+	{1_000, 1_000},
+	{200_000, 10},
+	{1_000_000, 3},
+}
+
+// BenchmarkScale inserts the IoT dataset of each shape into strata
+// (SyncNever) and into the Prometheus TSDB head (refs cached per series,
+// one appender commit per batch of 10,000), from before Open to after
+// Close, in one process so that their ratios come from one run:
+//
+//	go test -run '^$' -bench Scale -count 5 ./bench/ | tee scale.txt
+//
+// It reports points/s, Go heap allocated per point and bytes on disk per
+// point. Peak RSS needs a process per engine: see the bench command.
+func BenchmarkScale(b *testing.B) {
+	for _, sh := range scaleShapes {
+		ds, err := bench.IoT(sh.series*sh.points, sh.series, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, eng := range []struct {
+			name   string
+			insert func(dir string, ds *bench.Dataset) error
+		}{{"strata", insertStrata}, {"prometheus", insertPrometheus}} {
+			b.Run(fmt.Sprintf("%s/series=%d/points=%d", eng.name, sh.series, sh.points), func(b *testing.B) {
+				var dir string
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				for b.Loop() {
+					dir = b.TempDir()
+					if err := eng.insert(dir, ds); err != nil {
+						b.Fatal(err)
+					}
+				}
+				runtime.ReadMemStats(&after)
+				n := float64(b.N * ds.Len())
+				b.ReportMetric(n/b.Elapsed().Seconds(), "points/s")
+				b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/n, "alloc-B/point")
+				b.ReportMetric(float64(diskBytes(b, dir))/float64(ds.Len()), "disk-B/point")
+			})
+		}
+	}
+}
+
+func insertStrata(dir string, ds *bench.Dataset) error {
+	db, err := engine.Open(dir, &engine.Options{Sync: engine.SyncNever, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	for batch := range ds.Batches(10_000) {
+		if err := db.Write(batch); err != nil {
+			db.Close()
+			return err
+		}
+	}
+	return db.Close()
+}
+
+func insertPrometheus(dir string, ds *bench.Dataset) error {
+	opts := tsdb.DefaultOptions()
+	db, err := tsdb.Open(dir, slog.New(slog.DiscardHandler), nil, opts, nil)
+	if err != nil {
+		return err
+	}
+	name := ds.Measurement + "_" + ds.Fields[0]
+	refs := make([]storage.SeriesRef, ds.Devices)
+	lsets := make([]labels.Labels, ds.Devices)
+	for i := range ds.Devices {
+		b := labels.NewScratchBuilder(3)
+		b.Add(labels.MetricName, name)
+		for _, t := range ds.Tags(i) {
+			b.Add(t.Key, t.Value)
+		}
+		b.Sort()
+		lsets[i] = b.Labels()
+	}
+	ctx := context.Background()
+	n := ds.Len()
+	for off := 0; off < n; off += 10_000 {
+		app := db.Appender(ctx)
+		for i := off; i < min(off+10_000, n); i++ {
+			dev, step := i%ds.Devices, i/ds.Devices
+			ref, err := app.Append(refs[dev], lsets[dev], ds.Time(step)/1e6, ds.Value(0, dev, step))
+			if err != nil {
+				app.Rollback()
+				db.Close()
+				return err
+			}
+			refs[dev] = ref
+		}
+		if err := app.Commit(); err != nil {
+			db.Close()
+			return err
+		}
+	}
+	return db.Close()
+}
+
+func diskBytes(b *testing.B, dir string) int64 {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		fi, err := d.Info()
+		if err == nil {
+			n += fi.Size()
+		}
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
+}

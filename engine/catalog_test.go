@@ -1,0 +1,254 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stratadb/strata/internal/point"
+	"github.com/stratadb/strata/internal/vfs"
+)
+
+// TestSplitKeyModel checks splitKey against the key builder: every key
+// AppendSeriesKey makes, escapes included, splits back into its parts.
+func TestSplitKeyModel(t *testing.T) {
+	r := rand.New(rand.NewPCG(12, 1))
+	alphabet := []byte("ab=, \\x")
+	word := func(min int) string {
+		b := make([]byte, min+r.IntN(4))
+		for i := range b {
+			b[i] = alphabet[r.IntN(len(alphabet))]
+		}
+		return string(b)
+	}
+	for range 20000 {
+		m := word(1)
+		var tags []Tag
+		for i := range r.IntN(4) {
+			tags = append(tags, Tag{Key: fmt.Sprintf("%d%s", i, word(0)), Value: word(1)})
+		}
+		point.SortTags(tags)
+		f := word(1)
+		key := point.SeriesKey(m, tags, f)
+		gm, gtags, gf, err := splitKey(key, nil)
+		if err != nil || gm != m || gf != f || !slices.Equal(gtags, tags) {
+			t.Fatalf("splitKey(%q) = %q %q %q, %v; want %q %q %q", key, gm, gtags, gf, err, m, tags, f)
+		}
+	}
+}
+
+// FuzzSplitKey feeds arbitrary keys to splitKey: whatever it accepts, the
+// strict parser accepts with the same parts.
+func FuzzSplitKey(f *testing.F) {
+	for _, s := range []string{"m f", "sensor,device_id=dev-0001,site=site-01 temperature", "m,k=v,x f", "m f g", ",k=v f", "m\\ x,k\\==v f\\,g", "m,k= f", "m,=v f", "0, 0", "m, f"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		m, tags, field, err := splitKey(key, nil)
+		if err != nil {
+			return
+		}
+		pm, ptags, pf, perr := point.ParseSeriesKey([]byte(key))
+		if perr != nil || pm != m || pf != field || !slices.Equal(ptags, tags) {
+			t.Fatalf("splitKey(%q) = %q %q %q; ParseSeriesKey = %q %q %q, %v", key, m, tags, field, pm, ptags, pf, perr)
+		}
+	})
+}
+
+// TestCatalogLookup checks lookup and field against the series added.
+func TestCatalogLookup(t *testing.T) {
+	c := newCatalog()
+	var keys []string
+	for i := range 300 {
+		for _, f := range []string{"a", "b b", "c=d"} {
+			key := point.SeriesKey("m", []Tag{{Key: "host", Value: fmt.Sprintf("h %d", i%100)}, {Key: "z", Value: fmt.Sprint(i)}}, f)
+			if _, err := c.addKeyString(key, KindFloat); err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, key)
+		}
+	}
+	if _, err := c.addKeyString(keys[7], KindInt); err == nil {
+		t.Fatal("adding a key twice succeeded")
+	}
+	for id, key := range keys {
+		got, ok := c.lookup(key)
+		if !ok || got != uint64(id) || c.series[id].key != key {
+			t.Fatalf("lookup(%q) = %d, %v; want %d", key, got, ok, id)
+		}
+		s := &c.series[id]
+		if want := point.SeriesKey(s.set.measurement, s.set.tags, s.field); want != key {
+			t.Fatalf("series %d parts make %q, key %q", id, want, key)
+		}
+	}
+	if _, ok := c.lookup("m,host=h\\ 1,z=1 x"); ok {
+		t.Fatal("lookup of an absent field succeeded")
+	}
+}
+
+// catalogKeys returns n distinct series keys of the baseline's shape.
+func catalogKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = point.SeriesKey("sensor", []Tag{{Key: "device_id", Value: fmt.Sprintf("dev-%06d", i)}, {Key: "site", Value: fmt.Sprintf("site-%02d", i%10)}}, "temperature")
+	}
+	return keys
+}
+
+// TestCatalogFileVersions writes catalog files of both versions, appends
+// to them across reloads and checks that every series comes back, that a
+// version 1 file keeps version 1 records and that version 2 compresses
+// large records.
+func TestCatalogFileVersions(t *testing.T) {
+	keys := catalogKeys(3000)
+	for _, version := range []byte{1, 2} {
+		t.Run(fmt.Sprint("v", version), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), catalogName)
+			if version == 1 {
+				if err := os.WriteFile(path, append([]byte(catalogMagic), 1), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Three appends: a large record, a small one, a large one.
+			bounds := []int{0, 2000, 2003, len(keys)}
+			for i := 1; i < len(bounds); i++ {
+				c := newCatalog()
+				cf, _, err := loadCatalog(vfs.Default, path, c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cf.version != version || c.len() != bounds[i-1] {
+					t.Fatalf("append %d: version %d with %d series, want %d with %d", i, cf.version, c.len(), version, bounds[i-1])
+				}
+				for _, k := range keys[bounds[i-1]:bounds[i]] {
+					c.mu.Lock()
+					c.add(k, KindFloat)
+					c.mu.Unlock()
+				}
+				if err := cf.persist(c, bounds[i]); err != nil {
+					t.Fatal(err)
+				}
+				cf.close()
+			}
+			c := newCatalog()
+			cf, torn, err := loadCatalog(vfs.Default, path, c)
+			if err != nil || torn != 0 {
+				t.Fatalf("reload: torn %d, %v", torn, err)
+			}
+			cf.close()
+			for id, k := range keys {
+				if got, ok := c.lookup(k); !ok || got != uint64(id) {
+					t.Fatalf("series %q: id %d, %v; want %d", k, got, ok, id)
+				}
+			}
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var keyBytes int64
+			for _, k := range keys {
+				keyBytes += int64(len(k))
+			}
+			if version == 2 && fi.Size() > keyBytes/3 {
+				t.Errorf("version 2 catalog of %d key bytes takes %d bytes", keyBytes, fi.Size())
+			}
+			if version == 1 && fi.Size() < keyBytes {
+				t.Errorf("version 1 catalog of %d key bytes takes %d bytes", keyBytes, fi.Size())
+			}
+		})
+	}
+}
+
+// TestCatalogBadCompressedRecord checks that a compressed record whose
+// lengths lie is corruption, never a large allocation or a panic.
+func TestCatalogBadCompressedRecord(t *testing.T) {
+	c := newCatalog()
+	for _, k := range catalogKeys(100) {
+		c.add(k, KindFloat)
+	}
+	payload, err := appendCatalogPayload(nil, c.appendCatalogEntries(nil, 0, 100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if payload[0] != catalogZstd {
+		t.Fatalf("100 keys stored with codec %d", payload[0])
+	}
+	for name, p := range map[string][]byte{
+		"huge raw length":  append([]byte{catalogZstd, 0xff, 0xff, 0xff, 0xff, 0x0f}, payload[2:]...),
+		"zero raw length":  append([]byte{catalogZstd, 0}, payload[2:]...),
+		"truncated frame":  payload[:len(payload)-5],
+		"unknown codec":    append([]byte{7}, payload[1:]...),
+		"empty":            nil,
+		"short raw length": append([]byte{catalogZstd, 5}, payload[3:]...),
+	} {
+		if err := decodeCatalogRecord(p, 2, newCatalog()); err == nil {
+			t.Errorf("%s: decoded", name)
+		}
+	}
+	c2 := newCatalog()
+	if err := decodeCatalogRecord(payload, 2, c2); err != nil || c2.len() != 100 {
+		t.Fatalf("good record: %d series, %v", c2.len(), err)
+	}
+}
+
+// FuzzCatalogRecord feeds arbitrary record payloads, past the checksum
+// that guards them in the file, to the decoder of both versions: it must
+// fail cleanly or add well-formed series.
+func FuzzCatalogRecord(f *testing.F) {
+	c := newCatalog()
+	for _, k := range catalogKeys(40) {
+		c.add(k, KindFloat)
+	}
+	entries := c.appendCatalogEntries(nil, 0, 40)
+	zipped, err := appendCatalogPayload(nil, entries)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(zipped)
+	f.Add(append([]byte{catalogRaw}, entries...))
+	f.Add(entries)
+	f.Fuzz(func(t *testing.T, p []byte) {
+		for _, version := range []byte{1, 2} {
+			c := newCatalog()
+			if err := decodeCatalogRecord(p, version, c); err != nil {
+				continue
+			}
+			for id := range c.series {
+				s := &c.series[id]
+				if got, ok := c.lookup(s.key); !ok || got != uint64(id) || !s.kind.Valid() {
+					t.Fatalf("series %d %q: lookup %d, %v", id, s.key, got, ok)
+				}
+			}
+		}
+	})
+}
+
+// loadCatalog reads the catalog file at path into c and opens it for
+// appending the way Open does (readCatalog, then loadedCatalog.open),
+// returning the open file and the bytes of torn tail cut off.
+func loadCatalog(fs vfs.FS, path string, c *catalog) (*catalogFile, int64, error) {
+	lc := &loadedCatalog{path: path}
+	data, err := vfs.ReadFile(fs, path)
+	switch {
+	case errors.Is(err, iofs.ErrNotExist):
+	case err != nil:
+		return nil, 0, err
+	default:
+		lc.exists = true
+		if lc.version, lc.valid, lc.torn, err = parseCatalog(path, data, c); err != nil {
+			return nil, 0, err
+		}
+	}
+	lc.n = len(c.series)
+	db := &DB{fs: fs, logger: slog.New(slog.DiscardHandler)}
+	if err := lc.open(db); err != nil {
+		return nil, 0, err
+	}
+	return db.catf, lc.torn, nil
+}

@@ -1,0 +1,301 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/internal/vfs"
+)
+
+// The cardinality shapes of the scale benchmarks: many series with few
+// points each, and the 1k-series baseline for comparison. Each is the
+// baseline dataset with another number of devices and steps.
+var scaleShapes = []struct {
+	series, points int
+}{
+	{1_000, 1_000},
+	{200_000, 10},
+	{1_000_000, 3},
+}
+
+// BenchmarkWriteSeries inserts each shape through Write in batches of
+// 10,000 points into a fresh database per iteration (Open to Close,
+// SyncNever), reporting throughput, allocation and bytes on disk per
+// point. After the last iteration it reopens the database and reports the
+// heap the open database holds per series, key bytes excluded
+// (heap-B/series), and how long that Open took (open-ms).
+func BenchmarkWriteSeries(b *testing.B) {
+	for _, sh := range scaleShapes {
+		b.Run(fmt.Sprintf("series=%d/points=%d", sh.series, sh.points), func(b *testing.B) {
+			batches := iotBatches(sh.series, sh.points, benchBatch)
+			points := float64(sh.series * sh.points)
+			var dir string
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			b.ReportAllocs()
+			for b.Loop() {
+				dir = b.TempDir()
+				db, err := Open(dir, benchOptions())
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, batch := range batches {
+					if err := db.Write(batch); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := db.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			runtime.ReadMemStats(&after)
+			n := float64(b.N) * points
+			b.ReportMetric(n/b.Elapsed().Seconds(), "points/s")
+			b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/n, "alloc-B/point")
+			b.ReportMetric(float64(dirBytes(b, dir))/points, "disk-B/point")
+			batches = nil
+			perSeries, took := openHeapPerSeries(b, dir, sh.series)
+			b.ReportMetric(perSeries, "heap-B/series")
+			b.ReportMetric(float64(took.Milliseconds()), "open-ms")
+		})
+	}
+}
+
+// openHeapPerSeries opens the database in dir and returns the live heap it
+// holds per series, minus the bytes of the series keys, and how long Open
+// took.
+func openHeapPerSeries(b *testing.B, dir string, series int) (float64, time.Duration) {
+	b.Helper()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	db, err := Open(dir, benchOptions())
+	took := time.Since(start)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	var keyBytes int
+	db.cat.mu.RLock()
+	if n := len(db.cat.series); n != series {
+		b.Fatalf("%d series after reopen, want %d", n, series)
+	}
+	for i := range db.cat.series {
+		keyBytes += len(db.cat.series[i].key)
+	}
+	db.cat.mu.RUnlock()
+	return (float64(after.HeapAlloc) - float64(before.HeapAlloc) - float64(keyBytes)) / float64(series), took
+}
+
+// BenchmarkQuerySeries runs the 1-minute mean per device over a database of
+// 200,000 series of 10 points each, reopened after the insert.
+func BenchmarkQuerySeries(b *testing.B) {
+	const series, steps = 200_000, 10
+	dir := b.TempDir()
+	db, err := Open(dir, benchOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, batch := range iotBatches(series, steps, benchBatch) {
+		if err := db.Write(batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if db, err = Open(dir, benchOptions()); err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	end := benchT0 + steps*benchStep
+	q := Query{Selector: Selector{Measurement: "sensor", Start: benchT0, End: end}, Agg: AggMean, Every: int64(time.Minute)}
+	b.Run("Mean1mPerDevice", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			res, err := db.Query(ctx, q)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(res) != series {
+				b.Fatalf("%d series, want %d", len(res), series)
+			}
+		}
+	})
+}
+
+// BenchmarkCatalogLoad loads the series catalog file of a database holding
+// 1M series of the baseline's shape (what Open does before it replays the
+// WAL) and reports the heap the catalog holds per series, key bytes
+// excluded (catalog-B/series; core-B/series without the index by
+// measurement and tag), and the load time per series.
+func BenchmarkCatalogLoad(b *testing.B) {
+	const series = 1_000_000
+	path := filepath.Join(b.TempDir(), catalogName)
+	c := newCatalog()
+	cf, _, err := loadCatalog(vfs.Default, path, c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	keys := catalogKeys(series)
+	var keyBytes int
+	for i, k := range keys {
+		c.add(k, KindFloat)
+		keyBytes += len(k)
+		if (i+1)%200_000 == 0 { // one record per flush
+			if err := cf.persist(c, i+1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	cf.close()
+	keys, c = nil, nil
+	var before, after runtime.MemStats
+	var perSeries, corePerSeries float64
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		b.StartTimer()
+		c := newCatalog()
+		cf, _, err := loadCatalog(vfs.Default, path, c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		cf.close()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if c.len() != series {
+			b.Fatalf("%d series loaded", c.len())
+		}
+		perSeries = (float64(after.HeapAlloc) - float64(before.HeapAlloc) - float64(keyBytes)) / series
+		// Without the inverted index by measurement and tag: the series
+		// and tag sets alone.
+		c.idx = index{}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		corePerSeries = (float64(after.HeapAlloc) - float64(before.HeapAlloc) - float64(keyBytes)) / series
+		runtime.KeepAlive(c)
+		b.StartTimer()
+	}
+	b.ReportMetric(perSeries, "catalog-B/series")
+	b.ReportMetric(corePerSeries, "core-B/series")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*series), "ns/series")
+}
+
+// BenchmarkWriteDepth inserts deep series (1,000 series of 10,000 points,
+// 10M points) generated batch by batch, so the dataset does not sit in
+// memory, and reports throughput next to the 1M baseline's and the
+// largest Go heap in use seen after a batch (peak-heap-MiB), which the
+// memory budget should bound whatever the data size. With -short it
+// writes 1M points.
+func BenchmarkWriteDepth(b *testing.B) {
+	steps := 10_000
+	if testing.Short() {
+		steps = 1_000
+	}
+	const devices = benchDevices
+	var peak uint64
+	var ms runtime.MemStats
+	b.ReportAllocs()
+	for b.Loop() {
+		db, err := Open(b.TempDir(), benchOptions())
+		if err != nil {
+			b.Fatal(err)
+		}
+		g := newIoTGen(devices)
+		for s := 0; s < steps; s += benchBatch / devices {
+			if err := db.Write(g.batch(s, benchBatch/devices)); err != nil {
+				b.Fatal(err)
+			}
+			if s%(50*benchBatch/devices) == 0 {
+				runtime.ReadMemStats(&ms)
+				peak = max(peak, ms.HeapInuse)
+			}
+		}
+		if err := db.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*devices*steps)/b.Elapsed().Seconds(), "points/s")
+	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+}
+
+// iotGen generates the baseline dataset a few steps at a time into reused
+// buffers, with the same values as iotBatches.
+type iotGen struct {
+	tags   [][]Tag
+	rngs   []*rand.Rand
+	temps  []float64
+	points []Point
+	fields []Field
+}
+
+func newIoTGen(devices int) *iotGen {
+	g := &iotGen{tags: make([][]Tag, devices), rngs: make([]*rand.Rand, devices), temps: make([]float64, devices)}
+	for i := range devices {
+		g.tags[i] = []Tag{{Key: "device_id", Value: fmt.Sprintf("dev-%04d", i)}, {Key: "site", Value: fmt.Sprintf("site-%02d", i%10)}}
+		g.rngs[i] = rand.New(rand.NewPCG(904, uint64(i)))
+		g.temps[i] = 20 + float64(i%7)
+	}
+	return g
+}
+
+// batch returns steps [from, from+n) of every device; it must be called
+// with consecutive ranges.
+func (g *iotGen) batch(from, n int) []Point {
+	g.points = g.points[:0]
+	if cap(g.fields) < n*len(g.tags) {
+		g.fields = make([]Field, n*len(g.tags))
+	}
+	for s := from; s < from+n; s++ {
+		for i := range g.tags {
+			if s > 0 {
+				g.temps[i] = math.Round((g.temps[i]+g.rngs[i].Float64()*0.5-0.25)*100) / 100
+			}
+			k := len(g.points)
+			g.fields[k] = Field{Key: "temperature", Value: Float(g.temps[i])}
+			g.points = append(g.points, Point{Measurement: "sensor", Tags: g.tags[i], Fields: g.fields[k : k+1 : k+1], Time: benchT0 + int64(s)*benchStep})
+		}
+	}
+	return g.points
+}
+
+// TestIoTGen checks that the streaming generator yields the dataset of
+// iotBatches.
+func TestIoTGen(t *testing.T) {
+	const devices, steps = 30, 40
+	var want []Point
+	for _, b := range iotBatches(devices, steps, 100) {
+		want = append(want, b...)
+	}
+	g := newIoTGen(devices)
+	var got []Point
+	for s := 0; s < steps; s += 4 {
+		for _, p := range g.batch(s, 4) {
+			p.Fields = slices.Clone(p.Fields)
+			got = append(got, p)
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d points, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].Time != want[i].Time || !slices.Equal(got[i].Tags, want[i].Tags) || !got[i].Fields[0].Value.Equal(want[i].Fields[0].Value) {
+			t.Fatalf("point %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
