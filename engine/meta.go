@@ -375,6 +375,17 @@ func (v *visibility) segFilter(h *segHandle, ids []uint64, visible []bool) (int,
 	applied := h.tombApplied.Load()
 	anyTomb := v.hasTombsAbove(applied)
 	marked := 0
+	if !anyTomb && h.meta.Samples > 0 && h.meta.MinTime >= v.mint && h.meta.MaxTime <= v.maxt {
+		// Every series a segment holds has a sample (writers skip empty
+		// ones), and all of this segment's samples lie in the range with no
+		// tombstone above its watermark: each one it holds is visible,
+		// without decoding its index entry.
+		err := v.eachSeriesID(h, ids, func(i int) bool { return visible[i] }, func(i int) {
+			visible[i] = true
+			marked++
+		})
+		return marked, err
+	}
 	err := v.eachSeries(h, ids, func(i int) bool { return visible[i] }, func(i int, si *segment.SeriesIndex) error {
 		var ranges []timeRange
 		if anyTomb {
@@ -462,6 +473,30 @@ func (db *DB) segSeriesIDs(h *segHandle) ([]uint64, bool) {
 		h.ids.byPos, h.ids.ok = ids, true
 	})
 	return h.ids.byPos, h.ids.ok
+}
+
+// eachSeriesID calls f(i) for every ids[i] that segment h holds, like
+// eachSeries but without decoding index entries when the segment's ids by
+// position are known.
+func (v *visibility) eachSeriesID(h *segHandle, ids []uint64, skip func(i int) bool, f func(i int)) error {
+	if len(ids)*16 >= h.r.NumSeries() {
+		if byPos, ok := v.db.segSeriesIDs(h); ok {
+			idx := v.indexOf(ids)
+			for _, id := range byPos {
+				if id >= uint64(len(idx)) {
+					continue
+				}
+				if i := idx[id]; i >= 0 && !skip(int(i)) {
+					f(int(i))
+				}
+			}
+			return nil
+		}
+	}
+	return v.eachSeries(h, ids, skip, func(i int, _ *segment.SeriesIndex) error {
+		f(i)
+		return nil
+	})
 }
 
 // eachSeries calls f(i, si) for every ids[i] that segment h holds, with
