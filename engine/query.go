@@ -159,6 +159,10 @@ func (db *DB) selectSorted(sel *Selector, ms []matcher) ([]seriesMeta, []uint64)
 
 // queryGroups aggregates the series (sorted by key) by group and emits
 // one result per group in canonical key order.
+// maxGroupsInKeyOrder is the most groups whose partial states a grouped
+// query holds at once to read its series in key order.
+const maxGroupsInKeyOrder = 4096
+
 func (r *seriesReader) queryGroups(ctx context.Context, q *Query, keys []string, metas []seriesMeta, ids []uint64, mint, maxt int64, emit func(Series) bool) error {
 	type group struct {
 		key    string
@@ -192,6 +196,41 @@ func (r *seriesReader) queryGroups(ctx context.Context, q *Query, keys []string,
 	b := bucketer{every: q.Every, start: q.Start}
 	var series accs
 	n := 0
+	if len(groups) > 1 && len(groups) <= maxGroupsInKeyOrder {
+		// Few groups of many series: read the series in key order, the
+		// order the segments' indexes are cheapest to walk in, folding each
+		// into its group. A group still folds its series in key order, so
+		// the answers are the same as group by group.
+		gi := make([]int32, len(metas))
+		for j, g := range groups {
+			for _, i := range g.series {
+				gi[i] = int32(j)
+			}
+		}
+		states := make([][]acc, len(groups))
+		for i := range metas {
+			if n%checkContextEvery == 0 && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			n++
+			series = accs{b: b, out: series.out[:0]}
+			if err := r.accumulate(ids[i], &metas[i], mint, maxt, q, &series); err != nil {
+				return err
+			}
+			states[gi[i]] = mergeAccs(states[gi[i]], series.out)
+		}
+		for j, g := range groups {
+			samples := finishAccs(states[j], q.Agg, q.Every, nil)
+			states[j] = nil
+			if len(samples) == 0 {
+				continue
+			}
+			if !emit(Series{Measurement: q.Measurement, Tags: g.tags, Field: g.field, Samples: samples}) {
+				return nil
+			}
+		}
+		return nil
+	}
 	for _, g := range groups {
 		var states []acc
 		for _, i := range g.series {
