@@ -154,6 +154,20 @@ func limitParam(r *http.Request) (int, *apiError) {
 }
 
 // queryCtx applies the timeout parameter and the server's query timeout.
+// queryPrep reads the options and the deadline that every PromQL query
+// request may set (lookback_delta, timeout).
+func (s *Server) queryPrep(r *http.Request) (promql.QueryOpts, context.Context, context.CancelFunc, *apiError) {
+	opts, e := s.queryOpts(r)
+	if e != nil {
+		return nil, nil, nil, e
+	}
+	ctx, cancel, e := s.queryCtx(r)
+	if e != nil {
+		return nil, nil, nil, e
+	}
+	return opts, ctx, cancel, nil
+}
+
 func (s *Server) queryCtx(r *http.Request) (context.Context, context.CancelFunc, *apiError) {
 	timeout := s.opts.QueryTimeout
 	if v := r.FormValue("timeout"); v != "" {
@@ -191,12 +205,7 @@ func (s *Server) query(w http.ResponseWriter, r *http.Request) {
 		apiFail(w, e)
 		return
 	}
-	opts, e := s.queryOpts(r)
-	if e != nil {
-		apiFail(w, e)
-		return
-	}
-	ctx, cancel, e := s.queryCtx(r)
+	opts, ctx, cancel, e := s.queryPrep(r)
 	if e != nil {
 		apiFail(w, e)
 		return
@@ -249,12 +258,7 @@ func (s *Server) queryRange(w http.ResponseWriter, r *http.Request) {
 		apiFail(w, badData("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"))
 		return
 	}
-	opts, e := s.queryOpts(r)
-	if e != nil {
-		apiFail(w, e)
-		return
-	}
-	ctx, cancel, e := s.queryCtx(r)
+	opts, ctx, cancel, e := s.queryPrep(r)
 	if e != nil {
 		apiFail(w, e)
 		return
