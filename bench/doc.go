@@ -8,17 +8,20 @@
 // # Engines
 //
 // strata (engine.DB.Write), SQLite, LevelDB, Pebble, prometheus (the TSDB's
-// head appender, one Commit per batch, series references cached by key,
-// labels __name__ = measurement_field plus the tags, millisecond times;
-// queried through its Querier, means computed in Go) and memlimit, the
-// in-memory line: per-series slices found through a map by series key, no log, no
-// disk, no encoding, drawn as a line and never ranked. It was meant as the
-// floor; it builds every point's canonical key as a string for its map
-// lookup, so an engine that hashes the tag set (strata) inserts faster: it
-// is the cost of the plain in-memory approach, not a bound. EngineNotes
+// head appender, one Commit per batch, series references cached per
+// series, labels __name__ = measurement_field plus the tags, millisecond
+// times; queried through its Querier, means computed in Go) and memlimit,
+// the in-memory floor: per-series slices of samples, no log, no disk, no
+// encoding, drawn as a line and never ranked. It does per point only what
+// any engine must, find the series and append the sample: the series is
+// found through one map lookup by tag set that builds no key and allocates
+// nothing (the seriesIndex, which LevelDB, Pebble and Prometheus use too,
+// so that no adapter spends more than the engine on finding series), so
+// no engine inserts faster and the distance to it is what the engine
+// costs (BenchmarkFloor). EngineNotes
 // states each engine's fsync parity; Supports which configuration and
 // durability it runs in (Prometheus fast only: it fsyncs its WAL when a
-// 128 MiB segment fills and on Close, never per commit; the in-memory line
+// 128 MiB segment fills and on Close, never per commit; the floor
 // default/fast only). strata-http is strata behind
 // `strata serve`'s /api/v2/write on loopback, one line-protocol request
 // per batch: the cost of ingesting over HTTP.
