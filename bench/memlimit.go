@@ -136,6 +136,21 @@ func (s *memStore) query(ctx context.Context, q engine.Query, rs *resultSet) err
 	return nil
 }
 
+// trimBefore drops every series' samples before t: the mixed workload
+// trims the floor behind its readers so that its memory stays bounded in
+// a long run (see trimmer). A series' slice keeps its array until the next
+// append outgrows it, so the floor holds at most about twice what it
+// keeps.
+func (s *memStore) trimBefore(t int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, ms := range s.data {
+		if j, _ := ms.search(t); j > 0 {
+			s.data[i] = ms[j:]
+		}
+	}
+}
+
 // search returns the index of the first sample at or after t and whether
 // it is at t.
 func (ms memSeries) search(t int64) (int, bool) {
