@@ -117,11 +117,15 @@ type MixedResult struct {
 	AnswersCheckedInFull int64 `json:"answers_checked_in_full"`
 }
 
-// ThroughputSample is one second of a mixed run.
+// ThroughputSample is one second of a mixed run. RSSBytes is the
+// process' resident memory as the second ended (after the write that
+// crossed into the next one; Linux only, 0 elsewhere): flat over a long
+// run when the engine keeps to its budget.
 type ThroughputSample struct {
-	Second  int   `json:"second"`
-	Points  int64 `json:"points"`
-	Queries int64 `json:"queries"`
+	Second   int   `json:"second"`
+	Points   int64 `json:"points"`
+	Queries  int64 `json:"queries"`
+	RSSBytes int64 `json:"rss_bytes"`
 }
 
 // mixedResult is what a mixed job returns: the figures and, when an
@@ -541,7 +545,8 @@ func mixedRun(ctx context.Context, open opener, j job, ds *Dataset, peak float64
 	secs := int(dur/time.Second) + 2
 	pointsPerSec := make([]atomic.Int64, secs)
 	queriesPerSec := make([]atomic.Int64, secs)
-	var steps atomic.Int64 // steps fully written: the readers' horizon
+	rssPerSec := make([]int64, secs) // the writer's
+	var steps atomic.Int64           // steps fully written: the readers' horizon
 	start := time.Now()
 	deadline := start.Add(dur)
 	second := func(t time.Time) int { return min(int(t.Sub(start)/time.Second), secs-1) }
@@ -623,13 +628,22 @@ func mixedRun(ctx context.Context, open opener, j job, ds *Dataset, peak float64
 		trim.after(b.off/ds.Devices, lows)
 		pointsPerSec[second(time.Now())].Add(int64(len(batch)))
 		next = next.Add(interval)
-		// Every second is reported, also those a long write skipped.
-		for s := second(time.Now()); lastEmit < s && emit != nil; {
-			lastEmit++
-			emit(PhaseInsert, lastEmit)
+		// Every second is reported, also those a long write skipped, and
+		// its resident memory noted.
+		if s := second(time.Now()); lastEmit < s {
+			rss := currentRSS()
+			for ; lastEmit < s; lastEmit++ {
+				rssPerSec[lastEmit] = rss
+				if emit != nil {
+					emit(PhaseInsert, lastEmit+1)
+				}
+			}
 		}
 	}
 	elapsed := time.Since(start)
+	for rss := currentRSS(); lastEmit < min(secs, int(elapsed/time.Second)); lastEmit++ {
+		rssPerSec[lastEmit] = rss
+	}
 	cancel()
 	wg.Wait()
 	if hasComp {
@@ -662,7 +676,7 @@ func mixedRun(ctx context.Context, open opener, j job, ds *Dataset, peak float64
 	n := min(secs, int(elapsed/time.Second))
 	for s := range n {
 		mr.Throughput = append(mr.Throughput, ThroughputSample{Second: s,
-			Points: pointsPerSec[s].Load(), Queries: queriesPerSec[s].Load()})
+			Points: pointsPerSec[s].Load(), Queries: queriesPerSec[s].Load(), RSSBytes: rssPerSec[s]})
 	}
 	return mr, nil
 }

@@ -84,8 +84,8 @@ func TestRunMixed(t *testing.T) {
 		if (r.DiskBytes == 0) != IsFloor(r.Engine) {
 			t.Errorf("%s: %d bytes on disk", r.Engine, r.DiskBytes)
 		}
-		if runtime.GOOS == "linux" && r.PeakRSSBytes <= 0 {
-			t.Errorf("%s: peak RSS %d", r.Engine, r.PeakRSSBytes)
+		if runtime.GOOS == "linux" && (r.PeakRSSBytes <= 0 || r.Throughput[0].RSSBytes <= 0 || r.Throughput[0].RSSBytes > r.PeakRSSBytes) {
+			t.Errorf("%s: peak RSS %d, throughput %+v", r.Engine, r.PeakRSSBytes, r.Throughput)
 		}
 	}
 	entries, err := os.ReadDir(o.Dir)
@@ -114,6 +114,9 @@ func TestRunMixed(t *testing.T) {
 		if !strings.Contains(md.String(), "| "+r.Engine+" |") || !strings.Contains(svg.String(), r.Engine) {
 			t.Errorf("%s missing from the Markdown or the SVG", r.Engine)
 		}
+	}
+	if runtime.GOOS == "linux" && !strings.Contains(svg.String(), "RSS (MiB)") {
+		t.Error("no memory chart in the SVG")
 	}
 }
 
