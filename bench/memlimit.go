@@ -11,9 +11,10 @@ import (
 )
 
 // memStore is the in-memory floor: what inserting costs with no storage
-// engine at all. Each series is two growing slices (times and values); a
-// point finds its series through the seriesIndex, one map lookup by tag set
-// that builds no key and allocates nothing, and its fields by position.
+// engine at all. Each series is one growing slice of samples (time and
+// value); a point finds its series through the seriesIndex, one map lookup
+// by tag set that builds no key and allocates nothing, and its fields by
+// position.
 // Nothing is validated beyond the value's kind, encoded, compressed,
 // logged or written to disk. Close keeps the data in the process, as a RAM
 // disk would, so that the queries after reopening find it (the bench runs
@@ -21,6 +22,13 @@ import (
 // the series, append the sample) and nothing more, so no engine inserts
 // faster: the distance to it is what the engine costs. A query
 // binary-searches each selected series.
+//
+// Queries do not hold up writes: a query takes the lock only to copy the
+// selected series' slice headers, then reads their samples unlocked. That
+// is safe because a write never changes a sample a header already covers:
+// it appends past the end, and a time older than a series' last (rare:
+// the bench writes in time order) replaces the series' slice with a
+// modified copy instead of changing it in place.
 //
 // It is not durable, a failed batch keeps the points before the bad one,
 // and it has no configuration: it runs in default/fast only and is drawn
@@ -92,18 +100,20 @@ func (s *memStore) write(points []engine.Point) error {
 				s.data = append(s.data, memSeries{})
 			}
 			ms := &s.data[id-1]
-			// The batches of the bench are in time order per series; an
-			// older time is inserted in place.
 			if n := len(*ms); n == 0 || (*ms)[n-1].t < p.Time {
 				*ms = append(*ms, memSample{p.Time, v})
 				continue
 			}
+			// An older or repeated time: a modified copy, since queries
+			// may be reading the samples (see memStore).
 			j, found := ms.search(p.Time)
 			if found {
-				(*ms)[j].v = v
+				c := slices.Clone(*ms)
+				c[j].v = v
+				*ms = c
 				continue
 			}
-			*ms = slices.Insert(*ms, j, memSample{p.Time, v})
+			*ms = slices.Insert(slices.Clip(*ms), j, memSample{p.Time, v})
 		}
 	}
 	return nil
@@ -115,13 +125,17 @@ func (s *memStore) query(ctx context.Context, q engine.Query, rs *resultSet) err
 		return err
 	}
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	sel := s.idx.selectSeries(&q.Selector, nil)
+	views := make([]memSeries, len(sel))
+	for i := range sel {
+		views[i] = s.data[sel[i].id-1]
+	}
+	s.mu.RUnlock()
 	for n, info := range sel {
 		if n%128 == 0 && ctx.Err() != nil {
 			return ctx.Err()
 		}
-		ms := s.data[info.id-1]
+		ms := views[n]
 		lo, _ := ms.search(q.Start)
 		hi, _ := ms.search(q.End)
 		if lo >= hi {
@@ -138,7 +152,8 @@ func (s *memStore) query(ctx context.Context, q engine.Query, rs *resultSet) err
 
 // trimBefore drops every series' samples before t: the mixed workload
 // trims the floor behind its readers so that its memory stays bounded in
-// a long run (see trimmer). A series' slice keeps its array until the next
+// a long run (see trimmer). It only moves the start of the slices, which
+// a query reading them does not see; a series' array is freed when an
 // append outgrows it, so the floor holds at most about twice what it
 // keeps.
 func (s *memStore) trimBefore(t int64) {

@@ -315,3 +315,75 @@ func TestRunMixedMismatch(t *testing.T) {
 		t.Errorf("report %+v", rep)
 	}
 }
+
+// TestFloorReadsWhileWriting runs readers on the floor while a writer
+// appends the stream and rewrites older samples (with their own values, so
+// every answer stays checkable): under the race detector this checks that
+// queries, which read samples without the lock, never see one change.
+func TestFloorReadsWhileWriting(t *testing.T) {
+	const devices, batch = 20, 200
+	ds, err := Stream(1<<40, devices, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	defer forgetMem(dir)
+	db, err := openMemLimit(dir, ConfigDefault, Fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps atomic.Int64
+	done := make(chan struct{})
+	errs := make(chan string, 2)
+	for r := range 2 {
+		go func() {
+			var rs resultSet
+			for k := r; ; k++ {
+				select {
+				case <-done:
+					errs <- ""
+					return
+				default:
+				}
+				w := int(steps.Load())
+				if w == 0 {
+					runtime.Gosched()
+					continue
+				}
+				a := mixedQueries(k%devices, w)[k%3]
+				rs.reset()
+				if err := db.query(context.Background(), a.query(ds), &rs); err != nil {
+					errs <- err.Error()
+					return
+				}
+				a.digest = rs.digest()
+				if _, q, msg := checkMixed(ds, []mixedAnswer{a}); msg != "" {
+					errs <- q + ": " + msg
+					return
+				}
+			}
+		}()
+	}
+	b := newStreamBatch(ds, batch)
+	old := make([]engine.Point, 2)
+	for n := range 400 {
+		if err := db.write(b.next()); err != nil {
+			t.Fatal(err)
+		}
+		steps.Store(int64(b.off / devices))
+		if n%5 == 4 { // an older sample and the last one again, same values
+			for i, at := range []int{b.off - 7*batch/2, b.off - 1} {
+				old[i] = ds.Point(at)
+			}
+			if err := db.write(old); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	close(done)
+	for range 2 {
+		if msg := <-errs; msg != "" {
+			t.Error(msg)
+		}
+	}
+}
