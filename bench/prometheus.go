@@ -64,33 +64,35 @@ func promName(dst []byte, measurement, field string) []byte {
 	return append(dst, field...)
 }
 
-func (s *promStore) write(points []engine.Point) (err error) {
+func (s *promStore) write(points []engine.Point) error {
 	app := s.db.Appender(context.Background())
 	base := s.idx.count()
-	defer func() {
-		if err != nil {
-			app.Rollback()
-			// The references of the batch's new series were never committed.
-			s.idx.truncate(base)
-			s.refs = s.refs[:base]
-		}
-	}()
+	// The references of a failed batch's new series were never committed.
+	forget := func() {
+		s.idx.truncate(base)
+		s.refs = s.refs[:base]
+	}
+	fail := func(err error) error {
+		app.Rollback()
+		forget()
+		return err
+	}
 	for i := range points {
 		p := &points[i]
 		if p.Time%int64(time.Millisecond) != 0 {
-			return fmt.Errorf("bench: prometheus stores milliseconds: time %d is not a whole millisecond", p.Time)
+			return fail(fmt.Errorf("bench: prometheus stores milliseconds: time %d is not a whole millisecond", p.Time))
 		}
 		ms := p.Time / int64(time.Millisecond)
 		set := s.idx.set(p)
 		for f := range p.Fields {
 			v, err := floatValue(p, f)
 			if err != nil {
-				return err
+				return fail(err)
 			}
 			id, added := s.idx.field(set, p, f)
 			if !added {
 				if _, err := app.Append(s.refs[id-1], labels.EmptyLabels(), ms, v); err != nil {
-					return err
+					return fail(err)
 				}
 				continue
 			}
@@ -103,12 +105,16 @@ func (s *promStore) write(points []engine.Point) (err error) {
 			s.lb.Sort()
 			ref, err := app.Append(0, s.lb.Labels(), ms, v)
 			if err != nil {
-				return err
+				return fail(err)
 			}
 			s.refs = append(s.refs, ref)
 		}
 	}
-	return app.Commit()
+	if err := app.Commit(); err != nil {
+		forget() // Commit rolls the appender back itself
+		return err
+	}
+	return nil
 }
 
 // query answers q with the TSDB's querier: equality matchers for the metric

@@ -101,6 +101,22 @@ func TestPrometheusAdapter(t *testing.T) {
 	if got := rs.sorted(); !slices.Equal(got, cases[0].want) {
 		t.Errorf("after refused writes:\n got %v\nwant %v", got, cases[0].want)
 	}
+	// A refused batch's new series are forgotten with it: written again,
+	// they are stored and found.
+	if err := db.write([]engine.Point{mk("c", 10*ms, 7, 70), mk("c", 11*ms+1, 1, 1)}); err == nil {
+		t.Error("a batch with a sub-millisecond time was accepted")
+	}
+	if err := db.write([]engine.Point{mk("c", 12*ms, 8, 80)}); err != nil {
+		t.Fatal(err)
+	}
+	rs.reset()
+	if err := db.query(context.Background(), engine.Query{Selector: engine.Selector{Measurement: "m",
+		Tags: []engine.Tag{{Key: "host", Value: "c"}, {Key: "zone", Value: "z1"}}, Field: "f2", Start: 0, End: 1e13}}, &rs); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rs.sorted(), []sortedRow{{"m,host=c,zone=z1 f2", 12 * ms, 80}}; !slices.Equal(got, want) {
+		t.Errorf("after a refused batch: got %v, want %v", got, want)
+	}
 	if n, ok := db.(*promStore).compactions(); !ok || n != 0 {
 		t.Errorf("compactions = %d, %v; want 0, true", n, ok)
 	}
