@@ -148,6 +148,19 @@ func (r *Reader) NumSeries() int { return r.table.len() }
 // a new SeriesIndex on every call.
 func (r *Reader) Series(i int) *SeriesIndex { return r.table.entry(i) }
 
+// SeriesInto decodes the index entry of series i into s, reusing the
+// storage of s.Blocks, and returns s. A caller that visits many series and
+// keeps none of them decodes them all without allocating; what s held
+// before is overwritten.
+func (r *Reader) SeriesInto(i int, s *SeriesIndex) *SeriesIndex {
+	r.table.entryInto(i, s)
+	return s
+}
+
+// Key returns the key of series i (in key order) without decoding the rest
+// of its entry. The bytes belong to the reader: do not modify them.
+func (r *Reader) Key(i int) []byte { return r.table.key(i) }
+
 // MayContain consults the bloom filter only: false means the segment
 // certainly lacks key.
 func (r *Reader) MayContain(key []byte) bool { return bloomTest(r.bloom, keyHash(key)) }

@@ -197,6 +197,29 @@ func TestManySeries(t *testing.T) {
 	}
 }
 
+// TestSeriesInto decodes every entry into one reused SeriesIndex, in an
+// order that alternates series of one and of several blocks, and checks
+// each against a fresh decode and its key against Key.
+func TestSeriesInto(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	series := make([]testSeries, 300)
+	for i := range series {
+		key := point.AppendSeriesKey(nil, "m", []point.Tag{{Key: "id", Value: fmt.Sprintf("%04d", i)}}, "v")
+		series[i] = testSeries{key: key, kind: point.KindFloat, samples: randomSamples(rng, point.KindFloat, 1+rng.IntN(40))}
+	}
+	r := roundTrip(t, 8, series)
+	var si SeriesIndex
+	for _, i := range rng.Perm(r.NumSeries()) {
+		want := r.Series(i)
+		if got := r.SeriesInto(i, &si); got != &si || !reflect.DeepEqual(*got, *want) {
+			t.Fatalf("SeriesInto(%d) = %+v, want %+v", i, *got, *want)
+		}
+		if !bytes.Equal(r.Key(i), want.Key) {
+			t.Fatalf("Key(%d) = %q, want %q", i, r.Key(i), want.Key)
+		}
+	}
+}
+
 func TestBlockSizeLimits(t *testing.T) {
 	for _, bs := range []int{1, 7, 16} {
 		for _, n := range []int{bs - 1, bs, bs + 1, 2 * bs, 2*bs + 1} {
