@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"iter"
@@ -29,11 +30,12 @@ const checkContextEvery = 128
 // or reopened.
 func (db *DB) Query(ctx context.Context, q Query) ([]Series, error) {
 	var out []Series
-	for s, err := range db.QuerySeq(ctx, q) {
-		if err != nil {
-			return nil, err
-		}
+	err := db.query(ctx, q, 0, func(s Series) bool {
 		out = append(out, s)
+		return true
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -45,6 +47,14 @@ func (db *DB) Query(ctx context.Context, q Query) ([]Series, error) {
 // last. The query reads one consistent snapshot, held until the loop ends;
 // breaking out of the loop releases it.
 //
+// A series with more than PartSamples raw samples in range is yielded in
+// parts: consecutive Series with the same Measurement, Tags and Field, each
+// holding the next run of samples in time order (about PartSamples each,
+// cut at block boundaries), so that one series of any length never sits
+// in memory whole. Appending the Samples of consecutive results with equal
+// keys gives Query's result. Aggregates read a long series window by window
+// too, holding one window of samples at a time.
+//
 // With GroupBy, the series of one field that share the values of the
 // GroupBy tag keys are aggregated together, as InfluxQL's GROUP BY tag: one
 // result per (field, group), its Tags the group's tags (a key a series
@@ -52,7 +62,7 @@ func (db *DB) Query(ctx context.Context, q Query) ([]Series, error) {
 func (db *DB) QuerySeq(ctx context.Context, q Query) iter.Seq2[Series, error] {
 	return func(yield func(Series, error) bool) {
 		stopped := false
-		err := db.query(ctx, q, func(s Series) bool {
+		err := db.query(ctx, q, PartSamples, func(s Series) bool {
 			if !yield(s, nil) {
 				stopped = true
 				return false
@@ -65,8 +75,21 @@ func (db *DB) QuerySeq(ctx context.Context, q Query) iter.Seq2[Series, error] {
 	}
 }
 
-// query runs q and passes each result to emit until emit returns false.
-func (db *DB) query(ctx context.Context, q Query, emit func(Series) bool) error {
+// PartSamples is about the most raw samples of one series that QuerySeq
+// yields in one Series, and the window in which aggregates read a long
+// series.
+const PartSamples = 1 << 16
+
+// partSamples is PartSamples, a variable so that tests can use small parts.
+var partSamples = PartSamples
+
+// query runs q and passes each result to emit until emit returns false. A
+// raw series of more than part samples is emitted in parts; part 0 emits
+// every series whole.
+func (db *DB) query(ctx context.Context, q Query, part int, emit func(Series) bool) error {
+	if part > 0 {
+		part = partSamples
+	}
 	if err := validateQuery(&q); err != nil {
 		return err
 	}
@@ -122,6 +145,13 @@ func (db *DB) query(ctx context.Context, q Query, emit func(Series) bool) error 
 			return ctx.Err()
 		}
 		meta := &metas[i]
+		if q.Agg == AggNone && part > 0 {
+			more, err := r.readParts(ids[i], meta, mint, maxt, part, emit)
+			if err != nil || !more {
+				return err
+			}
+			continue
+		}
 		samples, err := r.read(ids[i], meta, mint, maxt, &q)
 		if err != nil {
 			return err
@@ -139,6 +169,77 @@ func (db *DB) query(ctx context.Context, q Query, emit func(Series) bool) error 
 		}
 	}
 	return nil
+}
+
+// readParts emits the visible raw samples of one series in [mint, maxt] in
+// parts of about part samples, window by window. It returns false when
+// emit asked to stop.
+func (r *seriesReader) readParts(id uint64, meta *seriesMeta, mint, maxt int64, part int, emit func(Series) bool) (bool, error) {
+	srcs, tombs := r.sourcesAndTombs(id, meta, mint, maxt)
+	if len(srcs) == 0 {
+		return true, nil
+	}
+	lo := mint
+	for _, hi := range windowEnds(srcs, mint, maxt, part) {
+		merged, err := r.mergeSources(id, srcs, tombs, lo, hi)
+		if err != nil {
+			return false, err
+		}
+		lo = hi + 1
+		if len(merged) == 0 {
+			continue
+		}
+		if !emit(Series{
+			Measurement: meta.set.measurement,
+			Tags:        slices.Clone(meta.set.tags),
+			Field:       meta.field,
+			Samples:     slices.Clone(merged),
+		}) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// windowEnds splits [mint, maxt] into consecutive windows, each holding
+// about limit samples of the segment sources, and returns their inclusive
+// ends; the last is maxt. Windows end where blocks end, so a block is
+// decoded at most twice. Memtable samples are not counted: a memtable is
+// bounded by the memory budget already.
+func windowEnds(srcs []source, mint, maxt int64, limit int) []int64 {
+	type end struct {
+		t int64
+		n int
+	}
+	var ends []end
+	total := 0
+	for _, s := range srcs {
+		if s.idx == nil {
+			continue
+		}
+		for b := range s.idx.Blocks {
+			bm := &s.idx.Blocks[b]
+			if bm.MaxTime < mint || bm.MinTime > maxt {
+				continue
+			}
+			ends = append(ends, end{bm.MaxTime, bm.Count})
+			total += bm.Count
+		}
+	}
+	if total <= limit {
+		return []int64{maxt}
+	}
+	slices.SortFunc(ends, func(a, b end) int { return cmp.Compare(a.t, b.t) })
+	var out []int64
+	n := 0
+	for _, e := range ends {
+		n += e.n
+		if n >= limit && e.t < maxt && (len(out) == 0 || e.t > out[len(out)-1]) {
+			out = append(out, e.t)
+			n = 0
+		}
+	}
+	return append(out, maxt)
 }
 
 // selectSorted returns the series sel selects (compiled matchers ms),
@@ -404,12 +505,17 @@ func (r *seriesReader) accumulate(id uint64, meta *seriesMeta, mint, maxt int64,
 	if len(srcs) == 1 && srcs[0].seg != nil && len(tombs) == 0 && pushdownable(q.Agg) {
 		return r.aggregateSegment(srcs[0], meta.kind, mint, maxt, q, st)
 	}
-	merged, err := r.mergeSources(id, srcs, tombs, mint, maxt)
-	if err != nil {
-		return err
-	}
-	for _, s := range merged {
-		st.at(s.Time).addSample(s.Time, s.Value)
+	// Window by window, so that a long series is never read whole.
+	lo := mint
+	for _, hi := range windowEnds(srcs, mint, maxt, partSamples) {
+		merged, err := r.mergeSources(id, srcs, tombs, lo, hi)
+		if err != nil {
+			return err
+		}
+		for _, s := range merged {
+			st.at(s.Time).addSample(s.Time, s.Value)
+		}
+		lo = hi + 1
 	}
 	return nil
 }
