@@ -180,7 +180,8 @@ func (r *seriesReader) readParts(id uint64, meta *seriesMeta, mint, maxt int64, 
 		return true, nil
 	}
 	lo := mint
-	for _, hi := range windowEnds(srcs, mint, maxt, part) {
+	r.ends = windowEnds(r.ends[:0], srcs, mint, maxt, part)
+	for _, hi := range r.ends {
 		merged, err := r.mergeSources(id, srcs, tombs, lo, hi)
 		if err != nil {
 			return false, err
@@ -202,44 +203,50 @@ func (r *seriesReader) readParts(id uint64, meta *seriesMeta, mint, maxt int64, 
 }
 
 // windowEnds splits [mint, maxt] into consecutive windows, each holding
-// about limit samples of the segment sources, and returns their inclusive
-// ends; the last is maxt. Windows end where blocks end, so a block is
-// decoded at most twice. Memtable samples are not counted: a memtable is
-// bounded by the memory budget already.
-func windowEnds(srcs []source, mint, maxt int64, limit int) []int64 {
-	type end struct {
-		t int64
-		n int
-	}
-	var ends []end
+// about limit samples of the segment sources, and appends their inclusive
+// ends to dst; the last is maxt. Windows end where blocks end, so a block
+// is decoded at most twice. Memtable samples are not counted: a memtable
+// is bounded by the memory budget already.
+func windowEnds(dst []int64, srcs []source, mint, maxt int64, limit int) []int64 {
 	total := 0
 	for _, s := range srcs {
 		if s.idx == nil {
 			continue
 		}
 		for b := range s.idx.Blocks {
-			bm := &s.idx.Blocks[b]
-			if bm.MaxTime < mint || bm.MinTime > maxt {
-				continue
+			if bm := &s.idx.Blocks[b]; bm.MaxTime >= mint && bm.MinTime <= maxt {
+				total += bm.Count
 			}
-			ends = append(ends, end{bm.MaxTime, bm.Count})
-			total += bm.Count
 		}
 	}
 	if total <= limit {
-		return []int64{maxt}
+		return append(dst, maxt)
+	}
+	type end struct {
+		t int64
+		n int
+	}
+	var ends []end
+	for _, s := range srcs {
+		if s.idx == nil {
+			continue
+		}
+		for b := range s.idx.Blocks {
+			if bm := &s.idx.Blocks[b]; bm.MaxTime >= mint && bm.MinTime <= maxt {
+				ends = append(ends, end{bm.MaxTime, bm.Count})
+			}
+		}
 	}
 	slices.SortFunc(ends, func(a, b end) int { return cmp.Compare(a.t, b.t) })
-	var out []int64
-	n := 0
+	n, first := 0, len(dst)
 	for _, e := range ends {
 		n += e.n
-		if n >= limit && e.t < maxt && (len(out) == 0 || e.t > out[len(out)-1]) {
-			out = append(out, e.t)
+		if n >= limit && e.t < maxt && (len(dst) == first || e.t > dst[len(dst)-1]) {
+			dst = append(dst, e.t)
 			n = 0
 		}
 	}
-	return append(out, maxt)
+	return append(dst, maxt)
 }
 
 // selectSorted returns the series sel selects (compiled matchers ms),
@@ -372,12 +379,19 @@ func validateQuery(q *Query) error {
 	return nil
 }
 
-// seriesReader reads one series at a time from a snapshot.
+// seriesReader reads one series at a time from a snapshot. Its buffers
+// are reused from series to series, so what sources and mergeSources
+// return is valid until the next series is read.
 type seriesReader struct {
 	db       *DB
 	snap     *snapshot
-	bufs     [][]point.Sample // per source, reused across series
-	blockBuf []point.Sample   // one decoded block, reused
+	bufs     [][]point.Sample       // per source
+	blockBuf []point.Sample         // one decoded block
+	idxs     []*segment.SeriesIndex // per segment source
+	srcs     []source
+	merge    [2][]point.Sample // mergeNewer's outputs, used in turn
+	ends     []int64           // windowEnds' result
+	accOut   []acc             // read's per-bucket states
 }
 
 // source is one place a series' samples may live, and how far tombstones
@@ -392,7 +406,8 @@ type source struct {
 // sources lists where series key may have samples, oldest first: deeper
 // levels, then L0 in flush order, then sealed memtables, then the active one.
 func (r *seriesReader) sources(id uint64, key []byte, mint, maxt int64) []source {
-	var srcs []source
+	srcs := r.srcs[:0]
+	defer func() { r.srcs = srcs }()
 	v := r.snap.v
 	for l := maxLevels - 1; l >= 0; l-- {
 		for _, h := range v.levels[l] {
@@ -402,11 +417,14 @@ func (r *seriesReader) sources(id uint64, key []byte, mint, maxt int64) []source
 			if l > 0 && (string(key) < string(h.meta.FirstKey) || string(key) > string(h.meta.LastKey)) {
 				continue
 			}
-			idx, ok := h.r.Find(key)
-			if !ok {
+			k := len(srcs)
+			if k == len(r.idxs) {
+				r.idxs = append(r.idxs, new(segment.SeriesIndex))
+			}
+			if !h.r.FindInto(key, r.idxs[k]) {
 				continue
 			}
-			srcs = append(srcs, source{seg: h, idx: idx, tombApplied: h.tombApplied.Load()})
+			srcs = append(srcs, source{seg: h, idx: r.idxs[k], tombApplied: h.tombApplied.Load()})
 		}
 	}
 	for _, m := range r.snap.imm {
@@ -424,10 +442,11 @@ func (r *seriesReader) sources(id uint64, key []byte, mint, maxt int64) []source
 // aggregated as q asks.
 func (r *seriesReader) read(id uint64, meta *seriesMeta, mint, maxt int64, q *Query) ([]point.Sample, error) {
 	if q.Agg != AggNone {
-		st := accs{b: bucketer{every: q.Every, start: q.Start}}
+		st := accs{b: bucketer{every: q.Every, start: q.Start}, out: r.accOut[:0]}
 		if err := r.accumulate(id, meta, mint, maxt, q, &st); err != nil {
 			return nil, err
 		}
+		r.accOut = st.out
 		return finishAccs(st.out, q.Agg, q.Every, nil), nil
 	}
 	merged, err := r.merged(id, meta, mint, maxt)
@@ -471,11 +490,8 @@ func (r *seriesReader) mergeSources(id uint64, srcs []source, tombs []tombstone,
 	for i, s := range srcs {
 		buf := r.bufs[i][:0]
 		if s.seg != nil {
-			it := s.seg.r.Iter(s.idx, mint, maxt)
-			for it.Next() {
-				buf = append(buf, it.At())
-			}
-			if err := it.Close(); err != nil {
+			var err error
+			if buf, err = s.seg.r.AppendRange(s.idx, mint, maxt, buf); err != nil {
 				return nil, err
 			}
 			buf = deleteTombstoned(buf, tombs, s.tombApplied)
@@ -486,9 +502,15 @@ func (r *seriesReader) mergeSources(id uint64, srcs []source, tombs []tombstone,
 		r.bufs[i] = buf
 		if i == 0 {
 			merged = buf
-		} else {
-			merged = mergeNewer(merged, buf)
+			continue
 		}
+		// Into whichever merge buffer merged does not live in.
+		k := 0
+		if len(merged) > 0 && len(r.merge[0]) > 0 && &merged[0] == &r.merge[0][0] {
+			k = 1
+		}
+		r.merge[k] = mergeNewer(r.merge[k][:0], merged, buf)
+		merged = r.merge[k]
 	}
 	return merged, nil
 }
@@ -507,7 +529,8 @@ func (r *seriesReader) accumulate(id uint64, meta *seriesMeta, mint, maxt int64,
 	}
 	// Window by window, so that a long series is never read whole.
 	lo := mint
-	for _, hi := range windowEnds(srcs, mint, maxt, partSamples) {
+	r.ends = windowEnds(r.ends[:0], srcs, mint, maxt, partSamples)
+	for _, hi := range r.ends {
 		merged, err := r.mergeSources(id, srcs, tombs, lo, hi)
 		if err != nil {
 			return err
@@ -520,15 +543,9 @@ func (r *seriesReader) accumulate(id uint64, meta *seriesMeta, mint, maxt int64,
 	return nil
 }
 
-// mergeNewer merges two time-sorted runs; on equal times newer wins.
-func mergeNewer(older, newer []point.Sample) []point.Sample {
-	if len(older) == 0 {
-		return newer
-	}
-	if len(newer) == 0 {
-		return older
-	}
-	out := make([]point.Sample, 0, len(older)+len(newer))
+// mergeNewer appends to out the merge of two time-sorted runs; on equal
+// times newer wins. out must not overlap either run.
+func mergeNewer(out, older, newer []point.Sample) []point.Sample {
 	i, j := 0, 0
 	for i < len(older) && j < len(newer) {
 		switch a, b := older[i].Time, newer[j].Time; {

@@ -170,18 +170,38 @@ func (r *Reader) MayContain(key []byte) bool { return bloomTest(r.bloom, keyHash
 // order (a query's series) are cheap: Find first tries the series after
 // the one it found last.
 func (r *Reader) Find(key []byte) (*SeriesIndex, bool) {
+	i, ok := r.search(key)
+	if !ok {
+		return nil, false
+	}
+	return r.table.entry(i), true
+}
+
+// FindInto is Find decoding into s, reusing the storage of s.Blocks (see
+// SeriesInto). It returns false, leaving s as it was, when the segment
+// lacks key.
+func (r *Reader) FindInto(key []byte, s *SeriesIndex) bool {
+	i, ok := r.search(key)
+	if ok {
+		r.table.entryInto(i, s)
+	}
+	return ok
+}
+
+// search returns the position of key.
+func (r *Reader) search(key []byte) (int, bool) {
 	t := r.table
 	n := t.len()
 	if n == 0 {
-		return nil, false
+		return 0, false
 	}
 	next := int(r.nextFind.Load()) // a hint only: any value in 0..n is fine
 	if next < n && string(t.key(next)) == string(key) {
 		r.nextFind.Store(int64(next + 1))
-		return t.entry(next), true
+		return next, true
 	}
 	if !r.MayContain(key) {
-		return nil, false
+		return 0, false
 	}
 	lo, hi := 0, n
 	if next > 0 && next <= n && string(t.key(next-1)) < string(key) {
@@ -189,10 +209,35 @@ func (r *Reader) Find(key []byte) (*SeriesIndex, bool) {
 	}
 	i := lo + sort.Search(hi-lo, func(i int) bool { return string(t.key(lo+i)) >= string(key) })
 	if i == n || string(t.key(i)) != string(key) {
-		return nil, false
+		return 0, false
 	}
 	r.nextFind.Store(int64(i + 1))
-	return t.entry(i), true
+	return i, true
+}
+
+// AppendRange appends the samples of s with mint <= Time <= maxt to dst,
+// decoding only the blocks that overlap the range: Iter without the
+// iterator, for a caller that wants the samples in a slice.
+func (r *Reader) AppendRange(s *SeriesIndex, mint, maxt int64, dst []point.Sample) ([]point.Sample, error) {
+	bs := s.Blocks
+	for b := sort.Search(len(bs), func(i int) bool { return bs[i].MaxTime >= mint }); b < len(bs) && bs[b].MinTime <= maxt; b++ {
+		n0 := len(dst)
+		var err error
+		if dst, err = r.ReadBlock(s, b, dst); err != nil {
+			return dst, err
+		}
+		if bs[b].MinTime < mint {
+			got := dst[n0:]
+			i := sort.Search(len(got), func(i int) bool { return got[i].Time >= mint })
+			dst = append(dst[:n0], got[i:]...)
+		}
+		if bs[b].MaxTime > maxt {
+			got := dst[n0:]
+			j := sort.Search(len(got), func(i int) bool { return got[i].Time > maxt })
+			dst = dst[:n0+j]
+		}
+	}
+	return dst, nil
 }
 
 // scratchPool recycles decoding buffers across ReadBlock calls.

@@ -217,6 +217,31 @@ func TestSeriesInto(t *testing.T) {
 		if !bytes.Equal(r.Key(i), want.Key) {
 			t.Fatalf("Key(%d) = %q, want %q", i, r.Key(i), want.Key)
 		}
+		var found SeriesIndex
+		if !r.FindInto(want.Key, &found) || !reflect.DeepEqual(found, *want) {
+			t.Fatalf("FindInto(%q) = %+v", want.Key, found)
+		}
+		// AppendRange gives what Iter gives, after what dst held.
+		// Bounds on, just before and just after samples, inside blocks.
+		all := series[slices.IndexFunc(series, func(ts testSeries) bool { return bytes.Equal(ts.key, want.Key) })].samples
+		a, b := rng.IntN(len(all)), rng.IntN(len(all))
+		lo, hi := all[min(a, b)].Time+rng.Int64N(3)-1, all[max(a, b)].Time+rng.Int64N(3)-1
+		var iter []point.Sample
+		it := r.Iter(want, lo, hi)
+		for it.Next() {
+			iter = append(iter, it.At())
+		}
+		if err := it.Close(); err != nil {
+			t.Fatal(err)
+		}
+		prefix := []point.Sample{{Time: -1}}
+		got, err := r.AppendRange(want, lo, hi, slices.Clone(prefix))
+		if err != nil || !reflect.DeepEqual(got, append(prefix, iter...)) {
+			t.Fatalf("AppendRange(%q, %d, %d) = %v, %v; Iter gives %v", want.Key, lo, hi, got, err, iter)
+		}
+	}
+	if r.FindInto([]byte("absent"), &si) {
+		t.Fatal("FindInto found an absent key")
 	}
 }
 
