@@ -126,15 +126,16 @@ type inputState struct {
 	n    int                  // number of series
 
 	// Cursor over cur, reset by startSeries.
-	block   int            // next block to load
-	buf     []point.Sample // the decoded current block; reused across series
-	pos     int            // next sample of buf
-	ok      bool           // buf[pos] is the next kept sample
-	started bool           // a block of cur was read or skipped
-	lastT   int64          // last time seen in cur, for order checks
-	ranges  []TimeRange    // normalized drop ranges, MinTime folded in
-	rpos    int            // first range that may still apply
-	scratch []TimeRange    // copy of Drop's result, sorted here
+	block   int                  // next block to load
+	buf     []point.Sample       // the decoded current block; reused across series
+	pos     int                  // next sample of buf
+	ok      bool                 // buf[pos] is the next kept sample
+	started bool                 // a block of cur was read or skipped
+	lastT   int64                // last time seen in cur, for order checks
+	ranges  []TimeRange          // normalized drop ranges, MinTime folded in
+	rpos    int                  // first range that may still apply
+	scratch []TimeRange          // copy of Drop's result, sorted here
+	spare   *segment.SeriesIndex // the next series is decoded here, then swapped with cur
 }
 
 type merger struct {
@@ -183,11 +184,14 @@ func (m *merger) run(ctx context.Context) error {
 		// Move the inputs to their next series.
 		for _, s := range m.active {
 			if s.next < s.n {
-				nxt := s.r.Series(s.next)
+				if s.spare == nil {
+					s.spare = new(segment.SeriesIndex)
+				}
+				nxt := s.r.SeriesInto(s.next, s.spare)
 				if bytes.Compare(nxt.Key, s.cur.Key) <= 0 {
 					return base.Corruptf(s.path, 0, "series %d key %q not after %q", s.next, nxt.Key, s.cur.Key)
 				}
-				s.cur = nxt
+				s.cur, s.spare = nxt, s.cur
 				s.next++
 				m.heapPush(s)
 			}
