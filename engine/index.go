@@ -437,14 +437,15 @@ type keyOrder struct {
 	byRank []uint32 // id at each rank
 }
 
-// orderFor returns ranks and byRank covering at least most of the catalog.
-func (c *catalog) orderFor() (ranks, byRank []uint32) {
+// orderFor returns ranks and byRank covering at least most of the catalog
+// (with rebuild; without it, whatever they cover now).
+func (c *catalog) orderFor(rebuild bool) (ranks, byRank []uint32) {
 	o := &c.order
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	c.mu.RLock()
 	n := len(c.series)
-	if n > len(o.ranks)+len(o.ranks)/4+1024 && uint64(n) < math.MaxUint32 {
+	if rebuild && n > len(o.ranks)+len(o.ranks)/4+1024 && uint64(n) < math.MaxUint32 {
 		ids := make([]uint32, n)
 		for i := range ids {
 			ids[i] = uint32(i)
@@ -461,11 +462,16 @@ func (c *catalog) orderFor() (ranks, byRank []uint32) {
 }
 
 // sortByKey sorts ids (distinct) by canonical series key.
-func (c *catalog) sortByKey(ids []uint64) {
+func (c *catalog) sortByKey(ids []uint64) { c.sortByKeyRanks(ids, true) }
+
+// sortByKeyRanks is sortByKey; with rebuild false it uses the key ranks
+// as they are rather than sorting every key of a catalog that grew, which
+// a flush in a burst of new series would otherwise do again and again.
+func (c *catalog) sortByKeyRanks(ids []uint64, rebuild bool) {
 	if len(ids) < 2 {
 		return
 	}
-	ranks, byRank := c.orderFor()
+	ranks, byRank := c.orderFor(rebuild)
 	n := uint64(len(ranks))
 	fresh := false
 	for _, id := range ids {

@@ -232,6 +232,11 @@ type WriterOptions struct {
 	// short series of a high-cardinality flush). 0 means 128; negative
 	// means never.
 	InlineBytes int
+	// IndexBytes, when known, is about the size the raw index will reach
+	// (keys, block entries and inline blocks): the index buffer starts at
+	// that capacity instead of doubling its way there, which for a flush of
+	// a million series copied hundreds of megabytes. 0 means unknown.
+	IndexBytes int
 }
 
 // Meta describes a finished segment.
@@ -307,6 +312,9 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 		return nil, fmt.Errorf("segment: %w", err)
 	}
 	w := &Writer{fs: opts.FS, path: path, tmp: tmp, f: f, opts: opts, enc: enc, index: getIndexBuf()}
+	if want := indexReserve + min(opts.IndexBytes, maxPooledIndex); cap(w.index) < want {
+		w.index = make([]byte, indexReserve, want)
+	}
 	w.meta.Path = path
 	w.buf = append(make([]byte, 0, 64<<10), magic...)
 	w.buf = append(w.buf, formatVersion)
