@@ -83,7 +83,7 @@ func EngineNotes() map[string]string {
 		EngineLevelDB:    "fast: Sync=false; durable: Sync=true (fsync per batch); equal-memory: WriteBuffer 64 MiB",
 		EnginePebble:     "fast: NoSync; durable: Sync (fsync per batch); equal-memory: MemTableSize 64 MiB",
 		EnginePrometheus: "fast only: the head's WAL is fsynced when a 128 MiB segment fills and on Close, never per commit; equal-memory: no matching knob (the head keeps 1.5 block ranges in memory), run with its defaults",
-		EngineMemLimit:   "in-memory line: per-series slices in a map, no WAL, no disk, no fsync; default/fast only",
+		EngineMemLimit:   "in-memory floor: per-series slices found by one map lookup per point, no WAL, no disk, no fsync; default/fast only",
 		EngineStrataHTTP: "as strata, behind strata serve's /api/v2/write on loopback: one line-protocol request per batch",
 	}
 }
@@ -153,14 +153,6 @@ type seriesInfo struct {
 	measurement string
 	tags        []engine.Tag
 	field       string
-}
-
-func parseSeries(id uint64, key string) (seriesInfo, error) {
-	m, tags, f, err := engine.ParseSeriesKey(key)
-	if err != nil {
-		return seriesInfo{}, fmt.Errorf("series %d: %w", id, err)
-	}
-	return seriesInfo{id: id, key: key, measurement: m, tags: tags, field: f}, nil
 }
 
 // matches reports whether s is selected by sel's measurement, field and

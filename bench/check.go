@@ -318,6 +318,51 @@ func (d *Dataset) verify(q engine.Query, rs *resultSet) string {
 	return ""
 }
 
+// answer feeds the samples an adapter reads into a resultSet as the query
+// asks: each sample for AggNone, the mean of each bucket for AggMean. The
+// adapter calls series for each series it answers, then add for its
+// samples in time order, and flush at the end.
+type answer struct {
+	rs    *resultSet
+	mean  bool
+	every int64
+	start int64
+	id    int32
+	m     meanAcc
+}
+
+// newAnswer returns an answer to q into rs, or errUnsupported for an
+// aggregate other than AggNone and AggMean.
+func newAnswer(q *engine.Query, rs *resultSet) (answer, error) {
+	if q.Agg != engine.AggNone && q.Agg != engine.AggMean {
+		return answer{}, errUnsupported
+	}
+	return answer{rs: rs, mean: q.Agg == engine.AggMean, every: q.Every, start: q.Start}, nil
+}
+
+// series starts the answer of the series with canonical key key.
+func (a *answer) series(key string) {
+	a.flush()
+	a.id = a.rs.series(key)
+}
+
+// add adds a sample of the current series.
+func (a *answer) add(t int64, v float64) {
+	if !a.mean {
+		a.rs.add(a.id, t, v)
+		return
+	}
+	if b := bucket(t, a.every, a.start); b != a.m.bucket || a.m.n == 0 {
+		a.m.flush(a.rs, a.id)
+		a.m.bucket = b
+	}
+	a.m.sum += v
+	a.m.n++
+}
+
+// flush ends the current series' last bucket.
+func (a *answer) flush() { a.m.flush(a.rs, a.id) }
+
 // meanAcc accumulates one bucket of a mean.
 type meanAcc struct {
 	bucket int64

@@ -3,6 +3,7 @@ module github.com/stratadb/strata/bench
 go 1.26.7
 
 require (
+	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/cockroachdb/pebble v1.1.5
 	github.com/mattn/go-sqlite3 v1.14.53

@@ -5,9 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"slices"
-	"strings"
-	"sync"
 
 	"github.com/stratadb/strata/engine"
 )
@@ -47,40 +44,25 @@ func decodeDataKey(k []byte) (id uint64, t int64, ok bool) {
 	return binary.BigEndian.Uint64(k), int64(binary.BigEndian.Uint64(k[8:]) ^ (1 << 63)), true
 }
 
-// kvDict is the series dictionary of a key-value store: canonical key to id
-// in memory, persisted under the dictionary prefix.
-//
-// One goroutine writes (encode, done) while others query: mu guards the
-// map and the slice against the queries; the writer reads them unlocked,
-// being their only writer.
+// kvDict is the series dictionary of a key-value store: the series index
+// (ids from 1, found without building keys), persisted under the
+// dictionary prefix. One goroutine writes (load, encode, done) while others
+// query; the index locks itself.
 type kvDict struct {
-	mu      sync.RWMutex
-	ids     map[string]uint64
-	series  []seriesInfo // in id order; series[i].id == i+1
-	kb      keyBuilder
-	pending int // series added by the batch being built
-	key     []byte
-	val     [8]byte
+	idx  seriesIndex
+	base int // series before the batch being built
+	key  []byte
+	val  [8]byte
 }
 
-func newKVDict() *kvDict { return &kvDict{ids: map[string]uint64{}} }
+func newKVDict() *kvDict { return &kvDict{} }
 
 // load adds a persisted dictionary entry.
 func (d *kvDict) load(k, v []byte) error {
 	if len(k) != 16 {
 		return fmt.Errorf("bad dictionary key %x", k)
 	}
-	id := binary.BigEndian.Uint64(k[8:])
-	if id != uint64(len(d.series))+1 {
-		return fmt.Errorf("dictionary: series id %d out of order", id)
-	}
-	s, err := parseSeries(id, string(v))
-	if err != nil {
-		return err
-	}
-	d.ids[s.key] = id
-	d.series = append(d.series, s)
-	return nil
+	return d.idx.addKey(binary.BigEndian.Uint64(k[8:]), string(v))
 }
 
 // kvBatch receives the puts of one write.
@@ -90,26 +72,19 @@ type kvBatch interface{ put(k, v []byte) }
 // series and one data entry per field. New series stay pending until
 // commit or rollback.
 func (d *kvDict) encode(points []engine.Point, b kvBatch) error {
+	d.base = d.idx.count()
 	for i := range points {
 		p := &points[i]
+		set := d.idx.set(p)
 		for f := range p.Fields {
 			v, err := floatValue(p, f)
 			if err != nil {
 				return err
 			}
-			key := d.kb.key(p, f)
-			id, ok := d.ids[string(key)]
-			if !ok {
-				k := string(key)
-				id = uint64(len(d.series)) + 1
-				d.mu.Lock()
-				d.ids[k] = id
-				d.series = append(d.series, seriesInfo{id: id, key: k, measurement: p.Measurement,
-					tags: slices.Clone(p.Tags), field: p.Fields[f].Key})
-				d.mu.Unlock()
-				d.pending++
+			id, added := d.idx.field(set, p, f)
+			if added {
 				d.key = dictKey(d.key[:0], id)
-				b.put(d.key, []byte(k))
+				b.put(d.key, []byte(d.idx.series[id-1].key))
 			}
 			d.key = dataKey(d.key[:0], id, p.Time)
 			binary.BigEndian.PutUint64(d.val[:], math.Float64bits(v))
@@ -123,14 +98,9 @@ func (d *kvDict) encode(points []engine.Point, b kvBatch) error {
 // or failed (they are forgotten).
 func (d *kvDict) done(err error) {
 	if err != nil {
-		d.mu.Lock()
-		for _, s := range d.series[len(d.series)-d.pending:] {
-			delete(d.ids, s.key)
-		}
-		d.series = d.series[:len(d.series)-d.pending]
-		d.mu.Unlock()
+		d.idx.truncate(d.base)
 	}
-	d.pending = 0
+	d.base = d.idx.count()
 }
 
 // kvIter is the part of the stores' iterators the queries use.
@@ -144,25 +114,16 @@ type kvIter interface {
 // query answers q by seeking to each selected series' start and iterating
 // to its end; means are computed in Go.
 func (d *kvDict) query(ctx context.Context, it kvIter, q engine.Query, rs *resultSet) error {
-	if q.Agg != engine.AggNone && q.Agg != engine.AggMean {
-		return errUnsupported
+	ans, err := newAnswer(&q, rs)
+	if err != nil {
+		return err
 	}
-	var sel []seriesInfo
-	d.mu.RLock()
-	for i := range d.series {
-		if d.series[i].matches(&q.Selector) {
-			sel = append(sel, d.series[i])
-		}
-	}
-	d.mu.RUnlock()
-	slices.SortFunc(sel, func(a, b seriesInfo) int { return strings.Compare(a.key, b.key) })
 	var key []byte
-	for n, s := range sel {
+	for n, s := range d.idx.selectSeries(&q.Selector, nil) {
 		if n%128 == 0 && ctx.Err() != nil {
 			return ctx.Err()
 		}
-		id := rs.series(s.key)
-		var m meanAcc
+		ans.series(s.key)
 		key = dataKey(key[:0], s.id, q.Start)
 		for ok := it.seek(key); ok; ok = it.next() {
 			sid, t, valid := decodeDataKey(it.key())
@@ -173,19 +134,9 @@ func (d *kvDict) query(ctx context.Context, it kvIter, q engine.Query, rs *resul
 			if len(val) != 8 {
 				return fmt.Errorf("series %d at %d: value of %d bytes", sid, t, len(val))
 			}
-			v := math.Float64frombits(binary.BigEndian.Uint64(val))
-			if q.Agg == engine.AggNone {
-				rs.add(id, t, v)
-				continue
-			}
-			if b := bucket(t, q.Every, q.Start); b != m.bucket || m.n == 0 {
-				m.flush(rs, id)
-				m.bucket = b
-			}
-			m.sum += v
-			m.n++
+			ans.add(t, math.Float64frombits(binary.BigEndian.Uint64(val)))
 		}
-		m.flush(rs, id)
 	}
+	ans.flush()
 	return nil
 }

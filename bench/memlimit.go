@@ -1,41 +1,43 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"slices"
-	"sort"
-	"strings"
 	"sync"
 
 	"github.com/stratadb/strata/engine"
 )
 
-// memStore is the in-memory line: what inserting costs with no storage
-// engine at all. Each series is two growing slices (times and values) found through a
-// map by canonical series key; nothing is encoded, compressed, logged or
-// written to disk. Close keeps the data in the process, as a RAM disk
-// would, so that the queries after reopening find it (the bench runs them in
-// the same process). It is the cost of the plain in-memory approach, drawn
-// as a line beside the engines, not a bound under them: it builds every
-// point's canonical series key as a string for its map lookup (keyBuilder,
-// as the SQLite and key-value adapters do), and with many series it
-// allocates a map entry, a key and two slices per series, so an engine
-// that hashes the tag set and lays a batch out at once (strata) can insert
-// faster. A query binary-searches each selected series.
+// memStore is the in-memory floor: what inserting costs with no storage
+// engine at all. Each series is two growing slices (times and values); a
+// point finds its series through the seriesIndex, one map lookup by tag set
+// that builds no key and allocates nothing, and its fields by position.
+// Nothing is validated beyond the value's kind, encoded, compressed,
+// logged or written to disk. Close keeps the data in the process, as a RAM
+// disk would, so that the queries after reopening find it (the bench runs
+// them in the same process). Per point it does what any engine must (find
+// the series, append the sample) and nothing more, so no engine inserts
+// faster: the distance to it is what the engine costs. A query
+// binary-searches each selected series.
 //
-// It is not durable and has no configuration: it runs in default/fast only
-// and is drawn as a dashed line, not as a competitor.
+// It is not durable, a failed batch keeps the points before the bad one,
+// and it has no configuration: it runs in default/fast only and is drawn
+// as a line, not as a competitor.
 type memStore struct {
-	mu     sync.RWMutex
-	series map[string]*memSeries
-	kb     keyBuilder
+	mu   sync.RWMutex // guards data against the queries; idx locks itself
+	idx  seriesIndex
+	data []memSeries // data[id-1]
 }
 
-type memSeries struct {
-	info  seriesInfo
-	times []int64
-	vals  []float64
+// memSeries is a series' samples in time order, time and value side by
+// side: one growing slice per series.
+type memSeries []memSample
+
+type memSample struct {
+	t int64
+	v float64
 }
 
 // memDisk holds the floor's data by directory between a close and the next
@@ -62,7 +64,7 @@ func openMemLimit(dir string, _ Config, _ Durability) (store, error) {
 	if err := mkdir(dir); err != nil {
 		return nil, err
 	}
-	s := &memStore{series: map[string]*memSeries{}}
+	s := &memStore{}
 	memDisk.stores[dir] = s
 	return s, nil
 }
@@ -79,85 +81,80 @@ func (s *memStore) write(points []engine.Point) error {
 	defer s.mu.Unlock()
 	for i := range points {
 		p := &points[i]
+		set := s.idx.set(p)
 		for f := range p.Fields {
 			v, err := floatValue(p, f)
 			if err != nil {
 				return err
 			}
-			key := s.kb.key(p, f)
-			ms, ok := s.series[string(key)]
-			if !ok {
-				k := string(key)
-				ms = &memSeries{info: seriesInfo{key: k, measurement: p.Measurement,
-					tags: slices.Clone(p.Tags), field: p.Fields[f].Key}}
-				s.series[k] = ms
+			id, added := s.idx.field(set, p, f)
+			if added {
+				s.data = append(s.data, memSeries{})
 			}
+			ms := &s.data[id-1]
 			// The batches of the bench are in time order per series; an
 			// older time is inserted in place.
-			if n := len(ms.times); n == 0 || ms.times[n-1] < p.Time {
-				ms.times = append(ms.times, p.Time)
-				ms.vals = append(ms.vals, v)
+			if n := len(*ms); n == 0 || (*ms)[n-1].t < p.Time {
+				*ms = append(*ms, memSample{p.Time, v})
 				continue
 			}
-			j, found := slices.BinarySearch(ms.times, p.Time)
+			j, found := ms.search(p.Time)
 			if found {
-				ms.vals[j] = v
+				(*ms)[j].v = v
 				continue
 			}
-			ms.times = slices.Insert(ms.times, j, p.Time)
-			ms.vals = slices.Insert(ms.vals, j, v)
+			*ms = slices.Insert(*ms, j, memSample{p.Time, v})
 		}
 	}
 	return nil
 }
 
 func (s *memStore) query(ctx context.Context, q engine.Query, rs *resultSet) error {
-	if q.Agg != engine.AggNone && q.Agg != engine.AggMean {
-		return errUnsupported
+	ans, err := newAnswer(&q, rs)
+	if err != nil {
+		return err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var sel []*memSeries
-	if q.Field != "" && len(q.Tags) > 0 {
-		// A single series: the map lookup.
-		if ms, ok := s.series[engine.SeriesKey(q.Measurement, q.Tags, q.Field)]; ok && ms.info.matches(&q.Selector) {
-			sel = append(sel, ms)
-		}
-	} else {
-		for _, ms := range s.series {
-			if ms.info.matches(&q.Selector) {
-				sel = append(sel, ms)
-			}
-		}
-		slices.SortFunc(sel, func(a, b *memSeries) int { return strings.Compare(a.info.key, b.info.key) })
-	}
-	for n, ms := range sel {
+	sel := s.idx.selectSeries(&q.Selector, nil)
+	for n, info := range sel {
 		if n%128 == 0 && ctx.Err() != nil {
 			return ctx.Err()
 		}
-		lo := sort.Search(len(ms.times), func(i int) bool { return ms.times[i] >= q.Start })
-		hi := sort.Search(len(ms.times), func(i int) bool { return ms.times[i] >= q.End })
+		ms := s.data[info.id-1]
+		lo, _ := ms.search(q.Start)
+		hi, _ := ms.search(q.End)
 		if lo >= hi {
 			continue
 		}
-		id := rs.series(ms.info.key)
-		var m meanAcc
-		for i := lo; i < hi; i++ {
-			t, v := ms.times[i], ms.vals[i]
-			if q.Agg == engine.AggNone {
-				rs.add(id, t, v)
-				continue
-			}
-			if b := bucket(t, q.Every, q.Start); b != m.bucket || m.n == 0 {
-				m.flush(rs, id)
-				m.bucket = b
-			}
-			m.sum += v
-			m.n++
+		ans.series(info.key)
+		for _, smp := range ms[lo:hi] {
+			ans.add(smp.t, smp.v)
 		}
-		m.flush(rs, id)
 	}
+	ans.flush()
 	return nil
+}
+
+// trimBefore drops every series' samples before t: the mixed workload
+// trims the floor behind its readers so that its memory stays bounded in
+// a long run (see trimmer). A series' slice keeps its array until the next
+// append outgrows it, so the floor holds at most about twice what it
+// keeps.
+func (s *memStore) trimBefore(t int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, ms := range s.data {
+		if j, _ := ms.search(t); j > 0 {
+			s.data[i] = ms[j:]
+		}
+	}
+}
+
+// search returns the index of the first sample at or after t and whether
+// it is at t.
+func (ms memSeries) search(t int64) (int, bool) {
+	return slices.BinarySearchFunc(ms, t, func(s memSample, t int64) int { return cmp.Compare(s.t, t) })
 }
 
 // close keeps the data for the next open of the same directory.

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,7 +67,8 @@ type MixedReport struct {
 }
 
 // Latency summarises the latencies of one kind of operation, in
-// milliseconds.
+// milliseconds: P50Ms and P99Ms to three significant digits (nearest rank,
+// from a histogram of fixed size), MaxMs exact.
 type Latency struct {
 	Count int64   `json:"count"`
 	P50Ms float64 `json:"p50_ms"`
@@ -108,18 +109,23 @@ type MixedResult struct {
 	DiskBytes    int64              `json:"disk_bytes"`
 	PeakRSSBytes int64              `json:"peak_rss_bytes"`
 	// Answers is the number of answers; every one's row and series counts
-	// are checked, and AnswersCheckedInFull of them row by row (through
-	// the digest): every point query, and up to 200 range scans and 200
-	// aggregates spread evenly over the run.
+	// are checked as it comes, and AnswersCheckedInFull of them row by
+	// row (through the digest) after the run: an evenly spread sample of
+	// 2,000 to 4,000 point queries and 200 to 400 range scans and
+	// aggregates each (all of them in a short run).
 	Answers              int64 `json:"answers"`
 	AnswersCheckedInFull int64 `json:"answers_checked_in_full"`
 }
 
-// ThroughputSample is one second of a mixed run.
+// ThroughputSample is one second of a mixed run. RSSBytes is the
+// process' resident memory as the second ended (after the write that
+// crossed into the next one; Linux only, 0 elsewhere): flat over a long
+// run when the engine keeps to its budget.
 type ThroughputSample struct {
-	Second  int   `json:"second"`
-	Points  int64 `json:"points"`
-	Queries int64 `json:"queries"`
+	Second   int   `json:"second"`
+	Points   int64 `json:"points"`
+	Queries  int64 `json:"queries"`
+	RSSBytes int64 `json:"rss_bytes"`
 }
 
 // mixedResult is what a mixed job returns: the figures and, when an
@@ -134,9 +140,9 @@ type mixedResult struct {
 // recompute its reference after the run.
 type mixedAnswer struct {
 	name     string
+	seq      int64 // the answer's rank among its query's answers
 	device   int
 	from, to int // steps, [from, to)
-	ns       int64
 	digest   Digest
 }
 
@@ -248,9 +254,13 @@ func mixedQueries(dev, steps int) []mixedAnswer {
 	return []mixedAnswer{
 		{name: QueryPoint, device: dev, from: max(0, steps-60), to: steps},
 		{name: QueryRange, from: max(0, steps-600), to: steps},
-		{name: QueryAgg, from: max(0, steps-1000), to: steps},
+		{name: QueryAgg, from: max(0, steps-mixedWindow), to: steps},
 	}
 }
+
+// mixedWindow is the widest window the mixed queries read, in steps back
+// from the horizon: the aggregate's 1,000 s.
+const mixedWindow = 1000
 
 // query returns the engine query of an answer.
 func (a *mixedAnswer) query(ds *Dataset) engine.Query {
@@ -266,50 +276,99 @@ func (a *mixedAnswer) query(ds *Dataset) engine.Query {
 	return engine.Query{Selector: sel}
 }
 
-// fullChecks is how many range scans and how many aggregates of a mixed
-// run are checked row by row.
-const fullChecks = 200
+// How many answers of a mixed run are checked row by row: an evenly
+// spread sample of between fullChecks and twice as many of each query
+// (fullPointChecks for the cheap point query), kept in bounded memory
+// however long the run. The row and series counts of every answer are
+// checked as it comes.
+const (
+	fullChecks      = 200
+	fullPointChecks = 2000
+)
 
-// checkMixed checks the answers of a mixed run against the stream: the row
-// and series counts of every answer, and the digest of every point query
-// and of up to fullChecks range scans and aggregates spread evenly over the
-// run. It returns how many were checked in full and, for the first wrong
-// answer, its query and what is wrong.
-func checkMixed(ds *Dataset, answers []mixedAnswer) (full int64, query, mismatch string) {
-	total := map[string]int{}
-	for _, a := range answers {
-		total[a.name]++
+// mixedAnswers collects the readers' answers in memory that does not grow
+// with the run: the latency of each query, the first answer whose counts
+// are wrong and a sample of the answers to check in full after the run.
+// It is safe for concurrent use.
+type mixedAnswers struct {
+	ds       *Dataset
+	mu       sync.Mutex
+	lat      map[string]*latencyRecorder
+	sample   map[string]*answerSample
+	n        int64
+	query    string // of the first answer whose counts are wrong
+	mismatch string
+}
+
+func newMixedAnswers(ds *Dataset) *mixedAnswers {
+	m := &mixedAnswers{ds: ds, lat: map[string]*latencyRecorder{}, sample: map[string]*answerSample{}}
+	for _, name := range []string{QueryPoint, QueryRange, QueryAgg} {
+		m.lat[name] = newLatencyRecorder()
+		m.sample[name] = newAnswerSample(fullChecks)
 	}
-	seen := map[string]int{}
+	m.sample[QueryPoint] = newAnswerSample(fullPointChecks)
+	return m
+}
+
+// add records an answer and how long it took.
+func (m *mixedAnswers) add(a mixedAnswer, d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.sample[a.name]
+	a.seq = s.seen
+	m.n++
+	m.lat[a.name].record(d)
+	if msg := countsMismatch(m.ds, &a); msg != "" && m.mismatch == "" {
+		m.query, m.mismatch = a.name, msg
+	}
+	s.add(a)
+}
+
+// kept returns the sampled answers, query by query.
+func (m *mixedAnswers) kept() []mixedAnswer {
+	var out []mixedAnswer
+	for _, name := range []string{QueryPoint, QueryRange, QueryAgg} {
+		out = append(out, m.sample[name].kept...)
+	}
+	return out
+}
+
+// countsMismatch checks an answer's row and series counts against the
+// stream: what a digest says without recomputing it. It returns what is
+// wrong, or "".
+func countsMismatch(ds *Dataset, a *mixedAnswer) string {
+	rows, series := int64(a.to-a.from), int64(1)
+	if a.name != QueryPoint {
+		series = int64(ds.Devices)
+		rows *= series
+	}
+	if a.name == QueryAgg {
+		every := 60 * int64(time.Second)
+		buckets := (bucket(ds.Time(a.to-1), every, 0)-bucket(ds.Time(a.from), every, 0))/every + 1
+		rows = buckets * series
+	}
+	if a.digest.Rows != rows || a.digest.Series != series {
+		return fmt.Sprintf("answer %d, steps [%d, %d): %d rows of %d series, want %d of %d",
+			a.seq, a.from, a.to, a.digest.Rows, a.digest.Series, rows, series)
+	}
+	return ""
+}
+
+// checkMixed checks answers against the stream row by row (through the
+// digest of the stream's own answer). It returns how many it checked and,
+// for the first wrong answer, its query and what is wrong.
+func checkMixed(ds *Dataset, answers []mixedAnswer) (full int64, query, mismatch string) {
 	var rs resultSet
-	for n, a := range answers {
-		k := seen[a.name]
-		seen[a.name]++
-		rows, series := int64(a.to-a.from), int64(1)
-		if a.name != QueryPoint {
-			series = int64(ds.Devices)
-			rows *= series
-		}
-		if a.name == QueryAgg {
-			every := 60 * int64(time.Second)
-			buckets := (bucket(ds.Time(a.to-1), every, 0)-bucket(ds.Time(a.from), every, 0))/every + 1
-			rows = buckets * series
-		}
-		if a.digest.Rows != rows || a.digest.Series != series {
-			return full, a.name, fmt.Sprintf("answer %d, steps [%d, %d): %d rows of %d series, want %d of %d",
-				n, a.from, a.to, a.digest.Rows, a.digest.Series, rows, series)
-		}
-		// Evenly spread: answer k of t is checked when it starts a new
-		// stride of t/fullChecks (the first one does).
-		if t := total[a.name]; a.name != QueryPoint && t > fullChecks && k > 0 && k*fullChecks/t == (k-1)*fullChecks/t {
-			continue
+	for _, a := range answers {
+		if msg := countsMismatch(ds, &a); msg != "" {
+			return full, a.name, msg
 		}
 		rs.reset()
 		if err := ds.reference(a.query(ds), &rs); err != nil {
 			return full, a.name, err.Error()
 		}
 		if msg := compare(a.digest, rs.digest(), a.name != QueryAgg); msg != "" {
-			return full, a.name, fmt.Sprintf("answer %d, steps [%d, %d): %s", n, a.from, a.to, msg)
+			return full, a.name, fmt.Sprintf("answer %d, steps [%d, %d): %s", a.seq, a.from, a.to, msg)
 		}
 		full++
 	}
@@ -352,7 +411,10 @@ func executeMixed(ctx context.Context, j job, emit func(Phase, int)) (jobResult,
 		return res, err
 	}
 	// After Close, outside every figure.
-	mr.AnswersCheckedInFull, mr.MismatchQuery, mr.Mismatch = checkMixed(ds, mr.answers)
+	mr.AnswersCheckedInFull, mr.MismatchQuery, mr.Mismatch = checkMixed(ds, mr.answers.kept())
+	if mr.answers.mismatch != "" { // the first wrong count, however late in the run
+		mr.MismatchQuery, mr.Mismatch = mr.answers.query, mr.answers.mismatch
+	}
 	res.Mixed = &mr.mixedResult
 	return res, nil
 }
@@ -369,6 +431,7 @@ func calibrate(ctx context.Context, open opener, j job, ds *Dataset, d time.Dura
 		return 0, fmt.Errorf("open: %w", err)
 	}
 	b := newStreamBatch(ds, j.Batch)
+	trim := newTrim(db, ds)
 	written := 0
 	// At least a few batches, however short d or slow the Open.
 	for written < 3*j.Batch || time.Since(start) < d {
@@ -381,6 +444,7 @@ func calibrate(ctx context.Context, open opener, j job, ds *Dataset, d time.Dura
 			return 0, fmt.Errorf("write: %w", err)
 		}
 		written += j.Batch
+		trim.after(b.off/ds.Devices, nil)
 	}
 	rate := float64(written) / time.Since(start).Seconds()
 	if err := db.close(); err != nil {
@@ -413,10 +477,48 @@ func (b *streamBatch) next() []engine.Point {
 	return b.buf
 }
 
+// trimmer is implemented by the stores that keep everything in memory
+// (the floor): in the mixed workload they drop the samples before t, which
+// no reader asks for any more, so that their memory stays bounded over a
+// long run as an engine's stays within its budget.
+type trimmer interface{ trimBefore(t int64) }
+
+// streamTrim trims a trimmer behind the mixed workload's writer, once per
+// mixedWindow steps written, to the oldest step a reader may still read.
+type streamTrim struct {
+	tr   trimmer // nil: nothing to trim
+	ds   *Dataset
+	last int // steps written at the last trim
+}
+
+func newTrim(db store, ds *Dataset) *streamTrim {
+	tr, _ := db.(trimmer)
+	return &streamTrim{tr: tr, ds: ds}
+}
+
+// after is called once steps steps are written (and published to the
+// readers). lows holds each reader's oldest step in use (math.MaxInt64
+// when idle): a reader stores a lower bound of its window there before it
+// reads the horizon, so the trim, which reads them after the horizon was
+// published, never cuts into a window being read.
+func (t *streamTrim) after(steps int, lows []atomic.Int64) {
+	if t.tr == nil || steps-t.last < mixedWindow {
+		return
+	}
+	low := int64(steps - mixedWindow)
+	for i := range lows {
+		low = min(low, lows[i].Load())
+	}
+	if low > 0 {
+		t.tr.trimBefore(t.ds.Time(int(low)))
+	}
+	t.last = steps
+}
+
 // mixedOutcome is a mixed phase's result and the answers to check.
 type mixedOutcome struct {
 	mixedResult
-	answers []mixedAnswer
+	answers *mixedAnswers
 }
 
 // mixedRun is the mixed phase: a paced writer and m.Readers readers.
@@ -443,7 +545,8 @@ func mixedRun(ctx context.Context, open opener, j job, ds *Dataset, peak float64
 	secs := int(dur/time.Second) + 2
 	pointsPerSec := make([]atomic.Int64, secs)
 	queriesPerSec := make([]atomic.Int64, secs)
-	var steps atomic.Int64 // steps fully written: the readers' horizon
+	rssPerSec := make([]int64, secs) // the writer's
+	var steps atomic.Int64           // steps fully written: the readers' horizon
 	start := time.Now()
 	deadline := start.Add(dur)
 	second := func(t time.Time) int { return min(int(t.Sub(start)/time.Second), secs-1) }
@@ -451,16 +554,22 @@ func mixedRun(ctx context.Context, open opener, j job, ds *Dataset, peak float64
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	answers := make([][]mixedAnswer, m.Readers)
+	mr.answers = newMixedAnswers(ds)
 	readErrs := make([]error, m.Readers)
+	lows := make([]atomic.Int64, m.Readers)
 	for r := range m.Readers {
+		lows[r].Store(math.MaxInt64)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			var rs resultSet
 			for k := r; rctx.Err() == nil && time.Now().Before(deadline); k++ {
+				// A lower bound of the window first, then the horizon: see
+				// streamTrim.after.
+				lows[r].Store(steps.Load() - mixedWindow)
 				w := int(steps.Load())
 				if w == 0 {
+					lows[r].Store(math.MaxInt64)
 					runtime.Gosched()
 					continue
 				}
@@ -470,7 +579,8 @@ func mixedRun(ctx context.Context, open opener, j job, ds *Dataset, peak float64
 				rs.reset()
 				t0 := time.Now()
 				err := db.query(rctx, q, &rs)
-				a.ns = time.Since(t0).Nanoseconds()
+				d := time.Since(t0)
+				lows[r].Store(math.MaxInt64)
 				if err != nil {
 					if rctx.Err() == nil {
 						readErrs[r] = fmt.Errorf("%s: %w", a.name, err)
@@ -478,16 +588,17 @@ func mixedRun(ctx context.Context, open opener, j job, ds *Dataset, peak float64
 					return
 				}
 				a.digest = rs.digest()
-				answers[r] = append(answers[r], a)
+				mr.answers.add(a, d)
 				queriesPerSec[second(time.Now())].Add(1)
 			}
 		}()
 	}
 
 	interval := time.Duration(float64(j.Batch) / target * float64(time.Second))
-	var lat []float64
+	lat := newLatencyRecorder()
 	var lagMax time.Duration
 	b := newStreamBatch(ds, j.Batch)
+	trim := newTrim(db, ds)
 	next := start
 	lastEmit := 0
 	var werr error
@@ -508,20 +619,31 @@ func mixedRun(ctx context.Context, open opener, j job, ds *Dataset, peak float64
 			break
 		}
 		d := time.Since(t0)
-		lat = append(lat, float64(d.Nanoseconds())/1e6)
+		lat.record(d)
 		if d > interval {
 			mr.WriteStalls++
 		}
 		mr.PointsWritten += int64(len(batch))
 		steps.Store(int64(b.off / ds.Devices))
+		trim.after(b.off/ds.Devices, lows)
 		pointsPerSec[second(time.Now())].Add(int64(len(batch)))
 		next = next.Add(interval)
-		if s := second(time.Now()); s > lastEmit && emit != nil {
-			lastEmit = s
-			emit(PhaseInsert, s)
+		// Every second is reported, also those a long write skipped, and
+		// its resident memory noted.
+		if s := second(time.Now()); lastEmit < s {
+			rss := currentRSS()
+			for ; lastEmit < s; lastEmit++ {
+				rssPerSec[lastEmit] = rss
+				if emit != nil {
+					emit(PhaseInsert, lastEmit+1)
+				}
+			}
 		}
 	}
 	elapsed := time.Since(start)
+	for rss := currentRSS(); lastEmit < min(secs, int(elapsed/time.Second)); lastEmit++ {
+		rssPerSec[lastEmit] = rss
+	}
 	cancel()
 	wg.Wait()
 	if hasComp {
@@ -544,39 +666,17 @@ func mixedRun(ctx context.Context, open opener, j job, ds *Dataset, peak float64
 		return nil, fmt.Errorf("close: %w", cerr)
 	}
 	mr.AchievedPointsPerSec = float64(mr.PointsWritten) / elapsed.Seconds()
-	mr.Write = summarizeLatency(lat)
+	mr.Write = lat.summary()
 	mr.WriteLagMaxMs = float64(lagMax.Nanoseconds()) / 1e6
-	byName := map[string][]float64{}
-	for _, as := range answers {
-		for _, a := range as {
-			byName[a.name] = append(byName[a.name], float64(a.ns)/1e6)
-			mr.answers = append(mr.answers, a)
-		}
-	}
-	mr.Answers = int64(len(mr.answers))
-	for _, name := range []string{QueryPoint, QueryRange, QueryAgg} {
-		mr.Queries[name] = summarizeLatency(byName[name])
+	mr.Answers = mr.answers.n
+	for name, l := range mr.answers.lat {
+		mr.Queries[name] = l.summary()
 	}
 	// Whole seconds only: the last, partial one would read low.
 	n := min(secs, int(elapsed/time.Second))
 	for s := range n {
 		mr.Throughput = append(mr.Throughput, ThroughputSample{Second: s,
-			Points: pointsPerSec[s].Load(), Queries: queriesPerSec[s].Load()})
+			Points: pointsPerSec[s].Load(), Queries: queriesPerSec[s].Load(), RSSBytes: rssPerSec[s]})
 	}
 	return mr, nil
-}
-
-// summarizeLatency returns the count, median, 99th percentile (nearest
-// rank) and maximum of v, in the unit of v.
-func summarizeLatency(v []float64) Latency {
-	if len(v) == 0 {
-		return Latency{}
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	rank := func(p float64) float64 {
-		i := int(p*float64(len(s))+0.999999) - 1
-		return s[min(max(i, 0), len(s)-1)]
-	}
-	return Latency{Count: int64(len(s)), P50Ms: rank(0.5), P99Ms: rank(0.99), MaxMs: s[len(s)-1]}
 }

@@ -104,23 +104,35 @@ func secs(s float64) string {
 }
 
 // WriteSVG draws the throughput over time: points written and queries
-// answered per second, one line per engine, the floor dashed.
+// answered per second, one line per engine, the floor dashed; and, where
+// it was measured, the resident memory.
 func (rep *MixedReport) WriteSVG(w io.Writer) error {
-	var writes, reads []line
+	var writes, reads, rss []line
 	for _, r := range rep.Results {
 		lw := line{name: r.Engine, floor: IsFloor(r.Engine)}
-		lr := lw
+		lr, lm := lw, lw
 		for _, s := range r.Throughput {
 			lw.xys = append(lw.xys, plotter.XY{X: float64(s.Second), Y: float64(s.Points)})
 			lr.xys = append(lr.xys, plotter.XY{X: float64(s.Second), Y: float64(s.Queries)})
+			if s.RSSBytes > 0 {
+				lm.xys = append(lm.xys, plotter.XY{X: float64(s.Second), Y: float64(s.RSSBytes) / (1 << 20)})
+			}
 		}
 		writes, reads = append(writes, lw), append(reads, lr)
+		if len(lm.xys) > 0 {
+			rss = append(rss, lm)
+		}
 	}
 	mode := fmt.Sprintf("%.0f%% of peak, %d readers, %s/%s", rep.Share*100, rep.Readers, rep.Config, rep.Durability)
-	return writeCharts(w, []lineChart{
+	charts := []lineChart{
 		{title: "Points written per second, mixed workload (" + mode + ")",
 			xlabel: "time since start (s)", ylabel: "points/s", lines: writes, fromZero: true},
 		{title: "Queries answered per second, mixed workload, higher is better",
 			xlabel: "time since start (s)", ylabel: "queries/s", lines: reads, fromZero: true},
-	})
+	}
+	if len(rss) > 0 {
+		charts = append(charts, lineChart{title: "Resident memory of the process under test, mixed workload (flat in steady state)",
+			xlabel: "time since start (s)", ylabel: "RSS (MiB)", lines: rss, fromZero: true})
+	}
+	return writeCharts(w, charts)
 }

@@ -23,7 +23,8 @@ import (
 
 // promStore writes into Prometheus' TSDB through its head appender, one
 // Appender and one Commit per batch, with the series references the
-// appender returned cached by canonical series key, as a scraper does.
+// appender returned cached per series (found through the seriesIndex, as
+// LevelDB's and Pebble's ids are), as a scraper does.
 //
 // A series is labelled __name__ = measurement_field (how InfluxDB's
 // Prometheus compatibility names a field) plus one label per tag. Times
@@ -38,8 +39,8 @@ import (
 type promStore struct {
 	db   *tsdb.DB
 	reg  *prometheus.Registry
-	refs map[string]storage.SeriesRef
-	kb   keyBuilder
+	idx  seriesIndex
+	refs []storage.SeriesRef // refs[id-1]
 	lb   labels.ScratchBuilder
 	name []byte
 }
@@ -53,7 +54,7 @@ func openPrometheus(dir string, _ Config, _ Durability) (store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &promStore{db: db, reg: reg, refs: map[string]storage.SeriesRef{}, lb: labels.NewScratchBuilder(4)}, nil
+	return &promStore{db: db, reg: reg, lb: labels.NewScratchBuilder(4)}, nil
 }
 
 // promName is the metric name of a field.
@@ -63,45 +64,48 @@ func promName(dst []byte, measurement, field string) []byte {
 	return append(dst, field...)
 }
 
-func (s *promStore) write(points []engine.Point) error {
+func (s *promStore) write(points []engine.Point) (err error) {
 	app := s.db.Appender(context.Background())
+	base := s.idx.count()
+	defer func() {
+		if err != nil {
+			app.Rollback()
+			// The references of the batch's new series were never committed.
+			s.idx.truncate(base)
+			s.refs = s.refs[:base]
+		}
+	}()
 	for i := range points {
 		p := &points[i]
 		if p.Time%int64(time.Millisecond) != 0 {
-			app.Rollback()
 			return fmt.Errorf("bench: prometheus stores milliseconds: time %d is not a whole millisecond", p.Time)
 		}
 		ms := p.Time / int64(time.Millisecond)
+		set := s.idx.set(p)
 		for f := range p.Fields {
 			v, err := floatValue(p, f)
 			if err != nil {
-				app.Rollback()
 				return err
 			}
-			key := s.kb.key(p, f)
-			ref, ok := s.refs[string(key)]
-			var lset labels.Labels
-			if !ok {
-				s.lb.Reset()
-				s.name = promName(s.name[:0], p.Measurement, p.Fields[f].Key)
-				s.lb.Add(labels.MetricName, string(s.name))
-				for _, t := range p.Tags {
-					s.lb.Add(t.Key, t.Value)
+			id, added := s.idx.field(set, p, f)
+			if !added {
+				if _, err := app.Append(s.refs[id-1], labels.EmptyLabels(), ms, v); err != nil {
+					return err
 				}
-				s.lb.Sort()
-				lset = s.lb.Labels()
+				continue
 			}
-			got, err := app.Append(ref, lset, ms, v)
+			s.lb.Reset()
+			s.name = promName(s.name[:0], p.Measurement, p.Fields[f].Key)
+			s.lb.Add(labels.MetricName, string(s.name))
+			for _, t := range p.Tags {
+				s.lb.Add(t.Key, t.Value)
+			}
+			s.lb.Sort()
+			ref, err := app.Append(0, s.lb.Labels(), ms, v)
 			if err != nil {
-				app.Rollback()
 				return err
 			}
-			if !ok {
-				// Cached before Commit, as a scraper does: a reference
-				// the head no longer knows is looked up by labels again,
-				// and a failed batch ends the run anyway.
-				s.refs[string(key)] = got
-			}
+			s.refs = append(s.refs, ref)
 		}
 	}
 	return app.Commit()
@@ -111,8 +115,9 @@ func (s *promStore) write(points []engine.Point) error {
 // name and tags, a regular expression on the name when any field is
 // selected; means are computed in Go, as for LevelDB and Pebble.
 func (s *promStore) query(ctx context.Context, q engine.Query, rs *resultSet) error {
-	if q.Agg != engine.AggNone && q.Agg != engine.AggMean {
-		return errUnsupported
+	ans, err := newAnswer(&q, rs)
+	if err != nil {
+		return err
 	}
 	if q.End <= q.Start {
 		return nil
@@ -153,8 +158,7 @@ func (s *promStore) query(ctx context.Context, q engine.Query, rs *resultSet) er
 		slices.SortFunc(tags, cmpTag)
 		// The digest does not depend on the order of series, which the
 		// querier sorts by labels.
-		id := rs.series(engine.SeriesKey(q.Measurement, tags, field))
-		var m meanAcc
+		ans.series(engine.SeriesKey(q.Measurement, tags, field))
 		it = sr.Iterator(it)
 		for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
 			if vt != chunkenc.ValFloat {
@@ -165,22 +169,13 @@ func (s *promStore) query(ctx context.Context, q engine.Query, rs *resultSet) er
 			if t < q.Start || t >= q.End {
 				continue
 			}
-			if q.Agg == engine.AggNone {
-				rs.add(id, t, v)
-				continue
-			}
-			if b := bucket(t, q.Every, q.Start); b != m.bucket || m.n == 0 {
-				m.flush(rs, id)
-				m.bucket = b
-			}
-			m.sum += v
-			m.n++
+			ans.add(t, v)
 		}
 		if err := it.Err(); err != nil {
 			return errors.Join(err, qr.Close())
 		}
-		m.flush(rs, id)
 	}
+	ans.flush()
 	if err := set.Err(); err != nil {
 		return errors.Join(err, qr.Close())
 	}

@@ -34,3 +34,21 @@ func peakRSS() int64 {
 	}
 	return ru.Maxrss << 10 // kilobytes on Linux
 }
+
+// currentRSS returns the process' resident set size in bytes, 0 when it
+// cannot be read.
+func currentRSS() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := bytes.Fields(b)
+	if len(f) < 2 {
+		return 0
+	}
+	pages, err := strconv.ParseInt(string(f[1]), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return pages * int64(os.Getpagesize())
+}
