@@ -8,12 +8,27 @@
 // series), through pages of 256 slot numbers found by a map keyed by id/256,
 // so its size follows the series it holds, never the largest id the engine
 // has issued: ids are dense in the engine, so a page usually serves many
-// series, and consecutive entries of one page cost no map lookup. Each series stores its
-// samples as columns (timestamps, 64-bit value payloads, sequence numbers,
-// and strings for string series only) split into chunks. Chunk capacities
-// double from minChunk to maxChunk and every chunk but the last is full.
-// Appending never copies earlier samples, so a series of n samples costs
-// about 20n bytes plus one partly filled chunk.
+// series, and consecutive entries of one page cost no map lookup.
+//
+// Samples are stored as columns: timestamps, 64-bit value payloads and
+// sequence numbers, 20 bytes a sample. The columns of the whole table live
+// in its arena: slabs of one array per column, the first of 128 samples,
+// doubling to 64Ki, from which chunks are carved. A series holds its samples
+// in chunks of 2, 3, 5, 8, ... up to 256 samples (about 1.5x each), every
+// chunk but the last full, each named by a 32-bit handle (slab number and
+// offset). The first three handles, enough for 10 samples, live in the
+// series' 48-byte slot, which holds no pointer; a longer series keeps its
+// handles in a list of the arena. So a series of up to 10 samples costs no
+// allocation of its own, and about 70 bytes (slot, id, page share) besides
+// its chunks; a long one wastes at most one partly filled chunk. Appending
+// never copies earlier samples. A string series stores in its value column
+// the index of each string in a table-wide slice of strings.
+//
+// Nothing carved from the arena is released before the table is: a removal
+// or a sort that shortens a series keeps its chunks, and the series reuses
+// them as it grows again; a removed string is cleared so that it can be
+// collected (its slot stays). Bytes counts what is allocated, so it is the
+// table's heap cost.
 //
 // # Sequence numbers and views
 //
@@ -118,6 +133,7 @@ type Table struct {
 	pages   map[uint64]*slotPage // id>>pageBits -> slots of those ids
 	series  []memSeries
 	ids     []uint64    // series id of each slot
+	arena   arena       // the series' samples
 	scratch sortScratch // reused by sortSeries
 	onNew   func(id uint64)
 }
@@ -200,7 +216,7 @@ func (t *Table) ApplySeq(entries []point.Entry, seq uint64) error {
 			slot = uint32(len(t.series))
 			page[e.ID&(pageSize-1)] = slot
 		}
-		grown += t.series[slot-1].append(e.Time, e.Value, rel)
+		grown += t.series[slot-1].append(&t.arena, e.Time, e.Value, rel)
 		mint = min(mint, e.Time)
 		maxt = max(maxt, e.Time)
 	}
@@ -288,7 +304,7 @@ func (t *Table) DropSeq(seq uint64) {
 }
 
 func (t *Table) remove(s *memSeries, oldMin, oldMax int64, drop func(int64, uint32) bool) {
-	removed, freed := s.removeIf(drop)
+	removed, freed := s.removeIf(&t.arena, drop)
 	if removed == 0 {
 		return
 	}
@@ -350,7 +366,7 @@ func (t *Table) Read(id uint64, mint, maxt int64, v *View, dst []point.Sample) [
 	s, excl := t.readSeries(id, v.Oldest)
 	if s != nil {
 		rv := t.relView(v)
-		dst = s.appendSamples(dst, mint, maxt, &rv)
+		dst = s.appendSamples(&t.arena, dst, mint, maxt, &rv)
 	}
 	t.unlock(excl)
 	return dst
@@ -434,7 +450,7 @@ func (t *Table) unlock(excl bool) {
 // at or below oldest. It runs under the write lock.
 func (t *Table) sortSeries(s *memSeries, oldest uint32) {
 	before := t.scratch.bytes()
-	removed, freed := s.sortDedup(&t.scratch, oldest)
+	removed, freed := s.sortDedup(&t.arena, &t.scratch, oldest)
 	t.samples.Add(-int64(removed))
 	t.bytes.Add(t.scratch.bytes() - before - freed)
 }
@@ -486,10 +502,10 @@ func (t *Table) NumSeries() int {
 	return len(t.series)
 }
 
-// Bytes returns the heap memory the table holds: column and bookkeeping
-// capacity, its series slots and map, plus the bytes of stored strings. It
-// only grows while data is applied, and shrinks when a removal or
-// deduplication releases whole chunks or strings.
+// Bytes returns the heap memory the table holds: its arena's slabs and
+// chunk lists, its series slots and map, the string slots and the bytes of
+// the strings stored. It only grows while data is applied, and shrinks only
+// when a removal or deduplication releases strings.
 func (t *Table) Bytes() int64 { return t.bytes.Load() }
 
 // Len returns the number of samples held. Versions of one timestamp count
