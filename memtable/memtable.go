@@ -17,11 +17,13 @@
 // in chunks of 2, 3, 5, 8, ... up to 256 samples (about 1.5x each), every
 // chunk but the last full, each named by a 32-bit handle (slab number and
 // offset). The first three handles, enough for 10 samples, live in the
-// series' 48-byte slot, which holds no pointer; a longer series keeps its
-// handles in a list of the arena. So a series of up to 10 samples costs no
-// allocation of its own, and about 70 bytes (slot, id, page share) besides
-// its chunks; a long one wastes at most one partly filled chunk. Appending
-// never copies earlier samples. A string series stores in its value column
+// series' 56-byte slot, which holds no pointer; a longer series keeps its
+// handles in a list of the arena. Slots are allocated in pages of 1024 (the
+// first page grows to that size), so they are never copied as the table
+// grows. So a series of up to 10 samples costs no allocation of its own,
+// and about 60 bytes (its slot and share of a slot page) besides its chunks;
+// a long one wastes at most one partly filled chunk. Appending never copies
+// earlier samples. A string series stores in its value column
 // the index of each string in a table-wide slice of strings.
 //
 // Nothing carved from the arena is released before the table is: a removal
@@ -131,8 +133,8 @@ type Table struct {
 	mu      sync.RWMutex
 	base    uint64               // sequence numbers are stored as seq-base; set by the first Apply
 	pages   map[uint64]*slotPage // id>>pageBits -> slots of those ids
-	series  []memSeries
-	ids     []uint64    // series id of each slot
+	series  [][]memSeries        // the series by slot, in pages; see addSeries
+	nseries int
 	arena   arena       // the series' samples
 	scratch sortScratch // reused by sortSeries
 	onNew   func(id uint64)
@@ -158,7 +160,7 @@ func New() *Table {
 func (t *Table) Fits(seq uint64) bool {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return t.base == 0 && len(t.series) == 0 || seq > t.base && seq-t.base <= maxRel
+	return t.base == 0 && t.nseries == 0 || seq > t.base && seq-t.base <= maxRel
 }
 
 // ErrSeq is returned by ApplySeq for a sequence number not above every one
@@ -188,7 +190,7 @@ func (t *Table) ApplySeq(entries []point.Entry, seq uint64) error {
 	var grown int64
 
 	t.mu.Lock()
-	if t.lastSeq.Load() == 0 && len(t.series) == 0 && seq > 0 {
+	if t.lastSeq.Load() == 0 && t.nseries == 0 && seq > 0 {
 		t.base = seq - 1
 	}
 	if seq <= t.lastSeq.Load() || seq <= t.base || seq-t.base > maxRel {
@@ -213,10 +215,10 @@ func (t *Table) ApplySeq(entries []point.Entry, seq uint64) error {
 				t.onNew(e.ID)
 			}
 			grown += t.addSeries(e.ID)
-			slot = uint32(len(t.series))
+			slot = uint32(t.nseries)
 			page[e.ID&(pageSize-1)] = slot
 		}
-		grown += t.series[slot-1].append(&t.arena, e.Time, e.Value, rel)
+		grown += t.slot(slot-1).append(&t.arena, e.Time, e.Value, rel)
 		mint = min(mint, e.Time)
 		maxt = max(maxt, e.Time)
 	}
@@ -233,13 +235,40 @@ func (t *Table) ApplySeq(entries []point.Entry, seq uint64) error {
 	return nil
 }
 
+// Series pages: slot i is t.series[i/seriesPage][i%seriesPage]. Every page
+// but the last is full. The first one grows by appending, so that a small
+// table stays small; the others are allocated whole, so that slots are
+// never copied past the first page.
+const (
+	seriesPageBits = 10
+	seriesPage     = 1 << seriesPageBits
+)
+
+// slot returns the series of slot i.
+func (t *Table) slot(i uint32) *memSeries {
+	return &t.series[i>>seriesPageBits][i&(seriesPage-1)]
+}
+
 // addSeries gives id the next slot and returns the bytes newly allocated.
-func (t *Table) addSeries(id uint64) int64 {
-	oldS, oldI := cap(t.series), cap(t.ids)
-	t.series = append(t.series, memSeries{})
-	t.ids = append(t.ids, id)
-	return int64(cap(t.series)-oldS)*int64(unsafe.Sizeof(memSeries{})) +
-		int64(cap(t.ids)-oldI)*8
+func (t *Table) addSeries(id uint64) (grown int64) {
+	const size = int64(unsafe.Sizeof(memSeries{}))
+	n := len(t.series)
+	if n == 0 || len(t.series[n-1]) == seriesPage {
+		var p []memSeries
+		if n > 0 {
+			p = make([]memSeries, 0, seriesPage)
+			grown += seriesPage * size
+		}
+		old := cap(t.series)
+		t.series = append(t.series, p)
+		grown += int64(cap(t.series)-old) * int64(unsafe.Sizeof(p))
+		n++
+	}
+	p := &t.series[n-1]
+	old := cap(*p)
+	*p = append(*p, memSeries{id: id})
+	t.nseries++
+	return grown + int64(cap(*p)-old)*size
 }
 
 // Base returns a sequence number below that of every sample the table
@@ -293,13 +322,15 @@ func (t *Table) DropSeq(seq uint64) {
 		return
 	}
 	rel := uint32(seq - t.base)
-	for i := range t.series {
-		s := &t.series[i]
-		if s.empty() || s.top < rel {
-			continue
+	for _, p := range t.series {
+		for i := range p {
+			s := &p[i]
+			if s.empty() || s.top < rel {
+				continue
+			}
+			lo, hi := s.bounds()
+			t.remove(s, lo, hi, func(_ int64, r uint32) bool { return r == rel })
 		}
-		lo, hi := s.bounds()
-		t.remove(s, lo, hi, func(_ int64, r uint32) bool { return r == rel })
 	}
 }
 
@@ -332,17 +363,19 @@ func (t *Table) lookup(id uint64) *memSeries {
 	if page == nil || page[id&(pageSize-1)] == 0 {
 		return nil
 	}
-	return &t.series[page[id&(pageSize-1)]-1]
+	return t.slot(page[id&(pageSize-1)] - 1)
 }
 
 // recomputeBounds sets minTime and maxTime from the series' own bounds. It
 // runs under the write lock after a removal that may have moved them.
 func (t *Table) recomputeBounds() {
 	mint, maxt := int64(math.MaxInt64), int64(math.MinInt64)
-	for i := range t.series {
-		if s := &t.series[i]; !s.empty() {
-			lo, hi := s.bounds()
-			mint, maxt = min(mint, lo), max(maxt, hi)
+	for _, p := range t.series {
+		for i := range p {
+			if s := &p[i]; !s.empty() {
+				lo, hi := s.bounds()
+				mint, maxt = min(mint, lo), max(maxt, hi)
+			}
 		}
 	}
 	t.minTime.Store(mint)
@@ -484,10 +517,12 @@ func (t *Table) Bounds(id uint64) (mint, maxt int64, ok bool) {
 // ascending order.
 func (t *Table) IDs() []uint64 {
 	t.mu.RLock()
-	ids := make([]uint64, 0, len(t.ids))
-	for i, id := range t.ids {
-		if !t.series[i].empty() {
-			ids = append(ids, id)
+	ids := make([]uint64, 0, t.nseries)
+	for _, p := range t.series {
+		for i := range p {
+			if !p[i].empty() {
+				ids = append(ids, p[i].id)
+			}
 		}
 	}
 	t.mu.RUnlock()
@@ -499,7 +534,7 @@ func (t *Table) IDs() []uint64 {
 func (t *Table) NumSeries() int {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return len(t.series)
+	return t.nseries
 }
 
 // Bytes returns the heap memory the table holds: its arena's slabs and

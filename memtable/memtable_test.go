@@ -52,14 +52,22 @@ func checkInvariants(t *testing.T, tab *Table) {
 	t.Helper()
 	tab.mu.RLock()
 	defer tab.mu.RUnlock()
-	if size := unsafe.Sizeof(memSeries{}); unsafe.Sizeof(uintptr(0)) == 8 && size != 48 {
-		t.Fatalf("memSeries is %d bytes, want 48", size)
+	if size := unsafe.Sizeof(memSeries{}); unsafe.Sizeof(uintptr(0)) == 8 && size != 56 {
+		t.Fatalf("memSeries is %d bytes, want 56", size)
 	}
 	a := &tab.arena
-	want := int64(unsafe.Sizeof(Table{})) + int64(cap(tab.series))*int64(unsafe.Sizeof(memSeries{})) +
-		int64(cap(tab.ids))*8 + int64(len(tab.pages))*pageBytes + tab.scratch.bytes() + a.bytes()
-	if len(tab.ids) != len(tab.series) {
-		t.Fatalf("%d series, %d ids", len(tab.series), len(tab.ids))
+	want := int64(unsafe.Sizeof(Table{})) + int64(cap(tab.series))*int64(unsafe.Sizeof([]memSeries{})) +
+		int64(len(tab.pages))*pageBytes + tab.scratch.bytes() + a.bytes()
+	nseries := 0
+	for i, p := range tab.series {
+		want += int64(cap(p)) * int64(unsafe.Sizeof(memSeries{}))
+		if i < len(tab.series)-1 && len(p) != seriesPage || len(p) > seriesPage || len(p) == 0 {
+			t.Fatalf("series page %d of %d holds %d", i, len(tab.series), len(p))
+		}
+		nseries += len(p)
+	}
+	if nseries != tab.nseries {
+		t.Fatalf("%d series in pages, %d counted", nseries, tab.nseries)
 	}
 	slots := 0
 	for pn, page := range tab.pages {
@@ -68,13 +76,13 @@ func checkInvariants(t *testing.T, tab *Table) {
 				continue
 			}
 			slots++
-			if id := pn<<pageBits | uint64(i); tab.ids[slot-1] != id {
-				t.Fatalf("slot %d of id %d names id %d", slot-1, id, tab.ids[slot-1])
+			if id := pn<<pageBits | uint64(i); tab.slot(slot-1).id != id {
+				t.Fatalf("slot %d of id %d names id %d", slot-1, id, tab.slot(slot-1).id)
 			}
 		}
 	}
-	if slots != len(tab.series) {
-		t.Fatalf("pages hold %d slots for %d series", slots, len(tab.series))
+	if slots != nseries {
+		t.Fatalf("pages hold %d slots for %d series", slots, nseries)
 	}
 	for i, sl := range a.slabs {
 		if len(sl.times) != slabLen(i) || len(sl.vals) != len(sl.times) || len(sl.seqs) != len(sl.times) {
@@ -86,9 +94,9 @@ func checkInvariants(t *testing.T, tab *Table) {
 	strRefs := make([]int, len(a.strs)) // samples naming each string
 	listOwner := map[uint32]uint64{}
 	var total int64
-	for slot := range tab.series {
-		s := &tab.series[slot]
-		id := tab.ids[slot]
+	for slot := range uint32(nseries) {
+		s := tab.slot(slot)
+		id := s.id
 		owned := s.hs[:s.nh]
 		if s.list != 0 {
 			if prev, ok := listOwner[s.list]; ok {

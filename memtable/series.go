@@ -179,7 +179,7 @@ func (c *chunk) span(mint, maxt int64) (i, j int) {
 // enough for 10 samples.
 const inlineChunks = 3
 
-// memSeries holds the samples of one series, in nch chunks of the arena.
+// memSeries holds the samples of series id, in nch chunks of the arena.
 // The zero memSeries is empty. It holds no pointer, so the garbage
 // collector does not scan the table's series.
 //
@@ -198,6 +198,7 @@ const inlineChunks = 3
 // append above it keeps the series sorted. top is the largest sequence
 // offset held (or an upper bound of it after a removal).
 type memSeries struct {
+	id         uint64
 	minT, maxT int64
 	top        uint32
 	nch        uint32

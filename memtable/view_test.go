@@ -191,6 +191,7 @@ func TestBytesMatchesHeap(t *testing.T) {
 			if got < 0.8*heap || got > 1.2*heap {
 				t.Fatalf("Bytes() = %.0f, heap grew %.0f: not within 20%%", got, heap)
 			}
+			checkInvariants(t, tab)
 		})
 	}
 }
