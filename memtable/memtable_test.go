@@ -104,6 +104,9 @@ func checkInvariants(t *testing.T, tab *Table) {
 			}
 			listOwner[s.list] = id
 			owned = a.lists[s.list-1]
+			if s.nch > 0 && s.hs[0] != owned[s.nch-1] {
+				t.Fatalf("series %d: last chunk %#x, hs[0] %#x", id, owned[s.nch-1], s.hs[0])
+			}
 		} else if s.nh > inlineChunks {
 			t.Fatalf("series %d: %d inline handles", id, s.nh)
 		}

@@ -185,7 +185,8 @@ const inlineChunks = 3
 //
 // The handles of its chunks are hs[:nch] while list is 0, and
 // arena.lists[list-1][:nch] once the series has needed more than
-// inlineChunks chunks. Handles past nch (in hs[:nh] or the list) name
+// inlineChunks chunks; hs[0] then repeats the handle of the last chunk, so
+// that an append does not read the list. Handles past nch (in hs[:nh] or the list) name
 // chunks the series used before a removal; they are reused, chunk k for
 // chunk k, as it grows again.
 //
@@ -234,6 +235,14 @@ func (s *memSeries) handle(a *arena, k int) uint32 {
 	return s.hs[k]
 }
 
+// tailHandle returns the handle of the last chunk; s must not be empty.
+func (s *memSeries) tailHandle() uint32 {
+	if s.list != 0 {
+		return s.hs[0]
+	}
+	return s.hs[s.nch-1]
+}
+
 // used returns the used part of chunk k.
 func (s *memSeries) used(a *arena, k int) chunk {
 	n := chunkCap(k)
@@ -267,7 +276,7 @@ func (s *memSeries) append(a *arena, t int64, v point.Value, rel uint32) (grown 
 	if s.nch == 0 || int(s.tailN) == chunkCap(int(s.nch)-1) {
 		h, grown = s.addChunk(a)
 	} else {
-		h = s.handle(a, int(s.nch)-1)
+		h = s.tailHandle()
 	}
 	sl := &a.slabs[h>>maxSlabBits]
 	i := int(h&(maxSlab-1)) + int(s.tailN)
@@ -315,6 +324,9 @@ func (s *memSeries) addChunk(a *arena) (h uint32, grown int64) {
 		a.lists = append(a.lists, l)
 		s.list = uint32(len(a.lists))
 		grown += int64(cap(l))*4 + int64(cap(a.lists)-old)*int64(unsafe.Sizeof([]uint32{}))
+	}
+	if s.list != 0 {
+		s.hs[0] = h
 	}
 	s.nch++
 	s.tailN = 0
@@ -482,6 +494,9 @@ func (w *writer) finish() {
 	}
 	s.nch, s.tailN = uint32(w.k+1), uint16(w.i)
 	s.minT, s.maxT = w.mint, w.maxt
+	if s.list != 0 {
+		s.hs[0] = s.handle(w.a, w.k)
+	}
 }
 
 // removeIf removes the samples for which drop(time, sequence offset) is
