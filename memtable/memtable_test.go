@@ -207,6 +207,72 @@ func TestSlabLen(t *testing.T) {
 	}
 }
 
+// TestReuseChunks checks that series emptied or shortened by deletes and
+// DropSeq reuse their chunks as they grow again, short (inline handles) and
+// long (a chunk list) alike: the table allocates nothing more.
+func TestReuseChunks(t *testing.T) {
+	for _, n := range []int{3, 10, 600} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			const series = 50
+			kept := func(id uint64) int { return int(id % 3) } // samples a delete keeps
+			// batch writes the samples of each series from time from(id) to n-1.
+			batch := func(round int, from func(uint64) int) []point.Entry {
+				var b []point.Entry
+				for i := range n {
+					for id := range uint64(series) {
+						if i >= from(id) {
+							b = append(b, entry(id, int64(i), point.Int(int64(round*n+i))))
+						}
+					}
+				}
+				return b
+			}
+			tab := New()
+			tab.Apply(batch(0, func(uint64) int { return 0 }))
+			full := tab.Bytes()
+			for id := range uint64(series) {
+				tab.Delete(id, int64(kept(id)), maxT) // empties a third of the series
+			}
+			tab.Apply(batch(1, kept))
+			if got := tab.Bytes(); got != full {
+				t.Fatalf("Bytes %d after deleting and writing again, %d before", got, full)
+			}
+			checkInvariants(t, tab)
+			tab.DropSeq(tab.LastSeq())
+			checkInvariants(t, tab)
+			tab.Apply(batch(2, kept))
+			if got := tab.Bytes(); got != full {
+				t.Fatalf("Bytes %d after dropping a write and writing again, %d before", got, full)
+			}
+			for id := range uint64(series) {
+				var want []point.Sample
+				for i := range n {
+					round := 2
+					if i < kept(id) {
+						round = 0
+					}
+					want = append(want, smp(int64(i), point.Int(int64(round*n+i))))
+				}
+				wantSamples(t, fmt.Sprintf("series %d", id), samples(tab, id, minT, maxT), want)
+			}
+			checkInvariants(t, tab)
+		})
+	}
+}
+
+// TestChunkCaps checks the chunk capacities: growing, at most maxChunk, and
+// together a multiple of maxChunk.
+func TestChunkCaps(t *testing.T) {
+	for k := 1; k < len(chunkCaps)+3; k++ {
+		if c, prev := chunkCap(k), chunkCap(k-1); c < prev || c > maxChunk || fullLen(k) != fullLen(k-1)+prev {
+			t.Fatalf("chunk %d holds %d after %d, fullLen %d after %d", k, c, prev, fullLen(k), fullLen(k-1))
+		}
+	}
+	if fullLen(len(chunkCaps))%maxChunk != 0 || fullLen(inlineChunks) != 10 {
+		t.Fatalf("ramp holds %d samples, inline chunks %d", fullLen(len(chunkCaps)), fullLen(inlineChunks))
+	}
+}
+
 func TestEmpty(t *testing.T) {
 	tab := New()
 	if tab.Len() != 0 || tab.MinTime() != math.MaxInt64 || tab.MaxTime() != math.MinInt64 {

@@ -14,8 +14,10 @@ import (
 // every chunk past them maxChunk. They grow by about 1.5x so that short
 // series waste little (a series of n <= maxChunk samples leaves at most
 // about a third of its capacity unused, of 10 samples none); long ones waste
-// at most one partly filled chunk of maxChunk samples.
-var chunkCaps = [...]uint16{2, 3, 5, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, maxChunk}
+// at most one partly filled chunk of maxChunk samples. Together they hold
+// 512 samples, so that the chunks of a long series end at multiples of
+// maxChunk samples, as round sample counts do.
+var chunkCaps = [...]uint16{2, 3, 5, 8, 12, 16, 24, 32, 48, 64, 80, 96, 122}
 
 const maxChunk = 256
 
