@@ -4,33 +4,37 @@
 //
 // # Layout
 //
-// A Table maps each series id it holds to a dense local slot (a slice of
-// series), through pages of 256 slot numbers found by a map keyed by id/256,
-// so its size follows the series it holds, never the largest id the engine
-// has issued: ids are dense in the engine, so a page usually serves many
-// series, and consecutive entries of one page cost no map lookup.
+// A Table maps each series id it holds to a dense local slot number,
+// through pages of 256 slot numbers found by a map keyed by id/256, so its
+// size follows the series it holds, never the largest id the engine has
+// issued: ids are dense in the engine, so a page usually serves many series,
+// and consecutive entries of one page cost no map lookup. A slot is a
+// 56-byte memSeries holding no pointer (so the garbage collector never scans
+// the slots); slots are allocated in pages of 1024 (the first page grows to
+// that size, so that a small table stays small) and are never copied past
+// the first page.
 //
 // Samples are stored as columns: timestamps, 64-bit value payloads and
 // sequence numbers, 20 bytes a sample. The columns of the whole table live
-// in its arena: slabs of one array per column, the first of 128 samples,
-// doubling to 64Ki, from which chunks are carved. A series holds its samples
-// in chunks of 2, 3, 5, 8, ... up to 256 samples (about 1.5x each), every
-// chunk but the last full, each named by a 32-bit handle (slab number and
-// offset). The first three handles, enough for 10 samples, live in the
-// series' 56-byte slot, which holds no pointer; a longer series keeps its
-// handles in a list of the arena. Slots are allocated in pages of 1024 (the
-// first page grows to that size), so they are never copied as the table
-// grows. So a series of up to 10 samples costs no allocation of its own,
-// and about 60 bytes (its slot and share of a slot page) besides its chunks;
-// a long one wastes at most one partly filled chunk. Appending never copies
-// earlier samples. A string series stores in its value column
-// the index of each string in a table-wide slice of strings.
+// in its arena, slabs of one array per column (the first of 128 samples,
+// doubling to 64Ki) from which chunks are carved. A series holds its samples
+// in chunks of 2, 3, 5, 8, ... 122 samples (about 1.5x each, 512 in all),
+// then of 256; every chunk but the last is full. A chunk is named by a
+// 32-bit handle, its slab's number and its offset. The first three handles,
+// enough for 10 samples, live in the slot; a longer series keeps its
+// handles in a list of the arena. So a series of up to 10 samples costs no
+// allocation of its own and about 60 bytes (its slot and its share of a
+// slot page and of the id map) besides its chunks, which waste at most a
+// third of their capacity; a long one wastes at most one partly filled
+// chunk. Appending never copies earlier samples. A string series stores in
+// its value column the index of each string in a slice of strings of the
+// table.
 //
 // Nothing carved from the arena is released before the table is: a removal
 // or a sort that shortens a series keeps its chunks, and the series reuses
 // them as it grows again; a removed string is cleared so that it can be
-// collected (its slot stays). Bytes counts what is allocated, so it is the
-// table's heap cost.
+// collected (its slot in the slice stays). Bytes counts what is allocated,
+// so it is the table's heap cost.
 //
 // # Sequence numbers and views
 //
@@ -236,9 +240,9 @@ func (t *Table) ApplySeq(entries []point.Entry, seq uint64) error {
 }
 
 // Series pages: slot i is t.series[i/seriesPage][i%seriesPage]. Every page
-// but the last is full. The first one grows by appending, so that a small
-// table stays small; the others are allocated whole, so that slots are
-// never copied past the first page.
+// but the last is full. The first one doubles from 16 slots to seriesPage,
+// so that a small table stays small; the others are allocated whole, so
+// that slots are never copied past the first page.
 const (
 	seriesPageBits = 10
 	seriesPage     = 1 << seriesPageBits
@@ -265,10 +269,16 @@ func (t *Table) addSeries(id uint64) (grown int64) {
 		n++
 	}
 	p := &t.series[n-1]
-	old := cap(*p)
+	if len(*p) == cap(*p) { // the first page, which doubles up to seriesPage
+		old := cap(*p)
+		grownPage := make([]memSeries, len(*p), min(max(2*old, 16), seriesPage))
+		copy(grownPage, *p)
+		*p = grownPage
+		grown += int64(cap(*p)-old) * size
+	}
 	*p = append(*p, memSeries{id: id})
 	t.nseries++
-	return grown + int64(cap(*p)-old)*size
+	return grown
 }
 
 // Base returns a sequence number below that of every sample the table

@@ -61,7 +61,7 @@ func checkInvariants(t *testing.T, tab *Table) {
 	nseries := 0
 	for i, p := range tab.series {
 		want += int64(cap(p)) * int64(unsafe.Sizeof(memSeries{}))
-		if i < len(tab.series)-1 && len(p) != seriesPage || len(p) > seriesPage || len(p) == 0 {
+		if i < len(tab.series)-1 && len(p) != seriesPage || cap(p) > seriesPage || len(p) == 0 {
 			t.Fatalf("series page %d of %d holds %d", i, len(tab.series), len(p))
 		}
 		nseries += len(p)
