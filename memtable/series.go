@@ -188,18 +188,18 @@ const inlineChunks = 3
 // The handles of its chunks are hs[:nch] while list is 0, and
 // arena.lists[list-1][:nch] once the series has needed more than
 // inlineChunks chunks; hs[0] then repeats the handle of the last chunk, so
-// that an append does not read the list. Handles past nch (in hs[:nh] or the list) name
-// chunks the series used before a removal; they are reused, chunk k for
-// chunk k, as it grows again.
+// that an append does not read the list. Handles past nch (in hs[:nh] or
+// the list) name chunks the series used before a removal; they are reused,
+// chunk k for chunk k, as it grows again.
 //
 // Invariants: every chunk but the last is full; the last one holds tailN
 // samples, never 0, so the series is empty exactly when nch is 0. Storage
-// order is sequence order until a sort. minT and maxT bound the times held.
-// When unsorted is false the times are increasing across the chunks,
-// strictly unless dups is set (versions of one timestamp kept for older
-// readers, in sequence order), so maxT is the time appended last and an
-// append above it keeps the series sorted. top is the largest sequence
-// offset held (or an upper bound of it after a removal).
+// order is sequence order until a sort. minT and maxT are the smallest and
+// largest times held. When unsorted is false the times are increasing
+// across the chunks, strictly unless dups is set (versions of one timestamp
+// kept for older readers, in sequence order), so maxT is the time appended
+// last and an append above it keeps the series sorted. top is the largest
+// sequence offset held (or an upper bound of it after a removal).
 type memSeries struct {
 	id         uint64
 	minT, maxT int64
