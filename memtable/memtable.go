@@ -408,7 +408,8 @@ func (t *Table) Read(id uint64, mint, maxt int64, v *View, dst []point.Sample) [
 	}
 	s, excl := t.readSeries(id, v.Oldest)
 	if s != nil {
-		rv := t.relView(v)
+		var rv relView
+		t.relView(v, &rv)
 		dst = s.appendSamples(&t.arena, dst, mint, maxt, &rv)
 	}
 	t.unlock(excl)
@@ -418,8 +419,7 @@ func (t *Table) Read(id uint64, mint, maxt int64, v *View, dst []point.Sample) [
 // relView is a View in the table's 32-bit sequence offsets.
 type relView struct {
 	asOf  uint32
-	masks []relMask
-	buf   [4]relMask
+	masks []relMask // allocated only when a delete's mask applies
 }
 
 type relMask struct {
@@ -428,15 +428,14 @@ type relMask struct {
 }
 
 // relView converts v; the caller holds mu.
-func (t *Table) relView(v *View) relView {
-	rv := relView{asOf: t.rel(v.AsOf)}
-	rv.masks = rv.buf[:0]
+func (t *Table) relView(v *View, rv *relView) {
+	rv.asOf = t.rel(v.AsOf)
+	rv.masks = nil
 	for _, m := range v.Masks {
 		if m.Seq > t.base && m.Min <= m.Max {
 			rv.masks = append(rv.masks, relMask{before: t.rel(m.Seq), min: m.Min, max: m.Max})
 		}
 	}
-	return rv
 }
 
 // hidden reports whether a mask hides the sample (ts, rel).
