@@ -63,6 +63,7 @@ type MergeStats struct {
 	SamplesOverwritten int64 // shadowed by a later input at the same (key, time)
 	BlocksRead         int64 // blocks decoded
 	BlocksSkipped      int64 // blocks dropped whole without reading
+	BlocksCopied       int64 // blocks copied to an output as stored, not decoded
 	SeriesIn           int64 // distinct series keys in the inputs
 	SeriesOut          int64 // series written
 	// MaxResidentSamples is the largest number of decoded samples Merge held
@@ -126,15 +127,16 @@ type inputState struct {
 	n    int                  // number of series
 
 	// Cursor over cur, reset by startSeries.
-	block   int            // next block to load
-	buf     []point.Sample // the decoded current block; reused across series
-	pos     int            // next sample of buf
-	ok      bool           // buf[pos] is the next kept sample
-	started bool           // a block of cur was read or skipped
-	lastT   int64          // last time seen in cur, for order checks
-	ranges  []TimeRange    // normalized drop ranges, MinTime folded in
-	rpos    int            // first range that may still apply
-	scratch []TimeRange    // copy of Drop's result, sorted here
+	block   int                  // next block to load
+	buf     []point.Sample       // the decoded current block; reused across series
+	pos     int                  // next sample of buf
+	ok      bool                 // buf[pos] is the next kept sample
+	started bool                 // a block of cur was read or skipped
+	lastT   int64                // last time seen in cur, for order checks
+	ranges  []TimeRange          // normalized drop ranges, MinTime folded in
+	rpos    int                  // first range that may still apply
+	scratch []TimeRange          // copy of Drop's result, sorted here
+	spare   *segment.SeriesIndex // the next series is decoded here, then swapped with cur
 }
 
 type merger struct {
@@ -146,6 +148,7 @@ type merger struct {
 	w       *segment.Writer
 	outputs []segment.Meta
 	stats   MergeStats
+	copied  bool // a block of the current series was copied
 }
 
 func newMerger(inputs []Input, opts MergeOptions) *merger {
@@ -183,11 +186,14 @@ func (m *merger) run(ctx context.Context) error {
 		// Move the inputs to their next series.
 		for _, s := range m.active {
 			if s.next < s.n {
-				nxt := s.r.Series(s.next)
+				if s.spare == nil {
+					s.spare = new(segment.SeriesIndex)
+				}
+				nxt := s.r.SeriesInto(s.next, s.spare)
 				if bytes.Compare(nxt.Key, s.cur.Key) <= 0 {
 					return base.Corruptf(s.path, 0, "series %d key %q not after %q", s.next, nxt.Key, s.cur.Key)
 				}
-				s.cur = nxt
+				s.cur, s.spare = nxt, s.cur
 				s.next++
 				m.heapPush(s)
 			}
@@ -208,11 +214,12 @@ func (m *merger) mergeSeries(key []byte) error {
 	}
 	for _, s := range m.active {
 		m.startSeries(s)
-		if err := m.advance(s); err != nil {
+		if err := m.advance(s, nil); err != nil {
 			return err
 		}
 	}
 	m.out = m.out[:0]
+	m.copied = false
 	wrote := false
 	for {
 		// The head with the smallest time wins; on equal times the newest
@@ -240,7 +247,7 @@ func (m *merger) mergeSeries(key []byte) error {
 			if s.buf[s.pos].Time == bt {
 				m.stats.SamplesOverwritten++
 				s.pos++
-				if err := m.advance(s); err != nil {
+				if err := m.advance(s, nil); err != nil {
 					return err
 				}
 				if !s.ok {
@@ -260,7 +267,7 @@ func (m *merger) mergeSeries(key []byte) error {
 				wrote = true
 			}
 			best.pos++
-			if err := m.advance(best); err != nil {
+			if err := m.advance(best, key); err != nil {
 				return err
 			}
 			if !best.ok || (bounded && best.buf[best.pos].Time >= limit) {
@@ -277,7 +284,7 @@ func (m *merger) mergeSeries(key []byte) error {
 	for _, s := range m.active {
 		s.buf = s.buf[:0] // consumed; no longer resident
 	}
-	if !wrote {
+	if !wrote && !m.copied {
 		return nil
 	}
 	m.stats.SeriesOut++
@@ -348,8 +355,11 @@ func (s *inputState) covered(lo, hi int64) bool {
 }
 
 // advance positions s on its next kept sample at or after buf[pos], loading
-// and skipping blocks as needed; s.ok reports whether there is one.
-func (m *merger) advance(s *inputState) error {
+// and skipping blocks as needed; s.ok reports whether there is one. With a
+// non-nil key (the series being merged), every sample merged so far is in
+// m.out or written, and a block that nothing else touches is copied to the
+// output as stored instead of being decoded (see copyable).
+func (m *merger) advance(s *inputState, key []byte) error {
 	for {
 		for s.pos < len(s.buf) {
 			if !s.dropped(s.buf[s.pos].Time) {
@@ -366,6 +376,12 @@ func (m *merger) advance(s *inputState) error {
 		b := &s.cur.Blocks[s.block]
 		if b.MinTime > b.MaxTime || (s.started && b.MinTime <= s.lastT) {
 			return base.Corruptf(s.path, b.Offset, "series %q block %d times out of order", s.cur.Key, s.block)
+		}
+		if key != nil && m.copyable(s, b) {
+			if err := m.copyBlock(s, key); err != nil {
+				return err
+			}
+			continue
 		}
 		if s.covered(b.MinTime, b.MaxTime) {
 			m.stats.BlocksSkipped++
@@ -402,6 +418,66 @@ func (m *merger) advance(s *inputState) error {
 	}
 }
 
+// copyable reports whether s's next block b may be copied to the output as
+// stored: a stored block of at least half the block size (smaller ones are
+// better merged with their neighbours), no drop range or the retention
+// cutoff touching it, and no other input of the series holding a sample in
+// its time range (their heads are past it, or they are exhausted). The
+// samples waiting in m.out are all older than b, since every input's
+// samples are; they are written first, as a block of their own unless
+// there are too few of them to be worth one.
+func (m *merger) copyable(s *inputState, b *segment.BlockMeta) bool {
+	if b.Inline() || b.Count < m.opts.BlockSamples/2 || (len(m.out) > 0 && len(m.out) < m.opts.BlockSamples/4) {
+		return false
+	}
+	if s.touched(b.MinTime, b.MaxTime) {
+		return false
+	}
+	for _, o := range m.active {
+		if o != s && o.ok && o.buf[o.pos].Time <= b.MaxTime {
+			return false
+		}
+	}
+	return true
+}
+
+// copyBlock writes the samples waiting in m.out, then copies s's next
+// block to the output.
+func (m *merger) copyBlock(s *inputState, key []byte) error {
+	b := &s.cur.Blocks[s.block]
+	if len(m.out) > 0 {
+		if err := m.flushOut(key, s.cur.Kind); err != nil {
+			return err
+		}
+	}
+	if m.w == nil {
+		if err := m.newOutput(); err != nil {
+			return err
+		}
+	}
+	if err := m.w.CopyBlock(key, s.cur.Kind, s.r, s.cur, s.block); err != nil {
+		return fmt.Errorf("compaction: copy %s series %q block %d: %w", s.path, key, s.block, err)
+	}
+	s.started, s.lastT = true, b.MaxTime
+	s.buf, s.pos = s.buf[:0], 0
+	s.block++
+	m.copied = true
+	m.stats.BlocksCopied++
+	m.stats.BytesRead += int64(b.Length)
+	m.stats.SamplesIn += int64(b.Count)
+	m.stats.SamplesOut += int64(b.Count)
+	return nil
+}
+
+// touched reports whether a drop range of s overlaps [lo, hi]. Calls must
+// come with non-decreasing lo.
+func (s *inputState) touched(lo, hi int64) bool {
+	for s.rpos < len(s.ranges) && s.ranges[s.rpos].Max < lo {
+		s.rpos++
+	}
+	return s.rpos < len(s.ranges) && s.ranges[s.rpos].Min <= hi
+}
+
 // testHookBlockRead, when set by a test, runs after every block read.
 var testHookBlockRead func()
 
@@ -418,20 +494,28 @@ func (m *merger) noteResident() {
 // needed.
 func (m *merger) flushOut(key []byte, kind point.Kind) error {
 	if m.w == nil {
-		w, err := m.opts.NewOutput()
-		if err != nil {
-			return fmt.Errorf("compaction: new output: %w", err)
+		if err := m.newOutput(); err != nil {
+			return err
 		}
-		if w == nil {
-			return fmt.Errorf("%w: compaction: NewOutput returned a nil writer", base.ErrInvalid)
-		}
-		m.w = w
 	}
 	if err := m.w.Add(key, kind, m.out); err != nil {
 		return fmt.Errorf("compaction: write series %q: %w", key, err)
 	}
 	m.stats.SamplesOut += int64(len(m.out))
 	m.out = m.out[:0]
+	return nil
+}
+
+// newOutput creates the next output writer.
+func (m *merger) newOutput() error {
+	w, err := m.opts.NewOutput()
+	if err != nil {
+		return fmt.Errorf("compaction: new output: %w", err)
+	}
+	if w == nil {
+		return fmt.Errorf("%w: compaction: NewOutput returned a nil writer", base.ErrInvalid)
+	}
+	m.w = w
 	return nil
 }
 

@@ -811,3 +811,123 @@ func TestMergeCleansUpThroughItsFS(t *testing.T) {
 		t.Fatalf("Merge with a nil FS = %v, want ErrInvalid", err)
 	}
 }
+
+// TestMergeRandomCopies merges inputs whose series mostly follow one
+// another in time, as flushes of a steady ingest do, so that whole blocks
+// are copied to the outputs as stored, mixed with overlaps, drop ranges
+// and the retention cutoff, which force decoding. The outputs must match a
+// model, and copies must happen.
+func TestMergeRandomCopies(t *testing.T) {
+	kinds := []point.Kind{point.KindFloat, point.KindInt, point.KindUint, point.KindBool, point.KindString}
+	kindOf := func(key string) point.Kind {
+		var n int
+		fmt.Sscanf(key, "m,k=%d", &n)
+		return kinds[n%len(kinds)]
+	}
+	var copied, decoded int64
+	for iter := range 40 {
+		rng := rand.New(rand.NewPCG(uint64(iter), 78))
+		fs := vfs.Default
+		dir := t.TempDir()
+		bs := 4 + rng.IntN(12)
+		nin := 2 + rng.IntN(4)
+		nkeys := 1 + rng.IntN(12)
+		minTime := int64(math.MinInt64)
+		if rng.IntN(3) == 0 {
+			minTime = rng.Int64N(400)
+		}
+		want := map[string]map[int64]point.Value{}
+		var inputs []Input
+		var totalIn int64
+		next := map[string]int64{} // where each series' next input starts
+		for i := range nin {
+			var series []tseries
+			drops := map[string][]TimeRange{}
+			for k := range nkeys {
+				key := fmt.Sprintf("m,k=%02d f", k)
+				kind := kindOf(key)
+				tm := next[key]
+				if rng.IntN(4) == 0 {
+					tm -= rng.Int64N(20) // overlaps the previous input
+				}
+				var samples []point.Sample
+				for range rng.IntN(6 * bs) {
+					samples = append(samples, point.Sample{Time: tm, Value: testutil.RandValue(rng, kind)})
+					tm += 1 + rng.Int64N(3)
+				}
+				next[key] = tm
+				if len(samples) == 0 {
+					continue
+				}
+				series = append(series, tseries{key: key, kind: kind, samples: samples})
+				if rng.IntN(5) == 0 {
+					lo := samples[0].Time + rng.Int64N(tm-samples[0].Time+1)
+					drops[key] = append(drops[key], TimeRange{Min: lo, Max: lo + rng.Int64N(10)})
+				}
+				m := want[key]
+				if m == nil {
+					m = map[int64]point.Value{}
+					want[key] = m
+				}
+				totalIn += int64(len(samples))
+			sampleLoop:
+				for _, s := range samples {
+					if s.Time < minTime {
+						continue
+					}
+					for _, r := range drops[key] {
+						if r.Min <= s.Time && s.Time <= r.Max {
+							continue sampleLoop
+						}
+					}
+					m[s.Time] = s.Value
+				}
+			}
+			if len(series) == 0 {
+				continue
+			}
+			r := writeSegOpts(t, filepath.Join(dir, fmt.Sprintf("in%d.seg", i)), segment.WriterOptions{FS: fs, BlockSamples: bs, InlineBytes: -1}, series)
+			inputs = append(inputs, Input{Reader: r, Drop: func(key []byte) []TimeRange { return slices.Clone(drops[string(key)]) }})
+		}
+		wantModel := model{}
+		var out int64
+		for k, m := range want {
+			if len(m) == 0 {
+				continue
+			}
+			var ss []point.Sample
+			for tm, v := range m {
+				ss = append(ss, point.Sample{Time: tm, Value: v})
+			}
+			slices.SortFunc(ss, func(a, b point.Sample) int { return cmpInt64(a.Time, b.Time) })
+			wantModel[k] = ss
+			out += int64(len(ss))
+		}
+		o := &outputs{fs: fs, dir: t.TempDir(), blockSamples: bs, inlineBytes: -1}
+		opts := o.mergeOpts()
+		opts.MinTime = minTime
+		if rng.IntN(2) == 0 {
+			opts.TargetSegmentBytes = 1 + rng.Int64N(3000)
+		}
+		metas, st, err := Merge(context.Background(), inputs, opts)
+		if err != nil {
+			t.Fatalf("iter %d: %v", iter, err)
+		}
+		checkModel(t, readOutputs(t, fs, metas, kindOf), wantModel)
+		if st.SamplesIn != totalIn || st.SamplesOut != out || st.SamplesIn != st.SamplesOut+st.SamplesDropped+st.SamplesOverwritten {
+			t.Errorf("iter %d: stats %+v, want in %d out %d and in = out + dropped + overwritten", iter, st, totalIn, out)
+		}
+		if st.SeriesOut != int64(len(wantModel)) {
+			t.Errorf("iter %d: SeriesOut %d, want %d", iter, st.SeriesOut, len(wantModel))
+		}
+		if t.Failed() {
+			t.Fatalf("iter %d failed (inputs %d, keys %d, minTime %d, block %d)", iter, len(inputs), nkeys, minTime, bs)
+		}
+		copied += st.BlocksCopied
+		decoded += st.BlocksRead
+	}
+	t.Logf("%d blocks copied, %d decoded", copied, decoded)
+	if copied == 0 || decoded == 0 {
+		t.Fatalf("%d blocks copied and %d decoded: both paths must run", copied, decoded)
+	}
+}

@@ -238,16 +238,18 @@ func (c *catalog) newSet(h uint64, measurement string, tags []Tag, first uint32)
 	}
 	s := &c.setSlab[0]
 	c.setSlab = c.setSlab[1:]
+	// tags itself is never kept (not even when empty), so that callers'
+	// scratch tag arrays stay on their stacks.
+	var own []Tag
 	if len(tags) > 0 {
 		if len(tags) > len(c.tagSlab) {
 			c.tagSlab = make([]Tag, max(tagSlabLen, len(tags)))
 		}
-		own := c.tagSlab[:len(tags):len(tags)]
+		own = c.tagSlab[:len(tags):len(tags)]
 		c.tagSlab = c.tagSlab[len(tags):]
 		copy(own, tags)
-		tags = own
 	}
-	*s = tagSet{measurement: measurement, tags: tags, first: first, next: c.sets[h]}
+	*s = tagSet{measurement: measurement, tags: own, first: first, next: c.sets[h]}
 	c.sets[h] = s
 	return s
 }
@@ -318,6 +320,11 @@ func (c *catalog) appendCatalogEntries(dst []byte, from, to int) []byte {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	dst = binary.AppendUvarint(dst, uint64(to-from))
+	n := 0
+	for id := from; id < to; id++ {
+		n += len(c.series[id].key) + 2*binary.MaxVarintLen64
+	}
+	dst = slices.Grow(dst, n)
 	for id := from; id < to; id++ {
 		s := &c.series[id]
 		dst = binary.AppendUvarint(dst, uint64(id))

@@ -5,8 +5,8 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/internal/vfs"
@@ -122,15 +122,22 @@ func (db *DB) flushMemtable(m *memRef) error {
 
 	// Series in key order.
 	ids := m.t.IDs()
+	db.cat.sortByKeyRanks(ids, false)
+	// The index holds each key and a few dozen bytes of block entries;
+	// short series keep their samples in it too (inline blocks of at most
+	// 128 bytes, a few bytes per sample).
+	indexBytes := min(int(m.t.Len())*4, len(ids)*128)
 	db.cat.mu.RLock()
-	slices.SortFunc(ids, func(a, b uint64) int { return strings.Compare(db.cat.series[a].key, db.cat.series[b].key) })
+	for _, id := range ids {
+		indexBytes += len(db.cat.series[id].key) + 48
+	}
 	db.cat.mu.RUnlock()
 
 	var h *segHandle
 	if len(ids) > 0 {
 		num := db.allocFileNum()
 		path := filepath.Join(db.dir, segName(num))
-		w, err := segment.Create(path, segment.WriterOptions{FS: db.fs, BlockSamples: db.opts.BlockSamples})
+		w, err := segment.Create(path, segment.WriterOptions{FS: db.fs, BlockSamples: db.opts.BlockSamples, IndexBytes: indexBytes})
 		if err != nil {
 			return err
 		}
@@ -146,7 +153,8 @@ func (db *DB) flushMemtable(m *memRef) error {
 			if len(buf) == 0 {
 				continue
 			}
-			if err := w.Add([]byte(meta.key), meta.kind, buf); err != nil {
+			// Add copies the key: no need to allocate a copy here.
+			if err := w.Add(unsafe.Slice(unsafe.StringData(meta.key), len(meta.key)), meta.kind, buf); err != nil {
 				w.Abort()
 				return err
 			}

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stratadb/strata/internal/point"
@@ -461,9 +462,45 @@ func checkQuery(t testing.TB, db *DB, m *model, q Query, cutoff int64, where str
 	if err != nil {
 		t.Fatalf("%s: query %s: %v", where, formatQuery(q), err)
 	}
-	if d := diffResults(q.Agg, got, m.query(q, cutoff)); d != "" {
+	want := m.query(q, cutoff)
+	if d := diffResults(q.Agg, got, want); d != "" {
 		t.Fatalf("%s: query %s: %s", where, formatQuery(q), d)
 	}
+	seq, err := joinSeq(db, q)
+	if err != nil {
+		t.Fatalf("%s: QuerySeq %s: %v", where, formatQuery(q), err)
+	}
+	if d := diffResults(q.Agg, seq, want); d != "" {
+		t.Fatalf("%s: QuerySeq %s, parts joined: %s", where, formatQuery(q), d)
+	}
+}
+
+// seqSplits counts the series that QuerySeq yielded in more than one part.
+var seqSplits atomic.Int64
+
+// joinSeq collects QuerySeq's results, appending each part to the series
+// it continues, and checks that parts continue in time order.
+func joinSeq(db *DB, q Query) ([]Series, error) {
+	var out []Series
+	prev := ""
+	for s, err := range db.QuerySeq(context.Background(), q) {
+		if err != nil {
+			return nil, err
+		}
+		key := point.SeriesKey(s.Measurement, s.Tags, s.Field)
+		if len(out) > 0 && key == prev {
+			last := &out[len(out)-1]
+			if len(s.Samples) == 0 || s.Samples[0].Time <= last.Samples[len(last.Samples)-1].Time {
+				return nil, fmt.Errorf("part of %q does not continue its series in time order", key)
+			}
+			seqSplits.Add(1)
+			last.Samples = append(last.Samples, s.Samples...)
+			continue
+		}
+		out = append(out, s)
+		prev = key
+	}
+	return out, nil
 }
 
 func formatQuery(q Query) string {

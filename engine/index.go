@@ -30,14 +30,32 @@ import (
 type index struct {
 	measurements map[string]*measIndex
 	sorted       []string // measurement names, sorted; rebuilt when one is added
+
+	// Slabs that new postings and their first id are carved from: most
+	// values of a high-cardinality key (a device id) have one series, and
+	// two heap objects per value made loading a million series slow.
+	postSlab []posting
+	idSlab   []uint64
+
+	lastName string // the measurement add saw last, and its index
+	lastMeas *measIndex
 }
+
+// slabLen is the number of postings (and first ids) per slab.
+const slabLen = 1024
 
 type measIndex struct {
 	ids  []uint64 // every series of the measurement
 	keys map[string]*keyIndex
+
+	// The keys of the tags last added, by position: series of one
+	// measurement mostly share their tag keys, so add finds them here
+	// without a map lookup.
+	recent []*keyIndex
 }
 
 type keyIndex struct {
+	key      string
 	postings map[string]*posting // by value
 	n        int                 // series holding the key
 
@@ -58,31 +76,61 @@ func newIndex() index { return index{measurements: make(map[string]*measIndex)} 
 // add indexes series id. The caller holds catalog.mu for writing; ids are
 // added in ascending order.
 func (x *index) add(id uint64, measurement string, tags []Tag) {
-	mi := x.measurements[measurement]
+	mi := x.lastMeas
+	if mi == nil || x.lastName != measurement {
+		mi = x.measurements[measurement]
+	}
 	if mi == nil {
 		mi = &measIndex{keys: make(map[string]*keyIndex)}
 		x.measurements[measurement] = mi
 		i, _ := slices.BinarySearch(x.sorted, measurement)
 		x.sorted = slices.Insert(slices.Clip(x.sorted), i, measurement)
 	}
+	x.lastName, x.lastMeas = measurement, mi
 	mi.ids = append(mi.ids, id)
-	for _, t := range tags {
-		ki := mi.keys[t.Key]
-		if ki == nil {
-			ki = &keyIndex{postings: make(map[string]*posting)}
-			mi.keys[t.Key] = ki
+	for j, t := range tags {
+		var ki *keyIndex
+		if j < len(mi.recent) && mi.recent[j].key == t.Key {
+			ki = mi.recent[j]
+		} else {
+			ki = mi.keys[t.Key]
+			if ki == nil {
+				ki = &keyIndex{key: t.Key, postings: make(map[string]*posting)}
+				mi.keys[t.Key] = ki
+			}
+			if j < len(mi.recent) {
+				mi.recent[j] = ki
+			} else {
+				mi.recent = append(mi.recent, ki)
+			}
 		}
 		p := ki.postings[t.Value]
 		if p == nil {
-			p = &posting{value: t.Value}
+			p = x.newPosting(t.Value, id)
 			ki.postings[t.Value] = p
 			ki.mu.Lock()
 			ki.fresh = append(ki.fresh, p)
 			ki.mu.Unlock()
+		} else {
+			p.ids = append(p.ids, id)
 		}
-		p.ids = append(p.ids, id)
 		ki.n++
 	}
+}
+
+// newPosting returns a posting of value holding id, from the slabs. Its
+// ids have capacity 1, so a second id moves them to a slice of their own.
+func (x *index) newPosting(value string, id uint64) *posting {
+	if len(x.postSlab) == 0 {
+		x.postSlab = make([]posting, slabLen)
+		x.idSlab = make([]uint64, slabLen)
+	}
+	p := &x.postSlab[0]
+	x.postSlab = x.postSlab[1:]
+	x.idSlab[0] = id
+	p.value, p.ids = value, x.idSlab[0:1:1]
+	x.idSlab = x.idSlab[1:]
+	return p
 }
 
 // values returns the key's distinct values with their postings, sorted by
@@ -389,14 +437,15 @@ type keyOrder struct {
 	byRank []uint32 // id at each rank
 }
 
-// orderFor returns ranks and byRank covering at least most of the catalog.
-func (c *catalog) orderFor() (ranks, byRank []uint32) {
+// orderFor returns ranks and byRank covering at least most of the catalog
+// (with rebuild; without it, whatever they cover now).
+func (c *catalog) orderFor(rebuild bool) (ranks, byRank []uint32) {
 	o := &c.order
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	c.mu.RLock()
 	n := len(c.series)
-	if n > len(o.ranks)+len(o.ranks)/4+1024 && uint64(n) < math.MaxUint32 {
+	if rebuild && n > len(o.ranks)+len(o.ranks)/4+1024 && uint64(n) < math.MaxUint32 {
 		ids := make([]uint32, n)
 		for i := range ids {
 			ids[i] = uint32(i)
@@ -413,11 +462,16 @@ func (c *catalog) orderFor() (ranks, byRank []uint32) {
 }
 
 // sortByKey sorts ids (distinct) by canonical series key.
-func (c *catalog) sortByKey(ids []uint64) {
+func (c *catalog) sortByKey(ids []uint64) { c.sortByKeyRanks(ids, true) }
+
+// sortByKeyRanks is sortByKey; with rebuild false it uses the key ranks
+// as they are rather than sorting every key of a catalog that grew, which
+// a flush in a burst of new series would otherwise do again and again.
+func (c *catalog) sortByKeyRanks(ids []uint64, rebuild bool) {
 	if len(ids) < 2 {
 		return
 	}
-	ranks, byRank := c.orderFor()
+	ranks, byRank := c.orderFor(rebuild)
 	n := uint64(len(ranks))
 	fresh := false
 	for _, id := range ids {

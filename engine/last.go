@@ -162,6 +162,7 @@ func (v *visibility) segNewest(ctx context.Context, h *segHandle, rank int, ids 
 		wg.Go(func() {
 			w := lastWorker{v: v, h: h, rank: rank, ids: ids, best: best, applied: applied, anyTomb: anyTomb,
 				br: h.r.NewBlockReader(lastReadWindow)}
+			var si segment.SeriesIndex // reused: visit keeps nothing of it
 			for pos := lo; pos < hi; pos++ {
 				if pos%(16*checkContextEvery) == 0 && ctx.Err() != nil {
 					errs[n] = ctx.Err()
@@ -171,7 +172,7 @@ func (v *visibility) segNewest(ctx context.Context, h *segHandle, rank int, ids 
 				if id >= uint64(len(idx)) || idx[id] < 0 {
 					continue
 				}
-				if err := w.visit(int(idx[id]), h.r.Series(pos)); err != nil {
+				if err := w.visit(int(idx[id]), h.r.SeriesInto(pos, &si)); err != nil {
 					errs[n] = err
 					return
 				}

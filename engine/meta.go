@@ -464,7 +464,7 @@ func (db *DB) segSeriesIDs(h *segHandle) ([]uint64, bool) {
 		db.cat.mu.RLock()
 		defer db.cat.mu.RUnlock()
 		for i := range n {
-			id, ok := db.cat.lookup(string(h.r.Series(i).Key))
+			id, ok := db.cat.lookup(string(h.r.Key(i)))
 			if !ok {
 				return
 			}
@@ -502,6 +502,7 @@ func (v *visibility) eachSeriesID(h *segHandle, ids []uint64, skip func(i int) b
 // eachSeries calls f(i, si) for every ids[i] that segment h holds, with
 // its index entry: by key lookups when ids are few, otherwise by one sweep
 // of the segment's series in file order. skip(i) true leaves ids[i] out.
+// f must not keep si: a sweep decodes every entry into one SeriesIndex.
 func (v *visibility) eachSeries(h *segHandle, ids []uint64, skip func(i int) bool, f func(i int, si *segment.SeriesIndex) error) error {
 	var byPos []uint64
 	ok := len(ids)*16 >= h.r.NumSeries()
@@ -528,6 +529,7 @@ func (v *visibility) eachSeries(h *segHandle, ids []uint64, skip func(i int) boo
 		return nil
 	}
 	idx := v.indexOf(ids)
+	var si segment.SeriesIndex
 	for pos, id := range byPos {
 		if id >= uint64(len(idx)) {
 			continue
@@ -536,7 +538,7 @@ func (v *visibility) eachSeries(h *segHandle, ids []uint64, skip func(i int) boo
 		if i < 0 || skip(int(i)) {
 			continue
 		}
-		if err := f(int(i), h.r.Series(pos)); err != nil {
+		if err := f(int(i), h.r.SeriesInto(pos, &si)); err != nil {
 			return err
 		}
 	}

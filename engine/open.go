@@ -52,9 +52,11 @@ import (
 	iofs "io/fs"
 	"math"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/stratadb/strata/compaction"
 	"github.com/stratadb/strata/internal/vfs"
@@ -421,8 +423,38 @@ type leftover struct {
 // opens the WAL for appending: nothing is changed before every check has
 // passed.
 func (db *DB) recover(m *manifest) error {
+	// The segments' indexes load while the catalog does: with a million
+	// series each takes about as long as the other.
+	readers, errs := make([]*segment.Reader, len(m.segments)), make([]error, len(m.segments))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(m.segments)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(m.segments); i = int(next.Add(1) - 1) {
+				readers[i], errs[i] = segment.Open(db.fs, filepath.Join(db.dir, segName(m.segments[i].fileNum)))
+			}
+		})
+	}
 	cat, err := db.readCatalog(m)
+	wg.Wait()
+	if err == nil {
+		for i, e := range errs {
+			if e != nil {
+				err = e
+				if errors.Is(e, iofs.ErrNotExist) {
+					path := filepath.Join(db.dir, segName(m.segments[i].fileNum))
+					err = &CorruptionError{Path: path, Offset: 0, Err: fmt.Errorf("segment listed in the manifest is missing: %w", e)}
+				}
+				break
+			}
+		}
+	}
 	if err != nil {
+		for _, r := range readers {
+			if r != nil {
+				r.Close()
+			}
+		}
 		return err
 	}
 
@@ -430,16 +462,8 @@ func (db *DB) recover(m *manifest) error {
 	v.refs.Store(1)
 	db.mu.v = v
 	live := make(map[uint64]bool, len(m.segments))
-	for _, ms := range m.segments {
-		path := filepath.Join(db.dir, segName(ms.fileNum))
-		r, err := segment.Open(db.fs, path)
-		if err != nil {
-			if errors.Is(err, iofs.ErrNotExist) {
-				return &CorruptionError{Path: path, Offset: 0, Err: fmt.Errorf("segment listed in the manifest is missing: %w", err)}
-			}
-			return err
-		}
-		h := newSegHandle(ms.fileNum, ms.level, ms.tombApplied, r)
+	for i, ms := range m.segments {
+		h := newSegHandle(ms.fileNum, ms.level, ms.tombApplied, readers[i])
 		h.refs.Store(1)
 		v.levels[ms.level] = append(v.levels[ms.level], h)
 		live[ms.fileNum] = true

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"iter"
@@ -29,11 +30,12 @@ const checkContextEvery = 128
 // or reopened.
 func (db *DB) Query(ctx context.Context, q Query) ([]Series, error) {
 	var out []Series
-	for s, err := range db.QuerySeq(ctx, q) {
-		if err != nil {
-			return nil, err
-		}
+	err := db.query(ctx, q, 0, func(s Series) bool {
 		out = append(out, s)
+		return true
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -45,6 +47,14 @@ func (db *DB) Query(ctx context.Context, q Query) ([]Series, error) {
 // last. The query reads one consistent snapshot, held until the loop ends;
 // breaking out of the loop releases it.
 //
+// A series with more than PartSamples raw samples in range is yielded in
+// parts: consecutive Series with the same Measurement, Tags and Field, each
+// holding the next run of samples in time order (about PartSamples each,
+// cut at block boundaries), so that one series of any length never sits
+// in memory whole. Appending the Samples of consecutive results with equal
+// keys gives Query's result. Aggregates read a long series window by window
+// too, holding one window of samples at a time.
+//
 // With GroupBy, the series of one field that share the values of the
 // GroupBy tag keys are aggregated together, as InfluxQL's GROUP BY tag: one
 // result per (field, group), its Tags the group's tags (a key a series
@@ -52,7 +62,7 @@ func (db *DB) Query(ctx context.Context, q Query) ([]Series, error) {
 func (db *DB) QuerySeq(ctx context.Context, q Query) iter.Seq2[Series, error] {
 	return func(yield func(Series, error) bool) {
 		stopped := false
-		err := db.query(ctx, q, func(s Series) bool {
+		err := db.query(ctx, q, PartSamples, func(s Series) bool {
 			if !yield(s, nil) {
 				stopped = true
 				return false
@@ -65,8 +75,21 @@ func (db *DB) QuerySeq(ctx context.Context, q Query) iter.Seq2[Series, error] {
 	}
 }
 
-// query runs q and passes each result to emit until emit returns false.
-func (db *DB) query(ctx context.Context, q Query, emit func(Series) bool) error {
+// PartSamples is about the most raw samples of one series that QuerySeq
+// yields in one Series, and the window in which aggregates read a long
+// series.
+const PartSamples = 1 << 16
+
+// partSamples is PartSamples, a variable so that tests can use small parts.
+var partSamples = PartSamples
+
+// query runs q and passes each result to emit until emit returns false. A
+// raw series of more than part samples is emitted in parts; part 0 emits
+// every series whole.
+func (db *DB) query(ctx context.Context, q Query, part int, emit func(Series) bool) error {
+	if part > 0 {
+		part = partSamples
+	}
 	if err := validateQuery(&q); err != nil {
 		return err
 	}
@@ -122,6 +145,13 @@ func (db *DB) query(ctx context.Context, q Query, emit func(Series) bool) error 
 			return ctx.Err()
 		}
 		meta := &metas[i]
+		if q.Agg == AggNone && part > 0 {
+			more, err := r.readParts(ids[i], meta, mint, maxt, part, emit)
+			if err != nil || !more {
+				return err
+			}
+			continue
+		}
 		samples, err := r.read(ids[i], meta, mint, maxt, &q)
 		if err != nil {
 			return err
@@ -139,6 +169,84 @@ func (db *DB) query(ctx context.Context, q Query, emit func(Series) bool) error 
 		}
 	}
 	return nil
+}
+
+// readParts emits the visible raw samples of one series in [mint, maxt] in
+// parts of about part samples, window by window. It returns false when
+// emit asked to stop.
+func (r *seriesReader) readParts(id uint64, meta *seriesMeta, mint, maxt int64, part int, emit func(Series) bool) (bool, error) {
+	srcs, tombs := r.sourcesAndTombs(id, meta, mint, maxt)
+	if len(srcs) == 0 {
+		return true, nil
+	}
+	lo := mint
+	r.ends = windowEnds(r.ends[:0], srcs, mint, maxt, part)
+	for _, hi := range r.ends {
+		merged, err := r.mergeSources(id, srcs, tombs, lo, hi)
+		if err != nil {
+			return false, err
+		}
+		lo = hi + 1
+		if len(merged) == 0 {
+			continue
+		}
+		if !emit(Series{
+			Measurement: meta.set.measurement,
+			Tags:        slices.Clone(meta.set.tags),
+			Field:       meta.field,
+			Samples:     slices.Clone(merged),
+		}) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// windowEnds splits [mint, maxt] into consecutive windows, each holding
+// about limit samples of the segment sources, and appends their inclusive
+// ends to dst; the last is maxt. Windows end where blocks end, so a block
+// is decoded at most twice. Memtable samples are not counted: a memtable
+// is bounded by the memory budget already.
+func windowEnds(dst []int64, srcs []source, mint, maxt int64, limit int) []int64 {
+	total := 0
+	for _, s := range srcs {
+		if s.idx == nil {
+			continue
+		}
+		for b := range s.idx.Blocks {
+			if bm := &s.idx.Blocks[b]; bm.MaxTime >= mint && bm.MinTime <= maxt {
+				total += bm.Count
+			}
+		}
+	}
+	if total <= limit {
+		return append(dst, maxt)
+	}
+	type end struct {
+		t int64
+		n int
+	}
+	var ends []end
+	for _, s := range srcs {
+		if s.idx == nil {
+			continue
+		}
+		for b := range s.idx.Blocks {
+			if bm := &s.idx.Blocks[b]; bm.MaxTime >= mint && bm.MinTime <= maxt {
+				ends = append(ends, end{bm.MaxTime, bm.Count})
+			}
+		}
+	}
+	slices.SortFunc(ends, func(a, b end) int { return cmp.Compare(a.t, b.t) })
+	n, first := 0, len(dst)
+	for _, e := range ends {
+		n += e.n
+		if n >= limit && e.t < maxt && (len(dst) == first || e.t > dst[len(dst)-1]) {
+			dst = append(dst, e.t)
+			n = 0
+		}
+	}
+	return append(dst, maxt)
 }
 
 // selectSorted returns the series sel selects (compiled matchers ms),
@@ -271,12 +379,19 @@ func validateQuery(q *Query) error {
 	return nil
 }
 
-// seriesReader reads one series at a time from a snapshot.
+// seriesReader reads one series at a time from a snapshot. Its buffers
+// are reused from series to series, so what sources and mergeSources
+// return is valid until the next series is read.
 type seriesReader struct {
 	db       *DB
 	snap     *snapshot
-	bufs     [][]point.Sample // per source, reused across series
-	blockBuf []point.Sample   // one decoded block, reused
+	bufs     [][]point.Sample       // per source
+	blockBuf []point.Sample         // one decoded block
+	idxs     []*segment.SeriesIndex // per segment source
+	srcs     []source
+	merge    [2][]point.Sample // mergeNewer's outputs, used in turn
+	ends     []int64           // windowEnds' result
+	accOut   []acc             // read's per-bucket states
 }
 
 // source is one place a series' samples may live, and how far tombstones
@@ -291,7 +406,8 @@ type source struct {
 // sources lists where series key may have samples, oldest first: deeper
 // levels, then L0 in flush order, then sealed memtables, then the active one.
 func (r *seriesReader) sources(id uint64, key []byte, mint, maxt int64) []source {
-	var srcs []source
+	srcs := r.srcs[:0]
+	defer func() { r.srcs = srcs }()
 	v := r.snap.v
 	for l := maxLevels - 1; l >= 0; l-- {
 		for _, h := range v.levels[l] {
@@ -301,11 +417,14 @@ func (r *seriesReader) sources(id uint64, key []byte, mint, maxt int64) []source
 			if l > 0 && (string(key) < string(h.meta.FirstKey) || string(key) > string(h.meta.LastKey)) {
 				continue
 			}
-			idx, ok := h.r.Find(key)
-			if !ok {
+			k := len(srcs)
+			if k == len(r.idxs) {
+				r.idxs = append(r.idxs, new(segment.SeriesIndex))
+			}
+			if !h.r.FindInto(key, r.idxs[k]) {
 				continue
 			}
-			srcs = append(srcs, source{seg: h, idx: idx, tombApplied: h.tombApplied.Load()})
+			srcs = append(srcs, source{seg: h, idx: r.idxs[k], tombApplied: h.tombApplied.Load()})
 		}
 	}
 	for _, m := range r.snap.imm {
@@ -323,10 +442,11 @@ func (r *seriesReader) sources(id uint64, key []byte, mint, maxt int64) []source
 // aggregated as q asks.
 func (r *seriesReader) read(id uint64, meta *seriesMeta, mint, maxt int64, q *Query) ([]point.Sample, error) {
 	if q.Agg != AggNone {
-		st := accs{b: bucketer{every: q.Every, start: q.Start}}
+		st := accs{b: bucketer{every: q.Every, start: q.Start}, out: r.accOut[:0]}
 		if err := r.accumulate(id, meta, mint, maxt, q, &st); err != nil {
 			return nil, err
 		}
+		r.accOut = st.out
 		return finishAccs(st.out, q.Agg, q.Every, nil), nil
 	}
 	merged, err := r.merged(id, meta, mint, maxt)
@@ -370,11 +490,8 @@ func (r *seriesReader) mergeSources(id uint64, srcs []source, tombs []tombstone,
 	for i, s := range srcs {
 		buf := r.bufs[i][:0]
 		if s.seg != nil {
-			it := s.seg.r.Iter(s.idx, mint, maxt)
-			for it.Next() {
-				buf = append(buf, it.At())
-			}
-			if err := it.Close(); err != nil {
+			var err error
+			if buf, err = s.seg.r.AppendRange(s.idx, mint, maxt, buf); err != nil {
 				return nil, err
 			}
 			buf = deleteTombstoned(buf, tombs, s.tombApplied)
@@ -385,9 +502,15 @@ func (r *seriesReader) mergeSources(id uint64, srcs []source, tombs []tombstone,
 		r.bufs[i] = buf
 		if i == 0 {
 			merged = buf
-		} else {
-			merged = mergeNewer(merged, buf)
+			continue
 		}
+		// Into whichever merge buffer merged does not live in.
+		k := 0
+		if len(merged) > 0 && len(r.merge[0]) > 0 && &merged[0] == &r.merge[0][0] {
+			k = 1
+		}
+		r.merge[k] = mergeNewer(r.merge[k][:0], merged, buf)
+		merged = r.merge[k]
 	}
 	return merged, nil
 }
@@ -404,25 +527,25 @@ func (r *seriesReader) accumulate(id uint64, meta *seriesMeta, mint, maxt int64,
 	if len(srcs) == 1 && srcs[0].seg != nil && len(tombs) == 0 && pushdownable(q.Agg) {
 		return r.aggregateSegment(srcs[0], meta.kind, mint, maxt, q, st)
 	}
-	merged, err := r.mergeSources(id, srcs, tombs, mint, maxt)
-	if err != nil {
-		return err
-	}
-	for _, s := range merged {
-		st.at(s.Time).addSample(s.Time, s.Value)
+	// Window by window, so that a long series is never read whole.
+	lo := mint
+	r.ends = windowEnds(r.ends[:0], srcs, mint, maxt, partSamples)
+	for _, hi := range r.ends {
+		merged, err := r.mergeSources(id, srcs, tombs, lo, hi)
+		if err != nil {
+			return err
+		}
+		for _, s := range merged {
+			st.at(s.Time).addSample(s.Time, s.Value)
+		}
+		lo = hi + 1
 	}
 	return nil
 }
 
-// mergeNewer merges two time-sorted runs; on equal times newer wins.
-func mergeNewer(older, newer []point.Sample) []point.Sample {
-	if len(older) == 0 {
-		return newer
-	}
-	if len(newer) == 0 {
-		return older
-	}
-	out := make([]point.Sample, 0, len(older)+len(newer))
+// mergeNewer appends to out the merge of two time-sorted runs; on equal
+// times newer wins. out must not overlap either run.
+func mergeNewer(out, older, newer []point.Sample) []point.Sample {
 	i, j := 0, 0
 	for i < len(older) && j < len(newer) {
 		switch a, b := older[i].Time, newer[j].Time; {

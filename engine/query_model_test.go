@@ -27,7 +27,16 @@ func TestQueryModel(t *testing.T) {
 	// Several workers sweep each segment in Last, even on small data.
 	old := lastParallelMin
 	lastParallelMin = 2
-	t.Cleanup(func() { lastParallelMin = old })
+	// QuerySeq yields parts and aggregates read windows even here.
+	oldPart := partSamples
+	partSamples = 5
+	seqSplits.Store(0)
+	t.Cleanup(func() {
+		lastParallelMin, partSamples = old, oldPart
+		if seqSplits.Load() == 0 {
+			t.Errorf("QuerySeq never yielded a series in parts")
+		}
+	})
 	steps := 260
 	if raceEnabled {
 		steps = 140
@@ -764,4 +773,45 @@ func TestSumSaturates(t *testing.T) {
 	check("compacted")
 	db = reopen(t, db, dir, opts)
 	check("reopened")
+}
+
+// TestQuerySeqPartsBounded checks that a long flushed series comes out of
+// QuerySeq in parts of about PartSamples, in order, and whole from Query.
+func TestQuerySeqPartsBounded(t *testing.T) {
+	db := openDB(t, t.TempDir(), quietOptions())
+	const n = 3*PartSamples + 77
+	pts := make([]Point, n)
+	for i := range pts {
+		pts[i] = pt("m", nil, "v", Int(int64(i)), int64(i))
+	}
+	mustWrite(t, db, pts...)
+	mustFlush(t, db)
+	mustWrite(t, db, pt("m", nil, "v", Int(-5), 3)) // an overwrite in the memtable
+	q := Query{Selector: Selector{Measurement: "m"}}
+	parts, next := 0, int64(0)
+	for s, err := range db.QuerySeq(context.Background(), q) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts++
+		if len(s.Samples) == 0 || len(s.Samples) > PartSamples+DefaultBlockSamples {
+			t.Fatalf("part %d holds %d samples", parts, len(s.Samples))
+		}
+		for _, smp := range s.Samples {
+			want := next
+			if next == 3 {
+				want = -5
+			}
+			if smp.Time != next || smp.Value.Int() != want {
+				t.Fatalf("part %d: sample %+v, want time %d value %d", parts, smp, next, want)
+			}
+			next++
+		}
+	}
+	if next != n || parts < 3 {
+		t.Fatalf("%d samples in %d parts, want %d in 3 or more", next, parts, n)
+	}
+	if res := mustQuery(t, db, q); len(res) != 1 || len(res[0].Samples) != n {
+		t.Fatalf("Query: %d series", len(res))
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratadb/strata/internal/testutil"
 	"github.com/stratadb/strata/internal/vfs"
 )
 
@@ -163,17 +164,20 @@ func BenchmarkCatalogLoad(b *testing.B) {
 	keys, c = nil, nil
 	var before, after runtime.MemStats
 	var perSeries, corePerSeries float64
+	var cpu time.Duration // all threads, GC included: steadier than wall time on a busy machine
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		b.StartTimer()
+		cpu0 := testutil.CPUTime()
 		c := newCatalog()
 		cf, _, err := loadCatalog(vfs.Default, path, c)
 		if err != nil {
 			b.Fatal(err)
 		}
+		cpu += testutil.CPUTime() - cpu0
 		b.StopTimer()
 		cf.close()
 		runtime.GC()
@@ -194,44 +198,60 @@ func BenchmarkCatalogLoad(b *testing.B) {
 	b.ReportMetric(perSeries, "catalog-B/series")
 	b.ReportMetric(corePerSeries, "core-B/series")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*series), "ns/series")
+	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
 }
 
-// BenchmarkWriteDepth inserts deep series (1,000 series of 10,000 points,
-// 10M points) generated batch by batch, so the dataset does not sit in
-// memory, and reports throughput next to the 1M baseline's and the
-// largest Go heap in use seen after a batch (peak-heap-MiB), which the
-// memory budget should bound whatever the data size. With -short it
-// writes 1M points.
+// BenchmarkWriteDepth inserts 1M, 10M and 100M points at 1,000 series
+// (deeper series, the same shape as the baseline), generated batch by
+// batch so that the dataset does not sit in memory, from Open to Close.
+// It reports throughput, the largest Go heap in use seen after a batch
+// (peak-heap-MiB), which the memory budget should bound whatever the data
+// size, CPU per point, and the last run's write stalls, slowdowns and
+// compactions. With -short it writes 1M points only:
+//
+//	go test -run '^$' -bench WriteDepth -benchtime 1x -count 3 ./engine/
 func BenchmarkWriteDepth(b *testing.B) {
-	steps := 10_000
-	if testing.Short() {
-		steps = 1_000
-	}
 	const devices = benchDevices
-	var peak uint64
-	var ms runtime.MemStats
-	b.ReportAllocs()
-	for b.Loop() {
-		db, err := Open(b.TempDir(), benchOptions())
-		if err != nil {
-			b.Fatal(err)
+	for _, points := range []int{1_000_000, 10_000_000, 100_000_000} {
+		if testing.Short() && points > 1_000_000 {
+			continue
 		}
-		g := newIoTGen(devices)
-		for s := 0; s < steps; s += benchBatch / devices {
-			if err := db.Write(g.batch(s, benchBatch/devices)); err != nil {
-				b.Fatal(err)
+		b.Run(fmt.Sprintf("points=%d", points), func(b *testing.B) {
+			steps := points / devices
+			var peak uint64
+			var ms runtime.MemStats
+			var st Stats
+			b.ReportAllocs()
+			cpu0 := testutil.CPUTime()
+			for b.Loop() {
+				db, err := Open(b.TempDir(), benchOptions())
+				if err != nil {
+					b.Fatal(err)
+				}
+				g := newIoTGen(devices)
+				for s := 0; s < steps; s += benchBatch / devices {
+					if err := db.Write(g.batch(s, benchBatch/devices)); err != nil {
+						b.Fatal(err)
+					}
+					if s%(50*benchBatch/devices) == 0 {
+						runtime.ReadMemStats(&ms)
+						peak = max(peak, ms.HeapInuse)
+					}
+				}
+				st = db.Stats()
+				if err := db.Close(); err != nil {
+					b.Fatal(err)
+				}
 			}
-			if s%(50*benchBatch/devices) == 0 {
-				runtime.ReadMemStats(&ms)
-				peak = max(peak, ms.HeapInuse)
-			}
-		}
-		if err := db.Close(); err != nil {
-			b.Fatal(err)
-		}
+			n := float64(b.N * devices * steps)
+			b.ReportMetric(n/b.Elapsed().Seconds(), "points/s")
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+			b.ReportMetric(float64((testutil.CPUTime()-cpu0).Nanoseconds())/n, "cpu-ns/point")
+			b.ReportMetric(float64(st.WriteStalls), "stalls")
+			b.ReportMetric(float64(st.WriteSlowdowns), "slowdowns")
+			b.ReportMetric(float64(st.Compactions), "compactions")
+		})
 	}
-	b.ReportMetric(float64(b.N*devices*steps)/b.Elapsed().Seconds(), "points/s")
-	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
 }
 
 // iotGen generates the baseline dataset a few steps at a time into reused

@@ -37,27 +37,48 @@ func iotBatches(devices, steps, batchSize int) [][]point.Entry {
 	return batches
 }
 
+// measureTables applies batches to a fresh table per iteration and reports,
+// per entry written: entries/s, B/entry allocated, held-B/entry (the last
+// table's Bytes) and heap-B/entry (the live heap the last table holds after
+// a collection, from runtime.MemStats), and the Bytes of a series.
+func measureTables(b *testing.B, series int, batches [][]point.Entry) {
+	entries := 0
+	for _, batch := range batches {
+		entries += len(batch)
+	}
+	var before, after, live runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	b.ReportAllocs()
+	var tab *Table
+	for b.Loop() {
+		tab = nil // the previous table may be collected
+		tab = New()
+		for _, batch := range batches {
+			tab.Apply(batch)
+		}
+	}
+	b.StopTimer()
+	runtime.ReadMemStats(&after)
+	runtime.GC()
+	runtime.ReadMemStats(&live)
+	held := tab.Bytes()
+	runtime.KeepAlive(tab)
+	runtime.KeepAlive(batches) // counted in before: must not be collected
+	n := float64(b.N) * float64(entries)
+	b.ReportMetric(n/b.Elapsed().Seconds(), "entries/s")
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/n, "B/entry")
+	b.ReportMetric(float64(held)/float64(entries), "held-B/entry")
+	b.ReportMetric((float64(live.HeapAlloc)-float64(before.HeapAlloc))/float64(entries), "heap-B/entry")
+	b.ReportMetric(float64(held)/float64(series), "held-B/series")
+}
+
 // BenchmarkApply writes the 1M-point baseline (1,000 series x 1,000
 // timestamps in batches of 10,000) into a fresh table per iteration.
 func BenchmarkApply(b *testing.B) {
 	const devices, steps = 1000, 1000
 	batches := iotBatches(devices, steps, 10_000)
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	b.ReportAllocs()
-	var bytes int64
-	for b.Loop() {
-		tab := New()
-		for _, batch := range batches {
-			tab.Apply(batch)
-		}
-		bytes = tab.Bytes()
-	}
-	runtime.ReadMemStats(&after)
-	entries := float64(b.N) * devices * steps
-	b.ReportMetric(entries/b.Elapsed().Seconds(), "entries/s")
-	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/entries, "B/entry")
-	b.ReportMetric(float64(bytes)/(devices*steps), "held-B/entry")
+	measureTables(b, devices, batches)
 }
 
 // BenchmarkApplyOutOfOrder writes the same data with every batch's
@@ -115,31 +136,19 @@ func BenchmarkApplySeries(b *testing.B) {
 	for _, c := range []struct{ series, steps int }{{200_000, 10}, {1_000_000, 3}} {
 		b.Run(fmt.Sprintf("series=%d/points=%d", c.series, c.steps), func(b *testing.B) {
 			const t0 = 1_700_000_000 * int64(1e9)
+			batches := make([][]point.Entry, 0, c.series*c.steps/10_000+1)
 			batch := make([]point.Entry, 0, 10_000)
-			var before, after runtime.MemStats
-			runtime.ReadMemStats(&before)
-			b.ReportAllocs()
-			var held int64
-			for b.Loop() {
-				tab := New()
-				for step := range c.steps {
-					for id := range c.series {
-						batch = append(batch, point.Entry{ID: uint64(5_000_000 + id), Time: t0 + int64(step)*1e9, Value: point.Float(float64(id % 100))})
-						if len(batch) == cap(batch) {
-							tab.Apply(batch)
-							batch = batch[:0]
-						}
+			for step := range c.steps {
+				for id := range c.series {
+					batch = append(batch, point.Entry{ID: uint64(5_000_000 + id), Time: t0 + int64(step)*1e9, Value: point.Float(float64(id % 100))})
+					if len(batch) == cap(batch) {
+						batches = append(batches, batch)
+						batch = make([]point.Entry, 0, 10_000)
 					}
 				}
-				tab.Apply(batch)
-				batch = batch[:0]
-				held = tab.Bytes()
 			}
-			runtime.ReadMemStats(&after)
-			entries := float64(b.N) * float64(c.series*c.steps)
-			b.ReportMetric(entries/b.Elapsed().Seconds(), "entries/s")
-			b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/entries, "B/entry")
-			b.ReportMetric(float64(held)/float64(c.series), "held-B/series")
+			batches = append(batches, batch)
+			measureTables(b, c.series, batches)
 		})
 	}
 }

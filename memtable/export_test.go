@@ -12,8 +12,9 @@ func (t *Table) Columns(id uint64, mint, maxt int64, times []int64, vals []uint6
 	}
 	s, excl := t.readSeries(id, Latest.Oldest)
 	if s != nil {
-		rv := t.relView(&Latest)
-		times, vals, strs = s.appendColumns(times, vals, strs, mint, maxt, &rv)
+		var rv relView
+		t.relView(&Latest, &rv)
+		times, vals, strs = s.appendColumns(&t.arena, times, vals, strs, mint, maxt, &rv)
 	}
 	t.unlock(excl)
 	return times, vals, strs

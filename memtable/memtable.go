@@ -4,16 +4,37 @@
 //
 // # Layout
 //
-// A Table maps each series id it holds to a dense local slot (a slice of
-// series), through pages of 256 slot numbers found by a map keyed by id/256,
-// so its size follows the series it holds, never the largest id the engine
-// has issued: ids are dense in the engine, so a page usually serves many
-// series, and consecutive entries of one page cost no map lookup. Each series stores its
-// samples as columns (timestamps, 64-bit value payloads, sequence numbers,
-// and strings for string series only) split into chunks. Chunk capacities
-// double from minChunk to maxChunk and every chunk but the last is full.
-// Appending never copies earlier samples, so a series of n samples costs
-// about 20n bytes plus one partly filled chunk.
+// A Table maps each series id it holds to a dense local slot number,
+// through pages of 256 slot numbers found by a map keyed by id/256, so its
+// size follows the series it holds, never the largest id the engine has
+// issued: ids are dense in the engine, so a page usually serves many series,
+// and consecutive entries of one page cost no map lookup. A slot is a
+// 56-byte memSeries holding no pointer (so the garbage collector never scans
+// the slots); slots are allocated in pages of 1024 (the first page grows to
+// that size, so that a small table stays small) and are never copied past
+// the first page.
+//
+// Samples are stored as columns: timestamps, 64-bit value payloads and
+// sequence numbers, 20 bytes a sample. The columns of the whole table live
+// in its arena, slabs of one array per column (the first of 128 samples,
+// doubling to 64Ki) from which chunks are carved. A series holds its samples
+// in chunks of 2, 3, 5, 8, ... 122 samples (about 1.5x each, 512 in all),
+// then of 256; every chunk but the last is full. A chunk is named by a
+// 32-bit handle, its slab's number and its offset. The first three handles,
+// enough for 10 samples, live in the slot; a longer series keeps its
+// handles in a list of the arena. So a series of up to 10 samples costs no
+// allocation of its own and about 60 bytes (its slot and its share of a
+// slot page and of the id map) besides its chunks, which waste at most a
+// third of their capacity; a long one wastes at most one partly filled
+// chunk. Appending never copies earlier samples. A string series stores in
+// its value column the index of each string in a slice of strings of the
+// table.
+//
+// Nothing carved from the arena is released before the table is: a removal
+// or a sort that shortens a series keeps its chunks, and the series reuses
+// them as it grows again; a removed string is cleared so that it can be
+// collected (its slot in the slice stays). Bytes counts what is allocated,
+// so it is the table's heap cost.
 //
 // # Sequence numbers and views
 //
@@ -116,8 +137,9 @@ type Table struct {
 	mu      sync.RWMutex
 	base    uint64               // sequence numbers are stored as seq-base; set by the first Apply
 	pages   map[uint64]*slotPage // id>>pageBits -> slots of those ids
-	series  []memSeries
-	ids     []uint64    // series id of each slot
+	series  [][]memSeries        // the series by slot, in pages; see addSeries
+	nseries int
+	arena   arena       // the series' samples
 	scratch sortScratch // reused by sortSeries
 	onNew   func(id uint64)
 }
@@ -142,7 +164,7 @@ func New() *Table {
 func (t *Table) Fits(seq uint64) bool {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return t.base == 0 && len(t.series) == 0 || seq > t.base && seq-t.base <= maxRel
+	return t.base == 0 && t.nseries == 0 || seq > t.base && seq-t.base <= maxRel
 }
 
 // ErrSeq is returned by ApplySeq for a sequence number not above every one
@@ -172,7 +194,7 @@ func (t *Table) ApplySeq(entries []point.Entry, seq uint64) error {
 	var grown int64
 
 	t.mu.Lock()
-	if t.lastSeq.Load() == 0 && len(t.series) == 0 && seq > 0 {
+	if t.lastSeq.Load() == 0 && t.nseries == 0 && seq > 0 {
 		t.base = seq - 1
 	}
 	if seq <= t.lastSeq.Load() || seq <= t.base || seq-t.base > maxRel {
@@ -197,10 +219,10 @@ func (t *Table) ApplySeq(entries []point.Entry, seq uint64) error {
 				t.onNew(e.ID)
 			}
 			grown += t.addSeries(e.ID)
-			slot = uint32(len(t.series))
+			slot = uint32(t.nseries)
 			page[e.ID&(pageSize-1)] = slot
 		}
-		grown += t.series[slot-1].append(e.Time, e.Value, rel)
+		grown += t.slot(slot-1).append(&t.arena, e.Time, e.Value, rel)
 		mint = min(mint, e.Time)
 		maxt = max(maxt, e.Time)
 	}
@@ -217,13 +239,46 @@ func (t *Table) ApplySeq(entries []point.Entry, seq uint64) error {
 	return nil
 }
 
+// Series pages: slot i is t.series[i/seriesPage][i%seriesPage]. Every page
+// but the last is full. The first one doubles from 16 slots to seriesPage,
+// so that a small table stays small; the others are allocated whole, so
+// that slots are never copied past the first page.
+const (
+	seriesPageBits = 10
+	seriesPage     = 1 << seriesPageBits
+)
+
+// slot returns the series of slot i.
+func (t *Table) slot(i uint32) *memSeries {
+	return &t.series[i>>seriesPageBits][i&(seriesPage-1)]
+}
+
 // addSeries gives id the next slot and returns the bytes newly allocated.
-func (t *Table) addSeries(id uint64) int64 {
-	oldS, oldI := cap(t.series), cap(t.ids)
-	t.series = append(t.series, memSeries{})
-	t.ids = append(t.ids, id)
-	return int64(cap(t.series)-oldS)*int64(unsafe.Sizeof(memSeries{})) +
-		int64(cap(t.ids)-oldI)*8
+func (t *Table) addSeries(id uint64) (grown int64) {
+	const size = int64(unsafe.Sizeof(memSeries{}))
+	n := len(t.series)
+	if n == 0 || len(t.series[n-1]) == seriesPage {
+		var p []memSeries
+		if n > 0 {
+			p = make([]memSeries, 0, seriesPage)
+			grown += seriesPage * size
+		}
+		old := cap(t.series)
+		t.series = append(t.series, p)
+		grown += int64(cap(t.series)-old) * int64(unsafe.Sizeof(p))
+		n++
+	}
+	p := &t.series[n-1]
+	if len(*p) == cap(*p) { // the first page, which doubles up to seriesPage
+		old := cap(*p)
+		grownPage := make([]memSeries, len(*p), min(max(2*old, 16), seriesPage))
+		copy(grownPage, *p)
+		*p = grownPage
+		grown += int64(cap(*p)-old) * size
+	}
+	*p = append(*p, memSeries{id: id})
+	t.nseries++
+	return grown
 }
 
 // Base returns a sequence number below that of every sample the table
@@ -277,18 +332,20 @@ func (t *Table) DropSeq(seq uint64) {
 		return
 	}
 	rel := uint32(seq - t.base)
-	for i := range t.series {
-		s := &t.series[i]
-		if s.empty() || s.top < rel {
-			continue
+	for _, p := range t.series {
+		for i := range p {
+			s := &p[i]
+			if s.empty() || s.top < rel {
+				continue
+			}
+			lo, hi := s.bounds()
+			t.remove(s, lo, hi, func(_ int64, r uint32) bool { return r == rel })
 		}
-		lo, hi := s.bounds()
-		t.remove(s, lo, hi, func(_ int64, r uint32) bool { return r == rel })
 	}
 }
 
 func (t *Table) remove(s *memSeries, oldMin, oldMax int64, drop func(int64, uint32) bool) {
-	removed, freed := s.removeIf(drop)
+	removed, freed := s.removeIf(&t.arena, drop)
 	if removed == 0 {
 		return
 	}
@@ -316,17 +373,19 @@ func (t *Table) lookup(id uint64) *memSeries {
 	if page == nil || page[id&(pageSize-1)] == 0 {
 		return nil
 	}
-	return &t.series[page[id&(pageSize-1)]-1]
+	return t.slot(page[id&(pageSize-1)] - 1)
 }
 
 // recomputeBounds sets minTime and maxTime from the series' own bounds. It
 // runs under the write lock after a removal that may have moved them.
 func (t *Table) recomputeBounds() {
 	mint, maxt := int64(math.MaxInt64), int64(math.MinInt64)
-	for i := range t.series {
-		if s := &t.series[i]; !s.empty() {
-			lo, hi := s.bounds()
-			mint, maxt = min(mint, lo), max(maxt, hi)
+	for _, p := range t.series {
+		for i := range p {
+			if s := &p[i]; !s.empty() {
+				lo, hi := s.bounds()
+				mint, maxt = min(mint, lo), max(maxt, hi)
+			}
 		}
 	}
 	t.minTime.Store(mint)
@@ -349,8 +408,9 @@ func (t *Table) Read(id uint64, mint, maxt int64, v *View, dst []point.Sample) [
 	}
 	s, excl := t.readSeries(id, v.Oldest)
 	if s != nil {
-		rv := t.relView(v)
-		dst = s.appendSamples(dst, mint, maxt, &rv)
+		var rv relView
+		t.relView(v, &rv)
+		dst = s.appendSamples(&t.arena, dst, mint, maxt, &rv)
 	}
 	t.unlock(excl)
 	return dst
@@ -359,8 +419,7 @@ func (t *Table) Read(id uint64, mint, maxt int64, v *View, dst []point.Sample) [
 // relView is a View in the table's 32-bit sequence offsets.
 type relView struct {
 	asOf  uint32
-	masks []relMask
-	buf   [4]relMask
+	masks []relMask // allocated only when a delete's mask applies
 }
 
 type relMask struct {
@@ -369,15 +428,14 @@ type relMask struct {
 }
 
 // relView converts v; the caller holds mu.
-func (t *Table) relView(v *View) relView {
-	rv := relView{asOf: t.rel(v.AsOf)}
-	rv.masks = rv.buf[:0]
+func (t *Table) relView(v *View, rv *relView) {
+	rv.asOf = t.rel(v.AsOf)
+	rv.masks = nil
 	for _, m := range v.Masks {
 		if m.Seq > t.base && m.Min <= m.Max {
 			rv.masks = append(rv.masks, relMask{before: t.rel(m.Seq), min: m.Min, max: m.Max})
 		}
 	}
-	return rv
 }
 
 // hidden reports whether a mask hides the sample (ts, rel).
@@ -434,7 +492,7 @@ func (t *Table) unlock(excl bool) {
 // at or below oldest. It runs under the write lock.
 func (t *Table) sortSeries(s *memSeries, oldest uint32) {
 	before := t.scratch.bytes()
-	removed, freed := s.sortDedup(&t.scratch, oldest)
+	removed, freed := s.sortDedup(&t.arena, &t.scratch, oldest)
 	t.samples.Add(-int64(removed))
 	t.bytes.Add(t.scratch.bytes() - before - freed)
 }
@@ -468,10 +526,12 @@ func (t *Table) Bounds(id uint64) (mint, maxt int64, ok bool) {
 // ascending order.
 func (t *Table) IDs() []uint64 {
 	t.mu.RLock()
-	ids := make([]uint64, 0, len(t.ids))
-	for i, id := range t.ids {
-		if !t.series[i].empty() {
-			ids = append(ids, id)
+	ids := make([]uint64, 0, t.nseries)
+	for _, p := range t.series {
+		for i := range p {
+			if !p[i].empty() {
+				ids = append(ids, p[i].id)
+			}
 		}
 	}
 	t.mu.RUnlock()
@@ -483,13 +543,13 @@ func (t *Table) IDs() []uint64 {
 func (t *Table) NumSeries() int {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return len(t.series)
+	return t.nseries
 }
 
-// Bytes returns the heap memory the table holds: column and bookkeeping
-// capacity, its series slots and map, plus the bytes of stored strings. It
-// only grows while data is applied, and shrinks when a removal or
-// deduplication releases whole chunks or strings.
+// Bytes returns the heap memory the table holds: its arena's slabs and
+// chunk lists, its series slots and map, the string slots and the bytes of
+// the strings stored. It only grows while data is applied, and shrinks only
+// when a removal or deduplication releases strings.
 func (t *Table) Bytes() int64 { return t.bytes.Load() }
 
 // Len returns the number of samples held. Versions of one timestamp count

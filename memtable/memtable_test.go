@@ -1,6 +1,7 @@
 package memtable
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -51,13 +52,22 @@ func checkInvariants(t *testing.T, tab *Table) {
 	t.Helper()
 	tab.mu.RLock()
 	defer tab.mu.RUnlock()
-	if size := unsafe.Sizeof(memSeries{}); unsafe.Sizeof(uintptr(0)) == 8 && size != 128 {
-		t.Fatalf("memSeries is %d bytes, want 128", size)
+	if size := unsafe.Sizeof(memSeries{}); unsafe.Sizeof(uintptr(0)) == 8 && size != 56 {
+		t.Fatalf("memSeries is %d bytes, want 56", size)
 	}
-	want := int64(unsafe.Sizeof(Table{})) + int64(cap(tab.series))*int64(unsafe.Sizeof(memSeries{})) +
-		int64(cap(tab.ids))*8 + int64(len(tab.pages))*pageBytes + tab.scratch.bytes()
-	if len(tab.ids) != len(tab.series) {
-		t.Fatalf("%d series, %d ids", len(tab.series), len(tab.ids))
+	a := &tab.arena
+	want := int64(unsafe.Sizeof(Table{})) + int64(cap(tab.series))*int64(unsafe.Sizeof([]memSeries{})) +
+		int64(len(tab.pages))*pageBytes + tab.scratch.bytes() + a.bytes()
+	nseries := 0
+	for i, p := range tab.series {
+		want += int64(cap(p)) * int64(unsafe.Sizeof(memSeries{}))
+		if i < len(tab.series)-1 && len(p) != seriesPage || cap(p) > seriesPage || len(p) == 0 {
+			t.Fatalf("series page %d of %d holds %d", i, len(tab.series), len(p))
+		}
+		nseries += len(p)
+	}
+	if nseries != tab.nseries {
+		t.Fatalf("%d series in pages, %d counted", nseries, tab.nseries)
 	}
 	slots := 0
 	for pn, page := range tab.pages {
@@ -66,38 +76,66 @@ func checkInvariants(t *testing.T, tab *Table) {
 				continue
 			}
 			slots++
-			if id := pn<<pageBits | uint64(i); tab.ids[slot-1] != id {
-				t.Fatalf("slot %d of id %d names id %d", slot-1, id, tab.ids[slot-1])
+			if id := pn<<pageBits | uint64(i); tab.slot(slot-1).id != id {
+				t.Fatalf("slot %d of id %d names id %d", slot-1, id, tab.slot(slot-1).id)
 			}
 		}
 	}
-	if slots != len(tab.series) {
-		t.Fatalf("pages hold %d slots for %d series", slots, len(tab.series))
+	if slots != nseries {
+		t.Fatalf("pages hold %d slots for %d series", slots, nseries)
 	}
+	for i, sl := range a.slabs {
+		if len(sl.times) != slabLen(i) || len(sl.vals) != len(sl.times) || len(sl.seqs) != len(sl.times) {
+			t.Fatalf("slab %d: lengths %d/%d/%d", i, len(sl.times), len(sl.vals), len(sl.seqs))
+		}
+	}
+	type extent struct{ slab, off, end int }
+	var extents []extent                // of every chunk a series owns
+	strRefs := make([]int, len(a.strs)) // samples naming each string
+	listOwner := map[uint32]uint64{}
 	var total int64
-	for slot := range tab.series {
-		s := &tab.series[slot]
-		id := tab.ids[slot]
-		want += int64(cap(s.chunks)) * int64(unsafe.Sizeof(chunk{}))
+	for slot := range uint32(nseries) {
+		s := tab.slot(slot)
+		id := s.id
+		owned := s.hs[:s.nh]
+		if s.list != 0 {
+			if prev, ok := listOwner[s.list]; ok {
+				t.Fatalf("series %d and %d share chunk list %d", prev, id, s.list)
+			}
+			listOwner[s.list] = id
+			owned = a.lists[s.list-1]
+			if s.nch > 0 && s.hs[0] != owned[s.nch-1] {
+				t.Fatalf("series %d: last chunk %#x, hs[0] %#x", id, owned[s.nch-1], s.hs[0])
+			}
+		} else if s.nh > inlineChunks {
+			t.Fatalf("series %d: %d inline handles", id, s.nh)
+		}
+		if int(s.nch) > len(owned) {
+			t.Fatalf("series %d: %d chunks, %d handles", id, s.nch, len(owned))
+		}
+		for k, h := range owned {
+			e := extent{int(h >> maxSlabBits), int(h & (maxSlab - 1)), int(h&(maxSlab-1)) + chunkCap(k)}
+			if e.slab >= len(a.slabs) || e.end > len(a.slabs[e.slab].times) || e.slab == len(a.slabs)-1 && e.end > a.used {
+				t.Fatalf("series %d chunk %d: handle %#x outside the slabs carved", id, k, h)
+			}
+			extents = append(extents, e)
+		}
 		n := 0
-		for k := range s.chunks {
-			want += s.chunks[k].heapBytes() // counts strings past the tail unless cleared
-			full := s.chunks[k]
-			if len(full.times) != chunkCap(k) || cap(full.times) != chunkCap(k) || len(full.vals) != chunkCap(k) {
-				t.Fatalf("series %d chunk %d: len %d cap %d/%d, want %d", id, k, len(full.times), cap(full.times), len(full.vals), chunkCap(k))
-			}
-			c := s.used(k)
+		for k := range int(s.nch) {
+			c := s.used(a, k)
 			if len(c.times) == 0 || len(c.vals) != len(c.times) || len(c.seqs) != len(c.times) {
-				t.Fatalf("series %d chunk %d: lengths %d/%d", id, k, len(c.times), len(c.vals))
+				t.Fatalf("series %d chunk %d: lengths %d/%d/%d", id, k, len(c.times), len(c.vals), len(c.seqs))
 			}
-			if &c.times[0] != &full.times[0] || &c.vals[0] != &full.vals[0] {
-				t.Fatalf("series %d chunk %d: tail does not alias the chunk", id, k)
+			if k < int(s.nch)-1 && len(c.times) != chunkCap(k) || len(c.times) > chunkCap(k) {
+				t.Fatalf("series %d chunk %d of %d holds %d of %d", id, k, s.nch, len(c.times), chunkCap(k))
 			}
-			if (s.kind == point.KindString) != (c.strs != nil) || (c.strs != nil && len(c.strs) != len(c.times)) {
-				t.Fatalf("series %d chunk %d: %d strings for %d times, kind %v", id, k, len(c.strs), len(c.times), s.kind)
-			}
-			if k < len(s.chunks)-1 && len(c.times) != cap(c.times) {
-				t.Fatalf("series %d chunk %d of %d is not full", id, k, len(s.chunks))
+			if s.kind == point.KindString {
+				for _, x := range c.vals {
+					if x >= uint64(len(a.strs)) {
+						t.Fatalf("series %d chunk %d: string %d of %d", id, k, x, len(a.strs))
+					}
+					strRefs[x]++
+				}
 			}
 			for i, ts := range c.times {
 				if lo, hi := s.bounds(); lo > ts || ts > hi {
@@ -108,7 +146,7 @@ func checkInvariants(t *testing.T, tab *Table) {
 					if i > 0 {
 						prev = c.times[i-1]
 					} else {
-						prev = s.chunks[k-1].times[len(s.chunks[k-1].times)-1] // full
+						prev = s.full(a, k-1).times[chunkCap(k-1)-1] // full
 					}
 					if prev > ts || prev == ts && !s.dups {
 						t.Fatalf("series %d marked sorted but time %d follows %d", id, ts, prev)
@@ -117,8 +155,8 @@ func checkInvariants(t *testing.T, tab *Table) {
 			}
 			n += len(c.times)
 		}
-		if s.empty() && (len(s.chunks) != 0 || s.tailT != nil || s.tailV != nil) {
-			t.Fatalf("empty series %d keeps %d chunks or a tail", id, len(s.chunks))
+		if s.empty() && s.tailN != 0 {
+			t.Fatalf("empty series %d keeps a tail of %d", id, s.tailN)
 		}
 		if n != s.len() {
 			t.Fatalf("series %d: len() = %d, chunks hold %d", id, s.len(), n)
@@ -126,14 +164,28 @@ func checkInvariants(t *testing.T, tab *Table) {
 		if n > 0 {
 			lo, hi := s.bounds()
 			var held []int64
-			for k := range s.chunks {
-				held = append(held, s.used(k).times...)
+			for k := range int(s.nch) {
+				held = append(held, s.used(a, k).times...)
 			}
 			if !slices.Contains(held, lo) || !slices.Contains(held, hi) {
 				t.Fatalf("series %d: bounds [%d, %d] are not held times", id, lo, hi)
 			}
+			if !s.unsorted && (held[0] != lo || held[len(held)-1] != hi) {
+				t.Fatalf("series %d: sorted from %d to %d, bounds [%d, %d]", id, held[0], held[len(held)-1], lo, hi)
+			}
 		}
 		total += int64(n)
+	}
+	slices.SortFunc(extents, func(x, y extent) int { return cmp.Or(cmp.Compare(x.slab, y.slab), cmp.Compare(x.off, y.off)) })
+	for i := 1; i < len(extents); i++ {
+		if x, y := extents[i-1], extents[i]; x.slab == y.slab && x.end > y.off {
+			t.Fatalf("chunks overlap in slab %d: [%d, %d) and [%d, %d)", x.slab, x.off, x.end, y.off, y.end)
+		}
+	}
+	for x, refs := range strRefs {
+		if refs > 1 || refs == 0 && a.strs[x] != "" {
+			t.Fatalf("string %d (%q) named by %d samples", x, a.strs[x], refs)
+		}
 	}
 	if got := tab.Bytes(); got != want {
 		t.Fatalf("Bytes() = %d, structures hold %d", got, want)
@@ -141,10 +193,83 @@ func checkInvariants(t *testing.T, tab *Table) {
 	if got := tab.Len(); got != total {
 		t.Fatalf("Len() = %d, series hold %d", got, total)
 	}
-	for _, s := range tab.scratch.strs[:cap(tab.scratch.strs)] {
-		if s != "" {
-			t.Fatalf("sort scratch retains string %q", s)
+}
+
+// TestSlabLen checks the slab sizes: doubling from minSlab to maxSlab, then
+// maxSlab for every slab a handle can name.
+func TestSlabLen(t *testing.T) {
+	want := minSlab
+	for k := range maxSlabs {
+		if got := slabLen(k); got != want {
+			t.Fatalf("slabLen(%d) = %d, want %d", k, got, want)
 		}
+		want = min(2*want, maxSlab)
+	}
+}
+
+// TestReuseChunks checks that series emptied or shortened by deletes and
+// DropSeq reuse their chunks as they grow again, short (inline handles) and
+// long (a chunk list) alike: the table allocates nothing more.
+func TestReuseChunks(t *testing.T) {
+	for _, n := range []int{3, 10, 600} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			const series = 50
+			kept := func(id uint64) int { return int(id % 3) } // samples a delete keeps
+			// batch writes the samples of each series from time from(id) to n-1.
+			batch := func(round int, from func(uint64) int) []point.Entry {
+				var b []point.Entry
+				for i := range n {
+					for id := range uint64(series) {
+						if i >= from(id) {
+							b = append(b, entry(id, int64(i), point.Int(int64(round*n+i))))
+						}
+					}
+				}
+				return b
+			}
+			tab := New()
+			tab.Apply(batch(0, func(uint64) int { return 0 }))
+			full := tab.Bytes()
+			for id := range uint64(series) {
+				tab.Delete(id, int64(kept(id)), maxT) // empties a third of the series
+			}
+			tab.Apply(batch(1, kept))
+			if got := tab.Bytes(); got != full {
+				t.Fatalf("Bytes %d after deleting and writing again, %d before", got, full)
+			}
+			checkInvariants(t, tab)
+			tab.DropSeq(tab.LastSeq())
+			checkInvariants(t, tab)
+			tab.Apply(batch(2, kept))
+			if got := tab.Bytes(); got != full {
+				t.Fatalf("Bytes %d after dropping a write and writing again, %d before", got, full)
+			}
+			for id := range uint64(series) {
+				var want []point.Sample
+				for i := range n {
+					round := 2
+					if i < kept(id) {
+						round = 0
+					}
+					want = append(want, smp(int64(i), point.Int(int64(round*n+i))))
+				}
+				wantSamples(t, fmt.Sprintf("series %d", id), samples(tab, id, minT, maxT), want)
+			}
+			checkInvariants(t, tab)
+		})
+	}
+}
+
+// TestChunkCaps checks the chunk capacities: growing, at most maxChunk, and
+// together a multiple of maxChunk.
+func TestChunkCaps(t *testing.T) {
+	for k := 1; k < len(chunkCaps)+3; k++ {
+		if c, prev := chunkCap(k), chunkCap(k-1); c < prev || c > maxChunk || fullLen(k) != fullLen(k-1)+prev {
+			t.Fatalf("chunk %d holds %d after %d, fullLen %d after %d", k, c, prev, fullLen(k), fullLen(k-1))
+		}
+	}
+	if fullLen(len(chunkCaps))%maxChunk != 0 || fullLen(inlineChunks) != 10 {
+		t.Fatalf("ramp holds %d samples, inline chunks %d", fullLen(len(chunkCaps)), fullLen(inlineChunks))
 	}
 }
 
@@ -349,18 +474,26 @@ func TestInclusiveBounds(t *testing.T) {
 
 func TestDelete(t *testing.T) {
 	const n = 1000
-	fill := func(kind point.Kind) *Table {
-		tab := New()
-		var batch []point.Entry
+	entries := func(kind point.Kind) (batch []point.Entry, strBytes int64) {
 		for i := range n {
 			v := point.Float(float64(i))
 			if kind == point.KindString {
 				v = point.String(fmt.Sprintf("v%d", i))
+				strBytes += int64(len(v.Str()))
 			}
 			batch = append(batch, entry(1, int64(i)*10, v))
 		}
+		return batch, strBytes
+	}
+	fill := func(kind point.Kind) *Table {
+		tab := New()
+		batch, _ := entries(kind)
 		tab.Apply(batch)
 		return tab
+	}
+	// columnBytes is Bytes without the string slots, which are not reused.
+	columnBytes := func(tab *Table) int64 {
+		return tab.Bytes() - int64(cap(tab.arena.strs))*int64(unsafe.Sizeof(""))
 	}
 	times := func(tab *Table, id uint64) []int64 {
 		var ts []int64
@@ -374,6 +507,7 @@ func TestDelete(t *testing.T) {
 			t.Run("whole", func(t *testing.T) {
 				tab := fill(kind)
 				before := tab.Bytes()
+				batch, strBytes := entries(kind)
 				tab.Delete(1, minT, maxT)
 				if got := samples(tab, 1, minT, maxT); len(got) != 0 {
 					t.Fatalf("%d samples left", len(got))
@@ -384,9 +518,18 @@ func TestDelete(t *testing.T) {
 				if tab.MinTime() != math.MaxInt64 || tab.MaxTime() != math.MinInt64 {
 					t.Fatalf("empty table: MinTime %d MaxTime %d", tab.MinTime(), tab.MaxTime())
 				}
-				if tab.Bytes() >= before-16*n {
-					t.Fatalf("Bytes %d after deleting everything, %d before", tab.Bytes(), before)
+				// Deleting releases the strings; the series keeps its chunks
+				// and reuses them when written again.
+				if got := tab.Bytes(); got != before-strBytes {
+					t.Fatalf("Bytes %d after deleting everything, %d before, %d of strings", got, before, strBytes)
 				}
+				checkInvariants(t, tab)
+				columns := columnBytes(tab)
+				tab.Apply(batch)
+				if got := columnBytes(tab); got != columns+strBytes {
+					t.Fatalf("writing the series again: Bytes without string slots %d, was %d", got, columns)
+				}
+				wantSamples(t, "written again", samples(tab, 1, minT, maxT), samples(fill(kind), 1, minT, maxT))
 				checkInvariants(t, tab)
 			})
 			t.Run("exact whole", func(t *testing.T) {
@@ -562,13 +705,15 @@ func TestBytes(t *testing.T) {
 	if got := strs.Bytes(); got != withStrings-1000 {
 		t.Fatalf("after deleting a 1000-byte string Bytes() = %d, was %d", got, withStrings)
 	}
-	// Duplicates collapsed by a read release their strings.
+	// Duplicates collapsed by a read release their strings (the string
+	// slots are not reused).
+	capStrs := cap(strs.arena.strs)
 	strs.Apply([]point.Entry{entry(0, 2, point.String(long))})
 	strs.Samples(0, minT, maxT, nil)
 	checkInvariants(t, strs)
 	// 1000 bytes deleted, 1000 added, the 1-byte string replaced, plus the
 	// sort's working memory.
-	if got, want := strs.Bytes(), withStrings-1+strs.scratch.bytes(); got != want {
+	if got, want := strs.Bytes(), withStrings-1+strs.scratch.bytes()+int64(cap(strs.arena.strs)-capStrs)*int64(unsafe.Sizeof("")); got != want {
 		t.Fatalf("after replacing a string Bytes() = %d, want %d", got, want)
 	}
 }

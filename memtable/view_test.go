@@ -186,10 +186,12 @@ func TestBytesMatchesHeap(t *testing.T) {
 			heap := float64(after.HeapAlloc) - float64(before.HeapAlloc)
 			got := float64(tab.Bytes())
 			runtime.KeepAlive(tab)
+			runtime.KeepAlive(batch) // allocated before the first reading
 			t.Logf("Bytes %.0f, heap growth %.0f (%.2f), %.1f B/series", got, heap, got/heap, got/float64(c.series))
 			if got < 0.8*heap || got > 1.2*heap {
 				t.Fatalf("Bytes() = %.0f, heap grew %.0f: not within 20%%", got, heap)
 			}
+			checkInvariants(t, tab)
 		})
 	}
 }

@@ -88,36 +88,47 @@ func appendFramed(dst []byte, enc *zstd.Encoder, raw []byte) []byte {
 
 var errShortFrame = errors.New("frame too short")
 
+// checkFrame checks the checksum, flags and declared raw length of a stored
+// block or section without decoding it, and returns its flags, raw length
+// and payload.
+func checkFrame(stored []byte, maxRaw int) (flags byte, rawLen uint64, payload []byte, err error) {
+	if len(stored) < 6 {
+		return 0, 0, nil, errShortFrame
+	}
+	body := stored[:len(stored)-4]
+	if want, got := binary.LittleEndian.Uint32(stored[len(body):]), crc32.Checksum(body, castagnoli); want != got {
+		return 0, 0, nil, fmt.Errorf("%w: stored %08x, computed %08x", ErrChecksum, want, got)
+	}
+	flags = body[0]
+	if flags&^flagZstd != 0 {
+		return 0, 0, nil, fmt.Errorf("unknown flags %#x", flags)
+	}
+	rawLen, payload, err = encoding.Uvarint(body[1:])
+	if err != nil {
+		return 0, 0, nil, fmt.Errorf("raw length: %w", err)
+	}
+	if rawLen > uint64(maxRaw) {
+		return 0, 0, nil, fmt.Errorf("raw length %d exceeds %d", rawLen, maxRaw)
+	}
+	if flags&flagZstd == 0 && uint64(len(payload)) != rawLen {
+		return 0, 0, nil, fmt.Errorf("raw length %d, payload %d", rawLen, len(payload))
+	}
+	if flags&flagZstd != 0 && rawLen > maxRatio*uint64(len(payload)) {
+		return 0, 0, nil, fmt.Errorf("raw length %d from %d compressed bytes", rawLen, len(payload))
+	}
+	return flags, rawLen, payload, nil
+}
+
 // unframe checks the checksum and flags of a stored block or section and
 // returns its raw bytes, decompressing into sc.raw when needed. maxRaw
 // bounds the declared raw length.
 func unframe(stored []byte, maxRaw int, sc *blockScratch) ([]byte, error) {
-	if len(stored) < 6 {
-		return nil, errShortFrame
-	}
-	body := stored[:len(stored)-4]
-	if want, got := binary.LittleEndian.Uint32(stored[len(body):]), crc32.Checksum(body, castagnoli); want != got {
-		return nil, fmt.Errorf("%w: stored %08x, computed %08x", ErrChecksum, want, got)
-	}
-	flags := body[0]
-	if flags&^flagZstd != 0 {
-		return nil, fmt.Errorf("unknown flags %#x", flags)
-	}
-	rawLen, payload, err := encoding.Uvarint(body[1:])
+	flags, rawLen, payload, err := checkFrame(stored, maxRaw)
 	if err != nil {
-		return nil, fmt.Errorf("raw length: %w", err)
-	}
-	if rawLen > uint64(maxRaw) {
-		return nil, fmt.Errorf("raw length %d exceeds %d", rawLen, maxRaw)
+		return nil, err
 	}
 	if flags&flagZstd == 0 {
-		if uint64(len(payload)) != rawLen {
-			return nil, fmt.Errorf("raw length %d, payload %d", rawLen, len(payload))
-		}
 		return payload, nil
-	}
-	if rawLen > maxRatio*uint64(len(payload)) {
-		return nil, fmt.Errorf("raw length %d from %d compressed bytes", rawLen, len(payload))
 	}
 	dec, err := decoder()
 	if err != nil {

@@ -144,6 +144,19 @@ func (t *indexTable) entry(i int) *SeriesIndex {
 	return s
 }
 
+// entryInto decodes series i into s, reusing the storage of s.Blocks.
+func (t *indexTable) entryInto(i int, s *SeriesIndex) {
+	c := decbuf.New(t.raw[t.offs[i]:])
+	blocks := s.Blocks[:0]
+	if blocks == nil {
+		blocks = make([]BlockMeta, 0, 1)
+	}
+	// The entry was validated by parseIndex, so this cannot fail.
+	if _, err := parseEntry(&c, t.version, t.data[i], math.MaxInt64, t.indexAt, s, blocks); err != nil {
+		panic(fmt.Sprintf("segment: validated index entry %d: %v", i, err))
+	}
+}
+
 // parseIndex validates the raw index of a file of the given format version
 // and returns its table. Stored block offsets are assigned from dataStart,
 // and the stored blocks must end exactly at dataEnd, where the index

@@ -148,6 +148,19 @@ func (r *Reader) NumSeries() int { return r.table.len() }
 // a new SeriesIndex on every call.
 func (r *Reader) Series(i int) *SeriesIndex { return r.table.entry(i) }
 
+// SeriesInto decodes the index entry of series i into s, reusing the
+// storage of s.Blocks, and returns s. A caller that visits many series and
+// keeps none of them decodes them all without allocating; what s held
+// before is overwritten.
+func (r *Reader) SeriesInto(i int, s *SeriesIndex) *SeriesIndex {
+	r.table.entryInto(i, s)
+	return s
+}
+
+// Key returns the key of series i (in key order) without decoding the rest
+// of its entry. The bytes belong to the reader: do not modify them.
+func (r *Reader) Key(i int) []byte { return r.table.key(i) }
+
 // MayContain consults the bloom filter only: false means the segment
 // certainly lacks key.
 func (r *Reader) MayContain(key []byte) bool { return bloomTest(r.bloom, keyHash(key)) }
@@ -157,18 +170,38 @@ func (r *Reader) MayContain(key []byte) bool { return bloomTest(r.bloom, keyHash
 // order (a query's series) are cheap: Find first tries the series after
 // the one it found last.
 func (r *Reader) Find(key []byte) (*SeriesIndex, bool) {
+	i, ok := r.search(key)
+	if !ok {
+		return nil, false
+	}
+	return r.table.entry(i), true
+}
+
+// FindInto is Find decoding into s, reusing the storage of s.Blocks (see
+// SeriesInto). It returns false, leaving s as it was, when the segment
+// lacks key.
+func (r *Reader) FindInto(key []byte, s *SeriesIndex) bool {
+	i, ok := r.search(key)
+	if ok {
+		r.table.entryInto(i, s)
+	}
+	return ok
+}
+
+// search returns the position of key.
+func (r *Reader) search(key []byte) (int, bool) {
 	t := r.table
 	n := t.len()
 	if n == 0 {
-		return nil, false
+		return 0, false
 	}
 	next := int(r.nextFind.Load()) // a hint only: any value in 0..n is fine
 	if next < n && string(t.key(next)) == string(key) {
 		r.nextFind.Store(int64(next + 1))
-		return t.entry(next), true
+		return next, true
 	}
 	if !r.MayContain(key) {
-		return nil, false
+		return 0, false
 	}
 	lo, hi := 0, n
 	if next > 0 && next <= n && string(t.key(next-1)) < string(key) {
@@ -176,10 +209,35 @@ func (r *Reader) Find(key []byte) (*SeriesIndex, bool) {
 	}
 	i := lo + sort.Search(hi-lo, func(i int) bool { return string(t.key(lo+i)) >= string(key) })
 	if i == n || string(t.key(i)) != string(key) {
-		return nil, false
+		return 0, false
 	}
 	r.nextFind.Store(int64(i + 1))
-	return t.entry(i), true
+	return i, true
+}
+
+// AppendRange appends the samples of s with mint <= Time <= maxt to dst,
+// decoding only the blocks that overlap the range: Iter without the
+// iterator, for a caller that wants the samples in a slice.
+func (r *Reader) AppendRange(s *SeriesIndex, mint, maxt int64, dst []point.Sample) ([]point.Sample, error) {
+	bs := s.Blocks
+	for b := sort.Search(len(bs), func(i int) bool { return bs[i].MaxTime >= mint }); b < len(bs) && bs[b].MinTime <= maxt; b++ {
+		n0 := len(dst)
+		var err error
+		if dst, err = r.ReadBlock(s, b, dst); err != nil {
+			return dst, err
+		}
+		if bs[b].MinTime < mint {
+			got := dst[n0:]
+			i := sort.Search(len(got), func(i int) bool { return got[i].Time >= mint })
+			dst = append(dst[:n0], got[i:]...)
+		}
+		if bs[b].MaxTime > maxt {
+			got := dst[n0:]
+			j := sort.Search(len(got), func(i int) bool { return got[i].Time > maxt })
+			dst = dst[:n0+j]
+		}
+	}
+	return dst, nil
 }
 
 // scratchPool recycles decoding buffers across ReadBlock calls.

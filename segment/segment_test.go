@@ -197,6 +197,54 @@ func TestManySeries(t *testing.T) {
 	}
 }
 
+// TestSeriesInto decodes every entry into one reused SeriesIndex, in an
+// order that alternates series of one and of several blocks, and checks
+// each against a fresh decode and its key against Key.
+func TestSeriesInto(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	series := make([]testSeries, 300)
+	for i := range series {
+		key := point.AppendSeriesKey(nil, "m", []point.Tag{{Key: "id", Value: fmt.Sprintf("%04d", i)}}, "v")
+		series[i] = testSeries{key: key, kind: point.KindFloat, samples: randomSamples(rng, point.KindFloat, 1+rng.IntN(40))}
+	}
+	r := roundTrip(t, 8, series)
+	var si SeriesIndex
+	for _, i := range rng.Perm(r.NumSeries()) {
+		want := r.Series(i)
+		if got := r.SeriesInto(i, &si); got != &si || !reflect.DeepEqual(*got, *want) {
+			t.Fatalf("SeriesInto(%d) = %+v, want %+v", i, *got, *want)
+		}
+		if !bytes.Equal(r.Key(i), want.Key) {
+			t.Fatalf("Key(%d) = %q, want %q", i, r.Key(i), want.Key)
+		}
+		var found SeriesIndex
+		if !r.FindInto(want.Key, &found) || !reflect.DeepEqual(found, *want) {
+			t.Fatalf("FindInto(%q) = %+v", want.Key, found)
+		}
+		// AppendRange gives what Iter gives, after what dst held.
+		// Bounds on, just before and just after samples, inside blocks.
+		all := series[slices.IndexFunc(series, func(ts testSeries) bool { return bytes.Equal(ts.key, want.Key) })].samples
+		a, b := rng.IntN(len(all)), rng.IntN(len(all))
+		lo, hi := all[min(a, b)].Time+rng.Int64N(3)-1, all[max(a, b)].Time+rng.Int64N(3)-1
+		var iter []point.Sample
+		it := r.Iter(want, lo, hi)
+		for it.Next() {
+			iter = append(iter, it.At())
+		}
+		if err := it.Close(); err != nil {
+			t.Fatal(err)
+		}
+		prefix := []point.Sample{{Time: -1}}
+		got, err := r.AppendRange(want, lo, hi, slices.Clone(prefix))
+		if err != nil || !reflect.DeepEqual(got, append(prefix, iter...)) {
+			t.Fatalf("AppendRange(%q, %d, %d) = %v, %v; Iter gives %v", want.Key, lo, hi, got, err, iter)
+		}
+	}
+	if r.FindInto([]byte("absent"), &si) {
+		t.Fatal("FindInto found an absent key")
+	}
+}
+
 func TestBlockSizeLimits(t *testing.T) {
 	for _, bs := range []int{1, 7, 16} {
 		for _, n := range []int{bs - 1, bs, bs + 1, 2 * bs, 2*bs + 1} {
@@ -765,4 +813,93 @@ func TestBlockReaderInline(t *testing.T) {
 	if inline == 0 || stored == 0 {
 		t.Fatalf("%d inline and %d stored blocks; want both", inline, stored)
 	}
+}
+
+// TestCopyBlock copies stored blocks between segments around samples
+// added normally, and checks the errors that leave the writer as it was.
+func TestCopyBlock(t *testing.T) {
+	fs := newMemFS()
+	rng := rand.New(rand.NewPCG(5, 5))
+	src := randomSamples(rng, point.KindFloat, 40)
+	w, err := Create("/db/src.seg", WriterOptions{FS: fs, BlockSamples: 10, InlineBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Add([]byte("m f"), point.KindFloat, src); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(fs, "/db/src.seg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	si := r.Series(0)
+
+	// Output: "a f" by Add, then "m f" as 3 samples added, block 1 copied
+	// (a block of the 3 is cut first), block 2 copied, 5 samples added.
+	w, err = Create("/db/out.seg", WriterOptions{FS: fs, BlockSamples: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := []point.Sample{{Time: 1, Value: point.Float(1)}}
+	if err := w.Add([]byte("a f"), point.KindFloat, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.CopyBlock([]byte("m f"), point.KindInt, r, si, 1); !errors.Is(err, base.ErrInvalid) {
+		t.Fatalf("copy with the wrong kind: %v", err)
+	}
+	if err := w.Add([]byte("m f"), point.KindFloat, src[:3]); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []int{1, 2} {
+		if err := w.CopyBlock([]byte("m f"), point.KindFloat, r, si, b); err != nil {
+			t.Fatalf("copy block %d: %v", b, err)
+		}
+	}
+	if err := w.CopyBlock([]byte("m f"), point.KindFloat, r, si, 0); !errors.Is(err, base.ErrInvalid) {
+		t.Fatalf("copy of an older block: %v", err)
+	}
+	if err := w.Add([]byte("m f"), point.KindFloat, src[30:35]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	want := []testSeries{
+		{key: []byte("a f"), kind: point.KindFloat, samples: other},
+		{key: []byte("m f"), kind: point.KindFloat, samples: slices.Concat(src[:3], src[10:35])},
+	}
+	out := openAndCheck(t, fs, "/db/out.seg", want)
+	// Blocks: the 3 added, the two copied (their stats kept), the 5 added.
+	if got := out.Series(1); len(got.Blocks) != 4 || got.Blocks[1].Count != 10 || got.Blocks[1].Sum != si.Blocks[1].Sum || got.Blocks[2].Length != si.Blocks[2].Length {
+		t.Fatalf("blocks %+v", got.Blocks)
+	}
+
+	// A damaged source block is a corruption error, and nothing is written.
+	data := fs.bytes(t, "/db/src.seg")
+	data[si.Blocks[3].Offset+3] ^= 0xff
+	fs.put("/db/bad.seg", data)
+	bad, err := Open(fs, "/db/bad.seg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	w, err = Create("/db/out2.seg", WriterOptions{FS: fs, BlockSamples: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ce *base.CorruptionError
+	if err := w.CopyBlock([]byte("m f"), point.KindFloat, bad, bad.Series(0), 3); !errors.As(err, &ce) || ce.Path != "/db/bad.seg" {
+		t.Fatalf("copy of a damaged block: %v", err)
+	}
+	if err := w.Add([]byte("m f"), point.KindFloat, src[:2]); err != nil {
+		t.Fatalf("writer unusable after a failed copy: %v", err)
+	}
+	if _, err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	openAndCheck(t, fs, "/db/out2.seg", []testSeries{{key: []byte("m f"), kind: point.KindFloat, samples: src[:2]}})
 }

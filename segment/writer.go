@@ -232,6 +232,11 @@ type WriterOptions struct {
 	// short series of a high-cardinality flush). 0 means 128; negative
 	// means never.
 	InlineBytes int
+	// IndexBytes, when known, is about the size the raw index will reach
+	// (keys, block entries and inline blocks): the index buffer starts at
+	// that capacity instead of doubling its way there, which for a flush of
+	// a million series copied hundreds of megabytes. 0 means unknown.
+	IndexBytes int
 }
 
 // Meta describes a finished segment.
@@ -278,6 +283,7 @@ type Writer struct {
 	hashes  []uint64 // xxhash of every key, for the bloom filter
 	meta    Meta
 	scratch blockScratch
+	copyBuf []byte // a block CopyBlock read, before it joins buf
 }
 
 // Create starts a segment that will be published at path. It writes to
@@ -306,6 +312,9 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 		return nil, fmt.Errorf("segment: %w", err)
 	}
 	w := &Writer{fs: opts.FS, path: path, tmp: tmp, f: f, opts: opts, enc: enc, index: getIndexBuf()}
+	if want := indexReserve + min(opts.IndexBytes, maxPooledIndex); cap(w.index) < want {
+		w.index = make([]byte, indexReserve, want)
+	}
 	w.meta.Path = path
 	w.buf = append(make([]byte, 0, 64<<10), magic...)
 	w.buf = append(w.buf, formatVersion)
@@ -383,6 +392,66 @@ func (w *Writer) Add(key []byte, kind point.Kind, samples []point.Sample) error 
 		}
 	}
 	w.lastTime = last
+	return nil
+}
+
+// CopyBlock appends block b of series s of segment src to the series key,
+// as stored: its bytes are copied, not decoded and encoded again, after
+// their checksum is verified. This is how compaction moves a block whose
+// samples no other input touches. Block b must be a stored block (not
+// Inline) and its samples must all come after those added to key so far;
+// samples added before and not yet cut into a block become a block of
+// their own first. The same rules as Add apply to key and kind.
+func (w *Writer) CopyBlock(key []byte, kind point.Kind, src *Reader, s *SeriesIndex, b int) error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.done {
+		return errFinished
+	}
+	if b < 0 || b >= len(s.Blocks) || s.Blocks[b].Inline() {
+		return fmt.Errorf("%w: segment: copy block %d of %q: not a stored block", base.ErrInvalid, b, s.Key)
+	}
+	if s.Kind != kind {
+		return fmt.Errorf("%w: segment: copy block of %q: kind %v, series has %v", base.ErrInvalid, s.Key, s.Kind, kind)
+	}
+	if err := w.check(key, kind, nil); err != nil {
+		return err
+	}
+	bm := s.Blocks[b]
+	same := w.have && bytes.Equal(key, w.key)
+	if same && bm.MinTime <= w.lastTime {
+		return fmt.Errorf("%w: segment: copy block of %q from %d: not after %d", base.ErrInvalid, key, bm.MinTime, w.lastTime)
+	}
+	w.copyBuf = slices.Grow(w.copyBuf[:0], int(bm.Length))[:bm.Length]
+	if err := src.readAt(w.copyBuf, bm.Offset); err != nil {
+		return err
+	}
+	if _, _, _, err := checkFrame(w.copyBuf, maxBlockRaw(kind, bm.Count)); err != nil {
+		return src.corrupt(bm.Offset, fmt.Errorf("block %d of %q: %w", b, s.Key, err))
+	}
+	// Only now start or continue the series: a failure above left the
+	// writer as it was.
+	if !same {
+		if err := w.endSeries(); err != nil {
+			return err
+		}
+		w.key = append(w.key[:0], key...)
+		w.kind = kind
+		w.have = true
+	} else if err := w.flushBlock(); err != nil {
+		return err
+	}
+	bm.Offset = w.dataSize()
+	bm.inline = nil
+	w.buf = append(w.buf, w.copyBuf...)
+	w.blocks = append(w.blocks, bm)
+	w.inlineEnds = append(w.inlineEnds, -1)
+	w.meta.Samples += int64(bm.Count)
+	w.lastTime = bm.MaxTime
+	if len(w.buf) >= writeBufferSize {
+		return w.writeOut()
+	}
 	return nil
 }
 

@@ -201,3 +201,43 @@ func TestEveryCommandHasExample(t *testing.T) {
 		}
 	}
 }
+
+// TestQueryJSONLongSeries queries a series longer than one QuerySeq part:
+// JSON still holds one object per series, its samples in order.
+func TestQueryJSONLongSeries(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const long = engine.PartSamples*2 + 100
+	var pts []engine.Point
+	for i := range long {
+		pts = append(pts, engine.Point{Measurement: "m", Tags: []engine.Tag{{Key: "d", Value: "a"}},
+			Fields: []engine.Field{{Key: "v", Value: engine.Int(int64(i))}}, Time: int64(i)})
+	}
+	pts = append(pts, engine.Point{Measurement: "m", Tags: []engine.Tag{{Key: "d", Value: "b"}},
+		Fields: []engine.Field{{Key: "v", Value: engine.Int(-1)}}, Time: 1})
+	if err := db.Write(pts); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out := runWant(t, queryMain, 0, "--db", dir, "--measurement", "m", "--format", "json")
+	var js []jsonSeries
+	if err := json.Unmarshal([]byte(out), &js); err != nil {
+		t.Fatalf("json: %v", err)
+	}
+	if len(js) != 2 || js[0].Tags["d"] != "a" || len(js[0].Samples) != long || js[1].Tags["d"] != "b" || len(js[1].Samples) != 1 {
+		t.Fatalf("got %d series", len(js))
+	}
+	for i, s := range js[0].Samples {
+		if s.UnixNs != int64(i) || s.Value != float64(i) {
+			t.Fatalf("sample %d: %+v", i, s)
+		}
+	}
+}

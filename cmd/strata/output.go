@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"flag"
@@ -84,11 +85,13 @@ func (rw *rowWriter) close() error {
 }
 
 // seriesWriter writes query results one series at a time, so a result
-// never needs to sit in memory whole.
+// never needs to sit in memory whole. A long series arrives in parts
+// (engine.DB.QuerySeq); in JSON a part continues the open object.
 type seriesWriter struct {
 	format string
 	rows   *rowWriter
 	json   *bufio.Writer
+	open   string // key of the JSON object whose samples array is open
 	n      int
 }
 
@@ -141,20 +144,32 @@ func tagMap(tags []engine.Tag) map[string]string {
 
 func (sw *seriesWriter) write(s engine.Series) error {
 	if sw.json != nil {
-		js := jsonSeries{Measurement: s.Measurement, Tags: tagMap(s.Tags), Field: s.Field, Samples: make([]jsonSample, len(s.Samples))}
+		key := engine.SeriesKey(s.Measurement, s.Tags, s.Field)
+		cont := sw.n > 0 && key == sw.open
+		if !cont {
+			// The object without its samples, then an open samples array.
+			b, err := json.Marshal(jsonSeries{Measurement: s.Measurement, Tags: tagMap(s.Tags), Field: s.Field, Samples: []jsonSample{}})
+			if err != nil {
+				return err
+			}
+			if sw.n > 0 {
+				sw.json.WriteString("]},")
+			}
+			sw.json.WriteString("\n")
+			sw.json.Write(bytes.TrimSuffix(b, []byte("]}")))
+			sw.open = key
+			sw.n++
+		}
 		for i, smp := range s.Samples {
-			js.Samples[i] = jsonSample{Time: formatTime(smp.Time), UnixNs: smp.Time, Value: jsonValue(smp.Value)}
+			b, err := json.Marshal(jsonSample{Time: formatTime(smp.Time), UnixNs: smp.Time, Value: jsonValue(smp.Value)})
+			if err != nil {
+				return err
+			}
+			if cont || i > 0 {
+				sw.json.WriteString(",")
+			}
+			sw.json.Write(b)
 		}
-		b, err := json.Marshal(js)
-		if err != nil {
-			return err
-		}
-		if sw.n > 0 {
-			sw.json.WriteString(",")
-		}
-		sw.json.WriteString("\n")
-		sw.json.Write(b)
-		sw.n++
 		return nil
 	}
 	key := engine.SeriesKey(s.Measurement, s.Tags, s.Field) // canonical, escaped
@@ -167,6 +182,9 @@ func (sw *seriesWriter) write(s engine.Series) error {
 
 func (sw *seriesWriter) close() error {
 	if sw.json != nil {
+		if sw.n > 0 {
+			sw.json.WriteString("]}")
+		}
 		sw.json.WriteString("\n]\n")
 		return sw.json.Flush()
 	}
