@@ -79,7 +79,7 @@ func benchMain(ctx context.Context, args, child []string, stdout, stderr io.Writ
 	sizes := fs.String("sizes", "", "with --scale: the sizes to sweep instead of the defaults, as points/series pairs, e.g. 1000000/1000,10000000/1000")
 	limit := fs.Duration("limit", bench.DefaultScaleLimit, "with --scale: the time one engine may take for one size (insert and queries); it runs no larger size after")
 	mixed := fs.Bool("mixed", false, "run the mixed workload instead: a writer at --share of each engine's peak rate while readers run the three queries")
-	duration := fs.Duration("duration", bench.DefaultMixedDuration, "with --mixed: how long the writer and readers run (e.g. 30m for steady state; memlimit keeps every point in memory, 16 bytes each: leave it out of long runs)")
+	duration := fs.Duration("duration", bench.DefaultMixedDuration, "with --mixed: how long the writer and readers run (e.g. 30m for steady state, compaction running)")
 	share := fs.Float64("share", 0.8, "with --mixed: the writer's rate as a share of the engine's peak rate, in (0, 1]")
 	readers := fs.Int("readers", 2, "with --mixed: reader goroutines")
 	calib := fs.Duration("calibrate", 0, "with --mixed: how long the unthrottled insert that measures the peak rate runs (default: a third of --duration, 2s to 30s)")
