@@ -362,63 +362,63 @@ func (f *Forwarder) sendLoop() {
 	f.ackMu.Lock()
 	skip := f.acked
 	f.ackMu.Unlock()
+	y := newYielder(f)
 	for f.ctx.Err() == nil {
 		batch = batch[:0]
-		var deadline time.Time
-		for len(batch) < f.opts.BatchSize {
-			if curIdx < len(cur) {
+		var taken time.Time // when the batch got its first sample
+		var headQueued int64
+		for {
+			if len(batch) < f.opts.BatchSize && curIdx < len(cur) {
 				take := min(f.opts.BatchSize-len(batch), len(cur)-curIdx)
 				if len(batch) == 0 {
 					f.st.headTime.Store(curTime)
-					deadline = time.Now().Add(f.opts.Linger)
+					taken, headQueued = time.Now(), curTime
 				}
 				batch = append(batch, cur[curIdx:curIdx+take]...)
 				curIdx += take
 				end = cursor{seq: curSeq, done: uint32(curIdx)}
 				continue
 			}
-			fr, ok, err := f.q.next(&buf)
-			if err != nil {
-				f.logger.Error("forward: read queue", "err", err)
-			}
-			if ok {
-				if fr.seq < skip.seq {
-					continue // delivered before a restart
-				}
-				samples, err := dec.Decode(fr.format, fr.seq, fr.payload)
+			if len(batch) < f.opts.BatchSize {
+				fr, ok, err := f.q.next(&buf)
 				if err != nil {
-					f.logger.Error("forward: undecodable queued batch dropped", "seq", fr.seq, "samples", fr.samples, "err", err)
-					f.st.droppedQueue.Add(int64(fr.samples))
+					f.logger.Error("forward: read queue", "err", err)
+				}
+				if ok {
+					if fr.seq < skip.seq {
+						continue // delivered before a restart
+					}
+					samples, err := dec.Decode(fr.format, fr.seq, fr.payload)
+					if err != nil {
+						f.logger.Error("forward: undecodable queued batch dropped", "seq", fr.seq, "samples", fr.samples, "err", err)
+						f.st.droppedQueue.Add(int64(fr.samples))
+						continue
+					}
+					start := 0
+					if fr.seq == skip.seq {
+						start = min(int(skip.done), len(samples))
+					}
+					cur, curIdx, curSeq, curTime = append(cur[:0], samples...), start, fr.seq, fr.time
+					f.st.held.Store(int64(len(batch) + len(cur) - curIdx))
 					continue
 				}
-				start := 0
-				if fr.seq == skip.seq {
-					start = min(int(skip.done), len(samples))
+			}
+			// The batch is full, or nothing more is queued for now.
+			if len(batch) == 0 {
+				f.st.headTime.Store(0)
+				select {
+				case <-f.ctx.Done():
+					return
+				case <-f.q.notify:
 				}
-				cur, curIdx, curSeq, curTime = append(cur[:0], samples...), start, fr.seq, fr.time
-				f.st.held.Store(int64(len(batch) + len(cur) - curIdx))
 				continue
 			}
-			// Nothing more queued for now.
-			if len(batch) > 0 && !time.Now().Before(deadline) {
+			wait, send := y.decide(time.Now(), len(batch) >= f.opts.BatchSize, taken, headQueued)
+			if send {
 				break
 			}
-			var timer *time.Timer
-			var fire <-chan time.Time
-			if len(batch) > 0 {
-				timer = time.NewTimer(time.Until(deadline))
-				fire = timer.C
-			} else {
-				f.st.headTime.Store(0)
-			}
-			select {
-			case <-f.ctx.Done():
+			if !y.sleep(wait, len(batch) < f.opts.BatchSize) {
 				return
-			case <-f.q.notify:
-			case <-fire:
-			}
-			if timer != nil {
-				timer.Stop()
 			}
 		}
 		sent, rejected, ok := enc.deliver(f, batch, meta)
@@ -446,6 +446,74 @@ func (f *Forwarder) sendLoop() {
 		f.st.droppedRejected.Add(rejected)
 		f.st.sent.Add(sent)
 	}
+}
+
+// yielder is the delivery policy: delivery yields to local ingest. A
+// full batch is sent at once only while writes pause (no batch queued for
+// quietFor); while they keep coming, it waits until its oldest sample has
+// waited Linger (since it was queued, or since the sender took it), so
+// that a burst of writes is not slowed by encoding and posting beside it,
+// and is delivered after it, in full batches. A partial batch waits Linger
+// to fill, as before. Linger bounds the wait in every case: under writes
+// that never pause, delivery runs at the latest Linger behind them and so
+// keeps pace, and a backlog older than Linger (an outage, a restart) is
+// sent at full speed.
+type yielder struct {
+	f        *Forwarder
+	quietFor time.Duration
+	seen     int64     // samples queued when last looked at
+	moved    time.Time // when seen last changed
+	timer    *time.Timer
+}
+
+// quietFor is how long writes must pause for delivery to go ahead of its
+// Linger: min(Linger/4, maxQuiet).
+const maxQuiet = 10 * time.Millisecond
+
+func newYielder(f *Forwarder) *yielder {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &yielder{f: f, quietFor: min(f.opts.Linger/4, maxQuiet), seen: -1, timer: t}
+}
+
+// decide says whether to send the batch now, and if not, how long to wait
+// before asking again. taken is when the batch got its first sample, and
+// queued when that sample was queued (Unix ns by the forwarder's clock).
+func (y *yielder) decide(now time.Time, full bool, taken time.Time, queued int64) (time.Duration, bool) {
+	waited := max(now.Sub(taken), y.f.opts.Now().Sub(time.Unix(0, queued)))
+	left := y.f.opts.Linger - waited
+	if left <= 0 {
+		return 0, true
+	}
+	if !full {
+		return left, false
+	}
+	if c := y.f.st.queued.Load(); c != y.seen {
+		y.seen, y.moved = c, now
+	}
+	quiet := y.quietFor - now.Sub(y.moved)
+	if quiet <= 0 {
+		return 0, true
+	}
+	return min(left, quiet), false
+}
+
+// sleep waits d, or until more is queued when wake; it returns false when
+// the forwarder is closing.
+func (y *yielder) sleep(d time.Duration, wake bool) bool {
+	var notify <-chan struct{}
+	if wake {
+		notify = y.f.q.notify
+	}
+	y.timer.Reset(d)
+	defer y.timer.Stop()
+	select {
+	case <-y.f.ctx.Done():
+		return false
+	case <-notify:
+	case <-y.timer.C:
+	}
+	return true
 }
 
 // sender encodes and posts batches, reusing its buffers.
