@@ -386,7 +386,8 @@ func BenchmarkEncode(b *testing.B) {
 		var raw, out []byte
 		b.ReportAllocs()
 		for b.Loop() {
-			raw, _ = e.encode(raw[:0], samples, meta)
+			e.add(samples)
+			raw, _ = e.encode(raw[:0], meta)
 			out = s2.EncodeSnappy(out[:cap(out)], raw)
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(samples)), "ns/point")

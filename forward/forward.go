@@ -350,36 +350,35 @@ func (f *Forwarder) sendLoop() {
 	var (
 		dec     engine.FeedDecoder
 		buf     []byte
-		cur     []engine.FeedSample // the frame being sent
+		cur     []engine.FeedSample // the frame being sent, as decoded
 		curIdx  int
 		curSeq  uint64
 		curTime int64
-		batch   []engine.FeedSample
 		end     cursor
 		meta    = newMetaCache(f.db, f.opts.Protocol)
-		enc     sender
+		batch   = sender{proto: f.opts.Protocol}
 	)
 	f.ackMu.Lock()
 	skip := f.acked
 	f.ackMu.Unlock()
 	y := newYielder(f)
 	for f.ctx.Err() == nil {
-		batch = batch[:0]
 		var taken time.Time // when the batch got its first sample
 		var headQueued int64
 		for {
-			if len(batch) < f.opts.BatchSize && curIdx < len(cur) {
-				take := min(f.opts.BatchSize-len(batch), len(cur)-curIdx)
-				if len(batch) == 0 {
+			if batch.n < f.opts.BatchSize && curIdx < len(cur) {
+				take := min(f.opts.BatchSize-batch.n, len(cur)-curIdx)
+				if batch.n == 0 {
 					f.st.headTime.Store(curTime)
 					taken, headQueued = time.Now(), curTime
 				}
-				batch = append(batch, cur[curIdx:curIdx+take]...)
+				batch.add(cur[curIdx : curIdx+take])
 				curIdx += take
 				end = cursor{seq: curSeq, done: uint32(curIdx)}
 				continue
 			}
-			if len(batch) < f.opts.BatchSize {
+			if batch.n < f.opts.BatchSize {
+				// cur is used up: decoding the next frame may reuse it.
 				fr, ok, err := f.q.next(&buf)
 				if err != nil {
 					f.logger.Error("forward: read queue", "err", err)
@@ -398,13 +397,13 @@ func (f *Forwarder) sendLoop() {
 					if fr.seq == skip.seq {
 						start = min(int(skip.done), len(samples))
 					}
-					cur, curIdx, curSeq, curTime = append(cur[:0], samples...), start, fr.seq, fr.time
-					f.st.held.Store(int64(len(batch) + len(cur) - curIdx))
+					cur, curIdx, curSeq, curTime = samples, start, fr.seq, fr.time
+					f.st.held.Store(int64(batch.n + len(cur) - curIdx))
 					continue
 				}
 			}
 			// The batch is full, or nothing more is queued for now.
-			if len(batch) == 0 {
+			if batch.n == 0 {
 				f.st.headTime.Store(0)
 				select {
 				case <-f.ctx.Done():
@@ -413,15 +412,15 @@ func (f *Forwarder) sendLoop() {
 				}
 				continue
 			}
-			wait, send := y.decide(time.Now(), len(batch) >= f.opts.BatchSize, taken, headQueued)
+			wait, send := y.decide(time.Now(), batch.n >= f.opts.BatchSize, taken, headQueued)
 			if send {
 				break
 			}
-			if !y.sleep(wait, len(batch) < f.opts.BatchSize) {
+			if !y.sleep(wait, batch.n < f.opts.BatchSize) {
 				return
 			}
 		}
-		sent, rejected, ok := enc.deliver(f, batch, meta)
+		sent, rejected, ok := batch.deliver(f, meta)
 		if !ok {
 			return // closing: the batch stays unacknowledged
 		}
@@ -516,26 +515,42 @@ func (y *yielder) sleep(d time.Duration, wake bool) bool {
 	return true
 }
 
-// sender encodes and posts batches, reusing its buffers.
+// sender gathers a batch, encodes and posts it, reusing its buffers.
 type sender struct {
-	prom     promEncoder
+	proto    Protocol
+	n        int                 // samples in the batch
+	prom     promEncoder         // prometheus: the batch, by series
+	lines    []engine.FeedSample // influx: the batch, in order
 	raw, out []byte
 }
 
-// deliver sends batch until the remote accepts it (sent samples) or rejects
-// it for good (rejected samples); ok is false only when the forwarder is
-// closing.
-func (s *sender) deliver(f *Forwarder, batch []engine.FeedSample, meta *metaCache) (sent, rejected int64, ok bool) {
-	n := int64(len(batch))
+// add adds samples to the batch.
+func (s *sender) add(samples []engine.FeedSample) {
+	s.n += len(samples)
+	if s.proto == Prometheus {
+		s.prom.add(samples)
+	} else {
+		s.lines = append(s.lines, samples...)
+	}
+}
+
+// deliver sends the batch until the remote accepts it (sent samples) or
+// rejects it for good (rejected samples), and empties it; ok is false only
+// when the forwarder is closing.
+func (s *sender) deliver(f *Forwarder, meta *metaCache) (sent, rejected int64, ok bool) {
+	n := int64(s.n)
+	s.n = 0
 	var contentType, encoding string
 	skipped := 0
-	switch f.opts.Protocol {
+	switch s.proto {
 	case Prometheus:
-		s.raw, skipped = s.prom.encode(s.raw[:0], batch, meta.get)
+		s.raw, skipped = s.prom.encode(s.raw[:0], meta.get)
 		s.out = s2.EncodeSnappy(s.out[:cap(s.out)], s.raw) // snappy block format, s2's faster encoder
 		contentType, encoding = "application/x-protobuf", "snappy"
 	default:
-		s.out = encodeInflux(s.out[:0], batch, meta.get)
+		s.out = encodeInflux(s.out[:0], s.lines, meta.get)
+		clear(s.lines) // drop the strings it holds
+		s.lines = s.lines[:0]
 		contentType = "text/plain; charset=utf-8"
 	}
 	if skipped > 0 {
