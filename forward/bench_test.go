@@ -1,13 +1,17 @@
 package forward
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"runtime/pprof"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -112,8 +116,11 @@ func (s *sink) reset() {
 func (s *sink) check(devices, steps int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	last := map[string]int64{}
-	count := map[string]int{}
+	type seen struct {
+		last int64
+		n    int
+	}
+	series := map[string]*seen{}
 	var raw []byte
 	start := 0
 	for _, end := range s.ends {
@@ -147,21 +154,25 @@ func (s *sink) check(devices, steps int) error {
 				if len(v) < 10 || k < 0 {
 					return fmt.Errorf("bad Sample")
 				}
-				key := string(labels)
-				if p, ok := last[key]; ok && int64(ms) <= p {
-					return fmt.Errorf("series %q: sample at %d after %d", key, ms, p)
+				x := series[string(labels)]
+				if x == nil {
+					x = &seen{last: math.MinInt64}
+					series[string(labels)] = x
 				}
-				last[key] = int64(ms)
-				count[key]++
+				if int64(ms) <= x.last {
+					return fmt.Errorf("series %q: sample at %d after %d", labels, ms, x.last)
+				}
+				x.last = int64(ms)
+				x.n++
 			}
 		}
 	}
-	if len(count) != devices {
-		return fmt.Errorf("%d series, want %d", len(count), devices)
+	if len(series) != devices {
+		return fmt.Errorf("%d series, want %d", len(series), devices)
 	}
-	for k, n := range count {
-		if n != steps {
-			return fmt.Errorf("series %q: %d samples, want %d", k, n, steps)
+	for k, x := range series {
+		if x.n != steps {
+			return fmt.Errorf("series %q: %d samples, want %d", k, x.n, steps)
 		}
 	}
 	return nil
@@ -249,7 +260,10 @@ func benchIngest(b *testing.B, batches [][]engine.Point, n, devices, steps int, 
 	for b.Loop() {
 		for j := range modes { // rotate the order from one iteration to the next
 			i := (j + k) % len(modes)
-			res[i] = append(res[i], run(modes[i]))
+			// Labelled, so that a CPU profile splits by mode (pprof -tagfocus).
+			pprof.Do(context.Background(), pprof.Labels("mode", modes[i]), func(context.Context) {
+				res[i] = append(res[i], run(modes[i]))
+			})
 		}
 		k++
 	}
@@ -367,11 +381,11 @@ func shifted(batch []engine.Point, d int64) []engine.Point {
 // BenchmarkEncode measures a batch's encoding alone (10,000 samples of
 // 1,000 series, as the sender builds them), compression included.
 func BenchmarkEncode(b *testing.B) {
+	// The baseline's first 10 steps: 1,000 series, random-walk values.
 	var samples []engine.FeedSample
-	for s := range 10 {
-		for d := range 1000 {
-			samples = append(samples, engine.FeedSample{ID: uint64(d), Time: t0 + int64(s)*int64(time.Second), Value: engine.Float(20 + float64(d%7) + float64(s)/100)})
-		}
+	for _, p := range baseline(1000, 10)[0] {
+		d, _ := strconv.Atoi(strings.TrimPrefix(p.Tags[0].Value, "dev-"))
+		samples = append(samples, engine.FeedSample{ID: uint64(d), Time: p.Time, Value: p.Fields[0].Value})
 	}
 	metas := make([]seriesMeta, 1000)
 	for d := range metas {

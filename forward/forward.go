@@ -71,8 +71,11 @@ type Options struct {
 	// Dir holds the queue; default the "forward" directory inside the
 	// database's. Each forwarder of a database needs its own.
 	Dir string
-	// BatchSize is the most samples one request carries (default 10,000);
-	// Linger how long a partial batch waits for more (default 1 s).
+	// BatchSize is the most samples one request carries (default 10,000).
+	// Linger (default 1 s) bounds how long a sample waits to be sent: a
+	// partial batch waits that long for more, and delivery yields to local
+	// writes, sending a full batch while they keep coming only once its
+	// oldest sample has waited Linger (see yielder).
 	BatchSize int
 	Linger    time.Duration
 	// The backlog of undelivered data is bounded: past MaxBacklogBytes of
