@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -186,8 +187,9 @@ func (s *sink) check(devices, steps int) error {
 // forwarding run waits until every point is acknowledged and checks that
 // the receiver got each exactly once, in order per series. Each iteration
 // runs the three modes one after the other, in an order rotated from one
-// iteration to the next and each after a sync(2), so that the load of a
-// shared machine and the writeback of earlier runs weigh on them alike. It
+// iteration to the next and each after a sync(2) and a GC, so that the load
+// of a shared machine, the writeback and the garbage of earlier runs weigh
+// on them alike. It
 // reports the median over iterations of each mode's rate and CPU time per
 // point, of the slowdown of the other two against off in the same
 // iteration, of the time delivery took to finish after ingest ("drain-ms"),
@@ -228,6 +230,7 @@ func benchIngest(b *testing.B, batches [][]engine.Point, n, devices, steps int, 
 				f.Start()
 			}
 		}
+		runtime.GC() // each run starts from the same heap, whatever ran before it
 		start, c0 := time.Now(), testutil.CPUTime()
 		for _, batch := range batches {
 			if err := db.Write(batch); err != nil {
