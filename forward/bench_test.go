@@ -137,7 +137,8 @@ func (s *sink) check(devices, steps int) error {
 				return fmt.Errorf("bad WriteRequest")
 			}
 			b = b[n+m:]
-			var labels []byte
+			labels, nl := ts, 0 // the Label fields: the first nl bytes
+			var x *seen         // the series, once its labels are read (they come first)
 			for len(ts) > 0 {
 				num, _, n := protowire.ConsumeTag(ts)
 				v, m := protowire.ConsumeBytes(ts[max(n, 0):])
@@ -147,7 +148,10 @@ func (s *sink) check(devices, steps int) error {
 				field := ts[:n+m]
 				ts = ts[n+m:]
 				if num == 1 {
-					labels = append(labels, field...)
+					if x != nil {
+						return fmt.Errorf("label after samples")
+					}
+					nl += len(field)
 					continue
 				}
 				// Sample: value (tag, 8 bytes), timestamp (tag, varint).
@@ -155,13 +159,14 @@ func (s *sink) check(devices, steps int) error {
 				if len(v) < 10 || k < 0 {
 					return fmt.Errorf("bad Sample")
 				}
-				x := series[string(labels)]
 				if x == nil {
-					x = &seen{last: math.MinInt64}
-					series[string(labels)] = x
+					if x = series[string(labels[:nl])]; x == nil {
+						x = &seen{last: math.MinInt64}
+						series[string(labels[:nl])] = x
+					}
 				}
 				if int64(ms) <= x.last {
-					return fmt.Errorf("series %q: sample at %d after %d", labels, ms, x.last)
+					return fmt.Errorf("series %q: sample at %d after %d", labels[:nl], ms, x.last)
 				}
 				x.last = int64(ms)
 				x.n++
