@@ -352,7 +352,7 @@ func (f *Forwarder) enforceBounds() {
 func (f *Forwarder) sendLoop() {
 	var (
 		dec     engine.FeedDecoder
-		buf     []byte
+		rb      readBuf
 		cur     []engine.FeedSample // the frame being sent, as decoded
 		curIdx  int
 		curSeq  uint64
@@ -382,7 +382,7 @@ func (f *Forwarder) sendLoop() {
 			}
 			if batch.n < f.opts.BatchSize {
 				// cur is used up: decoding the next frame may reuse it.
-				fr, ok, err := f.q.next(&buf)
+				fr, ok, err := f.q.next(&rb)
 				if err != nil {
 					f.logger.Error("forward: read queue", "err", err)
 				}
