@@ -320,7 +320,8 @@ func median[T any](xs []T, f func(T) float64) float64 {
 }
 
 // BenchmarkThroughput measures delivery alone: 1M queued points (1,000
-// series) sent from the queue to a loopback remote, timed from Start until
+// series, written 10,000 or 100 at a time: a queue frame each) sent from the
+// queue to a loopback remote, timed from Start until
 // the last is acknowledged, with this process's CPU time per point (the
 // remote's own work is in it for the discarding server, not for
 // VictoriaMetrics, which runs in its own process).
@@ -331,8 +332,10 @@ func BenchmarkThroughput(b *testing.B) {
 		name  string
 		proto Protocol
 		vm    bool
-	}{{"prometheus/discard", Prometheus, false}, {"influx/discard", Influx, false},
-		{"prometheus/victoria-metrics", Prometheus, true}, {"influx/victoria-metrics", Influx, true}} {
+		write int // points a Write
+	}{{"prometheus/discard", Prometheus, false, 10_000}, {"influx/discard", Influx, false, 10_000},
+		{"prometheus/discard/writes-of-100", Prometheus, false, 100},
+		{"prometheus/victoria-metrics", Prometheus, true, 10_000}, {"influx/victoria-metrics", Influx, true, 10_000}} {
 		b.Run(c.name, func(b *testing.B) {
 			var url string
 			if c.vm {
@@ -355,11 +358,14 @@ func BenchmarkThroughput(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				for j, batch := range batches {
+				for _, batch := range batches {
 					// Shift each iteration's timestamps so VictoriaMetrics
 					// gets new samples, not duplicates.
-					if err := db.Write(shifted(batch, int64(i)*int64(time.Hour))); err != nil {
-						b.Fatal(err, j)
+					batch = shifted(batch, int64(i)*int64(time.Hour))
+					for j := 0; j < len(batch); j += c.write {
+						if err := db.Write(batch[j:min(j+c.write, len(batch))]); err != nil {
+							b.Fatal(err)
+						}
 					}
 				}
 				c0, w0 := testutil.CPUTime(), time.Now()
