@@ -204,20 +204,29 @@ func (s *sink) check(devices, steps int) error {
 // write path, which the competition of other threads for the cores does
 // not inflate the way it does wall time. The linger=1s case is
 // the default policy (a burst shorter than Linger is delivered after it);
-// linger=20ms forces delivery to keep pace with ingest.
+// linger=20ms forces delivery to keep pace with ingest; writes-of-100
+// writes the same points 100 at a time, where each write's own costs (the
+// queue's system call among them) weigh more.
 func BenchmarkIngest(b *testing.B) {
 	const devices, steps = 1000, 1000
 	const n = devices * steps
 	batches := baseline(devices, steps)
 	rcv := newSink(b)
-	for _, linger := range []time.Duration{time.Second, 20 * time.Millisecond} {
-		b.Run(fmt.Sprintf("linger=%v", linger), func(b *testing.B) {
-			benchIngest(b, batches, n, devices, steps, rcv, linger)
+	for _, c := range []struct {
+		linger time.Duration
+		write  int // points a Write
+	}{{time.Second, 10_000}, {20 * time.Millisecond, 10_000}, {time.Second, 100}} {
+		name := fmt.Sprintf("linger=%v", c.linger)
+		if c.write != 10_000 {
+			name += fmt.Sprintf("/writes-of-%d", c.write)
+		}
+		b.Run(name, func(b *testing.B) {
+			benchIngest(b, batches, n, devices, steps, rcv, c.linger, c.write)
 		})
 	}
 }
 
-func benchIngest(b *testing.B, batches [][]engine.Point, n, devices, steps int, rcv *sink, linger time.Duration) {
+func benchIngest(b *testing.B, batches [][]engine.Point, n, devices, steps int, rcv *sink, linger time.Duration, write int) {
 	modes := []string{"off", "queue", "forwarding"}
 	type result struct{ wall, cpu, writer, drain, drainCPU time.Duration }
 	run := func(mode string) result {
@@ -242,8 +251,10 @@ func benchIngest(b *testing.B, batches [][]engine.Point, n, devices, steps int, 
 		runtime.LockOSThread()
 		start, c0, t0 := time.Now(), testutil.CPUTime(), threadCPU()
 		for _, batch := range batches {
-			if err := db.Write(batch); err != nil {
-				b.Fatal(err)
+			for j := 0; j < len(batch); j += write {
+				if err := db.Write(batch[j:min(j+write, len(batch))]); err != nil {
+					b.Fatal(err)
+				}
 			}
 		}
 		r.wall, r.cpu, r.writer = time.Since(start), testutil.CPUTime()-c0, threadCPU()-t0

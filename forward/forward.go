@@ -216,9 +216,13 @@ func (h *hook) FeedCommit(seq uint64, logged bool) {
 	published, lost := f.q.commit(seq, logged)
 	f.st.queued.Add(published)
 	f.st.droppedQueue.Add(lost)
-	select {
-	case f.trimCh <- struct{}{}:
-	default:
+	// Waking the trimmer costs the writer a system call: do it only when
+	// the byte bound may be passed (the age bound has its ticker).
+	if published > 0 && f.q.mayPass(f.opts.MaxBacklogBytes) {
+		select {
+		case f.trimCh <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -415,11 +419,11 @@ func (f *Forwarder) sendLoop() {
 				}
 				continue
 			}
-			wait, send := y.decide(time.Now(), batch.n >= f.opts.BatchSize, taken, headQueued)
+			wait, send, wake := y.decide(time.Now(), batch.n >= f.opts.BatchSize, taken, headQueued)
 			if send {
 				break
 			}
-			if !y.sleep(wait, batch.n < f.opts.BatchSize) {
+			if !y.sleep(wait, wake) {
 				return
 			}
 		}
@@ -459,7 +463,9 @@ func (f *Forwarder) sendLoop() {
 // to fill, as before. Linger bounds the wait in every case: under writes
 // that never pause, delivery runs at the latest Linger behind them and so
 // keeps pace, and a backlog older than Linger (an outage, a restart) is
-// sent at full speed.
+// sent at full speed. While writes keep coming, the sender also looks for
+// new frames every quietFor rather than being woken by each write, which
+// would cost every write a system call.
 type yielder struct {
 	f        *Forwarder
 	quietFor time.Duration
@@ -479,25 +485,28 @@ func newYielder(f *Forwarder) *yielder {
 }
 
 // decide says whether to send the batch now, and if not, how long to wait
-// before asking again. taken is when the batch got its first sample, and
-// queued when that sample was queued (Unix ns by the forwarder's clock).
-func (y *yielder) decide(now time.Time, full bool, taken time.Time, queued int64) (time.Duration, bool) {
+// before asking again, and whether a write should end the wait sooner.
+// taken is when the batch got its first sample, and queued when that
+// sample was queued (Unix ns by the forwarder's clock).
+func (y *yielder) decide(now time.Time, full bool, taken time.Time, queued int64) (wait time.Duration, send, wake bool) {
 	waited := max(now.Sub(taken), y.f.opts.Now().Sub(time.Unix(0, queued)))
 	left := y.f.opts.Linger - waited
 	if left <= 0 {
-		return 0, true
-	}
-	if !full {
-		return left, false
+		return 0, true, false
 	}
 	if c := y.f.st.queued.Load(); c != y.seen {
 		y.seen, y.moved = c, now
 	}
 	quiet := y.quietFor - now.Sub(y.moved)
-	if quiet <= 0 {
-		return 0, true
+	switch {
+	case !full && quiet <= 0:
+		return left, false, true // writes are rare: wake on the next
+	case !full:
+		return min(left, y.quietFor), false, false
+	case quiet <= 0:
+		return 0, true, false
 	}
-	return min(left, quiet), false
+	return min(left, quiet), false, false
 }
 
 // sleep waits d, or until more is queued when wake; it returns false when

@@ -413,7 +413,8 @@ func TestMetrics(t *testing.T) {
 }
 
 // The delivery policy: a full batch goes at once only while writes pause,
-// and no batch waits past Linger, whatever the writes do.
+// and no batch waits past Linger, whatever the writes do; while writes keep
+// coming the sender polls instead of being woken by each.
 func TestYieldDecide(t *testing.T) {
 	clock := time.Unix(1_800_000_000, 0)
 	f := &Forwarder{opts: Options{Linger: time.Second, Now: func() time.Time { return clock }}}
@@ -424,43 +425,43 @@ func TestYieldDecide(t *testing.T) {
 	start := time.Now()
 	queued := clock.UnixNano()
 	at := func(d time.Duration) time.Time { return start.Add(d) }
-	check := func(what string, gotWait time.Duration, gotSend bool, wantWait time.Duration, wantSend bool) {
+	check := func(what string, d time.Duration, full bool, wantWait time.Duration, wantSend, wantWake bool) {
 		t.Helper()
-		if gotWait != wantWait || gotSend != wantSend {
-			t.Errorf("%s: wait %v send %v, want wait %v send %v", what, gotWait, gotSend, wantWait, wantSend)
+		w, s, k := y.decide(at(d), full, start, queued)
+		if w != wantWait || s != wantSend || k != wantWake {
+			t.Errorf("%s: wait %v send %v wake %v, want %v %v %v", what, w, s, k, wantWait, wantSend, wantWake)
 		}
 	}
-	// A partial batch waits Linger to fill, writes or not.
-	w, s := y.decide(at(100*time.Millisecond), false, start, queued)
-	check("partial", w, s, 900*time.Millisecond, false)
-	w, s = y.decide(at(time.Second), false, start, queued)
-	check("partial at Linger", w, s, 0, true)
-	// A full batch while writes go on: it waits for a pause.
+	// A partial batch waits Linger to fill: while writes come, polling
+	// every quietFor; once they pause, woken by the next.
 	f.st.queued.Store(100)
-	w, s = y.decide(at(0), true, start, queued)
-	check("full, writes just seen", w, s, maxQuiet, false)
+	check("partial, writes just seen", 0, false, maxQuiet, false, false)
+	check("partial, no write yet", 5*time.Millisecond, false, maxQuiet, false, false)
+	check("partial, writes paused", 20*time.Millisecond, false, 980*time.Millisecond, false, true)
 	f.st.queued.Store(200)
-	w, s = y.decide(at(8*time.Millisecond), true, start, queued)
-	check("full, writes go on", w, s, maxQuiet, false)
-	w, s = y.decide(at(15*time.Millisecond), true, start, queued)
-	check("full, pausing", w, s, 3*time.Millisecond, false)
-	w, s = y.decide(at(18*time.Millisecond), true, start, queued)
-	check("full, paused", w, s, 0, true)
+	check("partial, writes again", 100*time.Millisecond, false, maxQuiet, false, false)
+	check("partial at Linger", time.Second, false, 0, true, false)
+	// A full batch while writes go on waits for a pause.
+	check("full, pausing", 105*time.Millisecond, true, 5*time.Millisecond, false, false)
+	check("full, paused", 110*time.Millisecond, true, 0, true, false)
+	f.st.queued.Store(300)
+	check("full, writes just seen", 120*time.Millisecond, true, maxQuiet, false, false)
+	check("full, pausing again", 127*time.Millisecond, true, 3*time.Millisecond, false, false)
 	// Writes that never pause: the batch goes at Linger all the same.
-	for d := 20 * time.Millisecond; d < time.Second; d += 5 * time.Millisecond {
+	for d := 130 * time.Millisecond; d < time.Second; d += 5 * time.Millisecond {
 		f.st.queued.Add(10)
-		w, s = y.decide(at(d), true, start, queued)
+		w, s, _ := y.decide(at(d), true, start, queued)
 		if s || w > maxQuiet || w > time.Second-d {
 			t.Fatalf("full under writes at %v: wait %v send %v", d, w, s)
 		}
 	}
 	f.st.queued.Add(10)
-	w, s = y.decide(at(time.Second), true, start, queued)
-	check("full under writes at Linger", w, s, 0, true)
+	check("full under writes at Linger", time.Second, true, 0, true, false)
 	// A backlog queued Linger ago (an outage, a restart) goes at once.
 	f.st.queued.Add(10)
-	w, s = y.decide(at(time.Second), true, at(time.Second), clock.Add(-time.Second).UnixNano())
-	check("backlog", w, s, 0, true)
+	if w, s, _ := y.decide(at(time.Second), true, at(time.Second), clock.Add(-time.Second).UnixNano()); w != 0 || !s {
+		t.Errorf("backlog: wait %v send %v", w, s)
+	}
 	// A short Linger shortens the pause needed.
 	if y := newYielder(&Forwarder{opts: Options{Linger: 8 * time.Millisecond}}); y.quietFor != 2*time.Millisecond {
 		t.Errorf("quietFor under a short Linger %v", y.quietFor)

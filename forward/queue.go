@@ -253,7 +253,11 @@ type queue struct {
 	// damaged those lost to damage found while reading.
 	backlog int64
 	damaged int64
-	notify  chan struct{} // signalled when frames are published or the reader moves
+	// unreadMax is at least the unread bytes: set to them by trim, grown
+	// by commit, never lowered by reads, so that the writer can tell
+	// cheaply when trim cannot have anything to do.
+	unreadMax int64
+	notify    chan struct{} // signalled when frames are published or the reader moves
 }
 
 // openQueue opens (creating) the queue in dir. Frames with a sequence number
@@ -317,6 +321,7 @@ func openQueue(dir string, segBytes int64, recovered uint64, logger *slog.Logger
 	for _, f := range q.files {
 		q.backlog += f.samples
 	}
+	q.unreadMax = q.unreadBytesLocked()
 	next := uint64(1)
 	if len(nums) > 0 {
 		next = nums[len(nums)-1] + 1
@@ -532,6 +537,7 @@ func (q *queue) commit(seq uint64, logged bool) (published, lost int64) {
 	f.samples += p.samples
 	f.newest = p.time
 	q.backlog += p.samples
+	q.unreadMax += p.size
 	q.mu.Unlock()
 	select {
 	case q.notify <- struct{}{}:
@@ -708,6 +714,7 @@ func (q *queue) unreadBytesLocked() int64 {
 func (q *queue) trim(maxBytes int64, cutoff int64) (dropped int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	defer func() { q.unreadMax = q.unreadBytesLocked() }()
 	for {
 		i := q.fileIndex(q.rd.num)
 		if i < 0 {
@@ -731,6 +738,14 @@ func (q *queue) trim(maxBytes int64, cutoff int64) (dropped int64) {
 			return dropped
 		}
 	}
+}
+
+// mayPass tells whether the unread bytes may be past maxBytes: false means
+// they are not, and trim would drop nothing for the byte bound.
+func (q *queue) mayPass(maxBytes int64) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.unreadMax > maxBytes
 }
 
 // removeDone removes the files that nothing needs any more: files before
