@@ -463,9 +463,7 @@ func (f *Forwarder) sendLoop() {
 // to fill, as before. Linger bounds the wait in every case: under writes
 // that never pause, delivery runs at the latest Linger behind them and so
 // keeps pace, and a backlog older than Linger (an outage, a restart) is
-// sent at full speed. While writes keep coming, the sender also looks for
-// new frames every quietFor rather than being woken by each write, which
-// would cost every write a system call.
+// sent at full speed.
 type yielder struct {
 	f        *Forwarder
 	quietFor time.Duration
@@ -499,10 +497,8 @@ func (y *yielder) decide(now time.Time, full bool, taken time.Time, queued int64
 	}
 	quiet := y.quietFor - now.Sub(y.moved)
 	switch {
-	case !full && quiet <= 0:
-		return left, false, true // writes are rare: wake on the next
 	case !full:
-		return min(left, y.quietFor), false, false
+		return left, false, true // wake on the next write, to fill it
 	case quiet <= 0:
 		return 0, true, false
 	}

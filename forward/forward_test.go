@@ -413,8 +413,7 @@ func TestMetrics(t *testing.T) {
 }
 
 // The delivery policy: a full batch goes at once only while writes pause,
-// and no batch waits past Linger, whatever the writes do; while writes keep
-// coming the sender polls instead of being woken by each.
+// and no batch waits past Linger, whatever the writes do.
 func TestYieldDecide(t *testing.T) {
 	clock := time.Unix(1_800_000_000, 0)
 	f := &Forwarder{opts: Options{Linger: time.Second, Now: func() time.Time { return clock }}}
@@ -432,14 +431,12 @@ func TestYieldDecide(t *testing.T) {
 			t.Errorf("%s: wait %v send %v wake %v, want %v %v %v", what, w, s, k, wantWait, wantSend, wantWake)
 		}
 	}
-	// A partial batch waits Linger to fill: while writes come, polling
-	// every quietFor; once they pause, woken by the next.
+	// A partial batch waits Linger to fill, woken by each write.
 	f.st.queued.Store(100)
-	check("partial, writes just seen", 0, false, maxQuiet, false, false)
-	check("partial, no write yet", 5*time.Millisecond, false, maxQuiet, false, false)
-	check("partial, writes paused", 20*time.Millisecond, false, 980*time.Millisecond, false, true)
+	check("partial", 0, false, time.Second, false, true)
+	check("partial, later", 20*time.Millisecond, false, 980*time.Millisecond, false, true)
 	f.st.queued.Store(200)
-	check("partial, writes again", 100*time.Millisecond, false, maxQuiet, false, false)
+	check("partial, writes again", 100*time.Millisecond, false, 900*time.Millisecond, false, true)
 	check("partial at Linger", time.Second, false, 0, true, false)
 	// A full batch while writes go on waits for a pause.
 	check("full, pausing", 105*time.Millisecond, true, 5*time.Millisecond, false, false)
