@@ -194,16 +194,16 @@ func (s *sink) check(devices, steps int) error {
 // runs the three modes one after the other, in an order rotated from one
 // iteration to the next and each after a sync(2) and a GC, so that the load
 // of a shared machine, the writeback and the garbage of earlier runs weigh
-// on them alike. It
-// reports the median over iterations of each mode's rate and CPU time per
-// point, of the slowdown of the other two against off in the same
-// iteration, of the time delivery took to finish after ingest ("drain-ms"),
-// and of the CPU delivery cost in all ("deliver-cpu-ns/point": forwarding's
-// CPU through the last acknowledgement less off's). "writer-cpu-ns/point"
-// is the CPU time of the writing thread alone (Linux): the work on the
-// write path, which the competition of other threads for the cores does
-// not inflate the way it does wall time. The linger=1s case is
-// the default policy (a burst shorter than Linger is delivered after it);
+// on them alike. It reports the median over iterations of each mode's rate
+// and CPU time per point, of the slowdown of the other two against off in
+// the same iteration, of the time delivery took to finish after ingest
+// ("drain-ms"), and of the CPU delivery cost in all
+// ("deliver-cpu-ns/point": forwarding's CPU through the last
+// acknowledgement less off's). "writer-cpu-ns/point" is the CPU time of
+// the writing thread alone (Linux): the work on the write path, which the
+// competition of other threads for the cores does not inflate the way it
+// does wall time. The linger=1s case is the default policy (a burst
+// shorter than Linger is delivered after it);
 // linger=20ms forces delivery to keep pace with ingest; writes-of-100
 // writes the same points 100 at a time, where each write's own costs (the
 // queue's system call among them) weigh more.
@@ -244,7 +244,9 @@ func benchIngest(b *testing.B, batches [][]engine.Point, n, devices, steps int, 
 				b.Fatal(err)
 			}
 			if mode == "forwarding" {
-				f.Start()
+				if err := f.Start(); err != nil {
+					b.Fatal(err)
+				}
 			}
 		}
 		runtime.GC() // each run starts from the same heap, whatever ran before it
@@ -260,7 +262,10 @@ func benchIngest(b *testing.B, batches [][]engine.Point, n, devices, steps int, 
 		r.wall, r.cpu, r.writer = time.Since(start), testutil.CPUTime()-c0, threadCPU()-t0
 		runtime.UnlockOSThread()
 		if mode == "forwarding" {
-			for f.Stats().SamplesSent < int64(n) {
+			for deadline := time.Now().Add(5 * time.Minute); f.Stats().SamplesSent < int64(n); {
+				if time.Now().After(deadline) {
+					b.Fatalf("delivery stalled: %+v", f.Stats())
+				}
 				time.Sleep(time.Millisecond) // polling interval
 			}
 			r.drain, r.drainCPU = time.Since(start)-r.wall, testutil.CPUTime()-c0-r.cpu
