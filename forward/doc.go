@@ -30,6 +30,14 @@
 // is dropped. Every drop is counted in Stats and logged; the database
 // itself never loses anything to forwarding.
 //
+// # Delivery policy
+//
+// Delivery yields to local writes, within a bound: while writes keep
+// coming, a full batch is held until its oldest sample has waited Linger,
+// and it goes at once when they pause, so that a burst is written at full
+// speed and delivered after it, and writes that never pause still see
+// delivery at most about Linger behind them.
+//
 // # Metrics
 //
 // Stats returns the counts; Stats.Metrics describes them as strata_forward_*

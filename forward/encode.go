@@ -143,26 +143,31 @@ func promValue(v engine.Value) (float64, bool) {
 	return math.NaN(), false
 }
 
-// promEncoder builds WriteRequests, reusing its buffers.
+// promEncoder builds WriteRequests, reusing its buffers. add sorts a
+// batch's samples into their series as they come, in a compact form (no
+// copy of the feed's samples is kept), and encode writes them out.
 type promEncoder struct {
-	slot  []int32  // by series id (ids are dense): 1 + its group, 0 for none
-	ids   []uint64 // ids with a group, in order of first appearance
-	group [][]int32
-	ms    []uint64 // by sample: its time in ms, as encoded
+	slot    []int32  // by series id (ids are dense): 1 + its group, 0 for none
+	ids     []uint64 // ids with a group, in order of first appearance
+	group   [][]promSample
+	skipped int // samples of the batch it cannot carry
 }
 
-// encode appends the WriteRequest for samples to dst (uncompressed) and
-// returns it with the number of samples skipped.
-func (e *promEncoder) encode(dst []byte, samples []engine.FeedSample, meta func(id uint64) *seriesMeta) ([]byte, int) {
-	skipped := 0
-	e.ms = slices.Grow(e.ms[:0], len(samples))[:len(samples)]
+// promSample is a sample as encoded: ms and the float64 value.
+type promSample struct {
+	ms uint64
+	v  float64
+}
+
+// add adds samples to the batch being built, in order.
+func (e *promEncoder) add(samples []engine.FeedSample) {
 	for i := range samples {
 		s := &samples[i]
-		if s.Value.Kind() == engine.KindString {
-			skipped++
+		v, ok := promValue(s.Value)
+		if !ok {
+			e.skipped++
 			continue
 		}
-		e.ms[i] = uint64(floorMillis(s.Time))
 		if s.ID >= uint64(len(e.slot)) {
 			e.slot = slices.Grow(e.slot, int(s.ID)+1-len(e.slot))[:s.ID+1]
 		}
@@ -175,34 +180,40 @@ func (e *promEncoder) encode(dst []byte, samples []engine.FeedSample, meta func(
 				e.group = append(e.group, nil)
 			}
 		}
-		e.group[g-1] = append(e.group[g-1], int32(i))
+		e.group[g-1] = append(e.group[g-1], promSample{uint64(floorMillis(s.Time)), v})
 	}
+}
+
+// encode appends the WriteRequest of the samples added since the last call
+// to dst (uncompressed) and returns it with the number of samples skipped.
+// The encoder is then empty.
+func (e *promEncoder) encode(dst []byte, meta func(id uint64) *seriesMeta) ([]byte, int) {
 	for g, id := range e.ids {
-		idx := e.group[g]
+		ss := e.group[g]
 		m := meta(id)
 		// A Sample is at most 20 bytes, so its length is one byte.
-		size := len(m.labels)
-		for _, i := range idx {
-			size += len(tagTSSample) + 1 + sampleSize(e.ms[i])
+		size := len(m.labels) + len(ss)*(len(tagTSSample)+1+len(tagSampleValue)+8+len(tagSampleTime))
+		for i := range ss {
+			size += protowire.SizeVarint(ss[i].ms)
 		}
 		dst = append(dst, tagWRSeries...)
 		dst = protowire.AppendVarint(dst, uint64(size))
 		dst = append(dst, m.labels...)
-		for _, i := range idx {
-			s := &samples[i]
-			v, _ := promValue(s.Value)
-			ms := e.ms[i]
+		for i := range ss {
+			ms := ss[i].ms
 			dst = append(dst, tagTSSample...)
-			dst = protowire.AppendVarint(dst, uint64(sampleSize(ms)))
+			dst = append(dst, byte(len(tagSampleValue)+8+len(tagSampleTime)+protowire.SizeVarint(ms)))
 			dst = append(dst, tagSampleValue...)
-			dst = protowire.AppendFixed64(dst, math.Float64bits(v))
+			dst = protowire.AppendFixed64(dst, math.Float64bits(ss[i].v))
 			dst = append(dst, tagSampleTime...)
 			dst = protowire.AppendVarint(dst, ms)
 		}
 		e.slot[id] = 0
-		e.group[g] = idx[:0]
+		e.group[g] = ss[:0]
 	}
 	e.ids = e.ids[:0]
+	skipped := e.skipped
+	e.skipped = 0
 	return dst, skipped
 }
 
@@ -213,12 +224,6 @@ var (
 	tagSampleValue = protowire.AppendTag(nil, 1, protowire.Fixed64Type) // Sample.value
 	tagSampleTime  = protowire.AppendTag(nil, 2, protowire.VarintType)  // Sample.timestamp
 )
-
-// sampleSize is the encoded size of a Sample message at ms: a tagged
-// double and a tagged varint.
-func sampleSize(ms uint64) int {
-	return len(tagSampleValue) + 8 + len(tagSampleTime) + protowire.SizeVarint(ms)
-}
 
 // encodeInflux appends the line protocol of samples to dst.
 func encodeInflux(dst []byte, samples []engine.FeedSample, meta func(id uint64) *seriesMeta) []byte {

@@ -71,8 +71,11 @@ type Options struct {
 	// Dir holds the queue; default the "forward" directory inside the
 	// database's. Each forwarder of a database needs its own.
 	Dir string
-	// BatchSize is the most samples one request carries (default 10,000);
-	// Linger how long a partial batch waits for more (default 1 s).
+	// BatchSize is the most samples one request carries (default 10,000).
+	// Linger (default 1 s) bounds how long a sample waits to be sent: a
+	// partial batch waits that long for more, and delivery yields to local
+	// writes, sending a full batch while they keep coming only once its
+	// oldest sample has waited Linger (see yielder).
 	BatchSize int
 	Linger    time.Duration
 	// The backlog of undelivered data is bounded: past MaxBacklogBytes of
@@ -213,9 +216,13 @@ func (h *hook) FeedCommit(seq uint64, logged bool) {
 	published, lost := f.q.commit(seq, logged)
 	f.st.queued.Add(published)
 	f.st.droppedQueue.Add(lost)
-	select {
-	case f.trimCh <- struct{}{}:
-	default:
+	// Waking the trimmer costs the writer a system call: do it only when
+	// the byte bound may be passed (the age bound has its ticker).
+	if published > 0 && f.q.mayPass(f.opts.MaxBacklogBytes) {
+		select {
+		case f.trimCh <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -349,79 +356,78 @@ func (f *Forwarder) enforceBounds() {
 func (f *Forwarder) sendLoop() {
 	var (
 		dec     engine.FeedDecoder
-		buf     []byte
-		cur     []engine.FeedSample // the frame being sent
+		rb      readBuf
+		cur     []engine.FeedSample // the frame being sent, as decoded
 		curIdx  int
 		curSeq  uint64
 		curTime int64
-		batch   []engine.FeedSample
 		end     cursor
 		meta    = newMetaCache(f.db, f.opts.Protocol)
-		enc     sender
+		batch   = sender{proto: f.opts.Protocol}
 	)
 	f.ackMu.Lock()
 	skip := f.acked
 	f.ackMu.Unlock()
+	y := newYielder(f)
 	for f.ctx.Err() == nil {
-		batch = batch[:0]
-		var deadline time.Time
-		for len(batch) < f.opts.BatchSize {
-			if curIdx < len(cur) {
-				take := min(f.opts.BatchSize-len(batch), len(cur)-curIdx)
-				if len(batch) == 0 {
+		var taken time.Time // when the batch got its first sample
+		var headQueued int64
+		for {
+			if batch.n < f.opts.BatchSize && curIdx < len(cur) {
+				take := min(f.opts.BatchSize-batch.n, len(cur)-curIdx)
+				if batch.n == 0 {
 					f.st.headTime.Store(curTime)
-					deadline = time.Now().Add(f.opts.Linger)
+					taken, headQueued = time.Now(), curTime
 				}
-				batch = append(batch, cur[curIdx:curIdx+take]...)
+				batch.add(cur[curIdx : curIdx+take])
 				curIdx += take
 				end = cursor{seq: curSeq, done: uint32(curIdx)}
 				continue
 			}
-			fr, ok, err := f.q.next(&buf)
-			if err != nil {
-				f.logger.Error("forward: read queue", "err", err)
-			}
-			if ok {
-				if fr.seq < skip.seq {
-					continue // delivered before a restart
-				}
-				samples, err := dec.Decode(fr.format, fr.seq, fr.payload)
+			if batch.n < f.opts.BatchSize {
+				// cur is used up: decoding the next frame may reuse it.
+				fr, ok, err := f.q.next(&rb)
 				if err != nil {
-					f.logger.Error("forward: undecodable queued batch dropped", "seq", fr.seq, "samples", fr.samples, "err", err)
-					f.st.droppedQueue.Add(int64(fr.samples))
+					f.logger.Error("forward: read queue", "err", err)
+				}
+				if ok {
+					if fr.seq < skip.seq {
+						continue // delivered before a restart
+					}
+					samples, err := dec.Decode(fr.format, fr.seq, fr.payload)
+					if err != nil {
+						f.logger.Error("forward: undecodable queued batch dropped", "seq", fr.seq, "samples", fr.samples, "err", err)
+						f.st.droppedQueue.Add(int64(fr.samples))
+						continue
+					}
+					start := 0
+					if fr.seq == skip.seq {
+						start = min(int(skip.done), len(samples))
+					}
+					cur, curIdx, curSeq, curTime = samples, start, fr.seq, fr.time
+					f.st.held.Store(int64(batch.n + len(cur) - curIdx))
 					continue
 				}
-				start := 0
-				if fr.seq == skip.seq {
-					start = min(int(skip.done), len(samples))
+			}
+			// The batch is full, or nothing more is queued for now.
+			if batch.n == 0 {
+				f.st.headTime.Store(0)
+				select {
+				case <-f.ctx.Done():
+					return
+				case <-f.q.notify:
 				}
-				cur, curIdx, curSeq, curTime = append(cur[:0], samples...), start, fr.seq, fr.time
-				f.st.held.Store(int64(len(batch) + len(cur) - curIdx))
 				continue
 			}
-			// Nothing more queued for now.
-			if len(batch) > 0 && !time.Now().Before(deadline) {
+			wait, send, wake := y.decide(time.Now(), batch.n >= f.opts.BatchSize, taken, headQueued)
+			if send {
 				break
 			}
-			var timer *time.Timer
-			var fire <-chan time.Time
-			if len(batch) > 0 {
-				timer = time.NewTimer(time.Until(deadline))
-				fire = timer.C
-			} else {
-				f.st.headTime.Store(0)
-			}
-			select {
-			case <-f.ctx.Done():
+			if !y.sleep(wait, wake) {
 				return
-			case <-f.q.notify:
-			case <-fire:
-			}
-			if timer != nil {
-				timer.Stop()
 			}
 		}
-		sent, rejected, ok := enc.deliver(f, batch, meta)
+		sent, rejected, ok := batch.deliver(f, meta)
 		if !ok {
 			return // closing: the batch stays unacknowledged
 		}
@@ -448,26 +454,111 @@ func (f *Forwarder) sendLoop() {
 	}
 }
 
-// sender encodes and posts batches, reusing its buffers.
+// yielder is the delivery policy: delivery yields to local ingest. A
+// full batch is sent at once only while writes pause (no batch queued for
+// quietFor); while they keep coming, it waits until its oldest sample has
+// waited Linger (since it was queued, or since the sender took it), so
+// that a burst of writes is not slowed by encoding and posting beside it,
+// and is delivered after it, in full batches. A partial batch waits Linger
+// to fill, as before. Linger bounds the wait in every case: under writes
+// that never pause, delivery runs at the latest Linger behind them and so
+// keeps pace, and a backlog older than Linger (an outage, a restart) is
+// sent at full speed.
+type yielder struct {
+	f        *Forwarder
+	quietFor time.Duration
+	seen     int64     // samples queued when last looked at
+	moved    time.Time // when seen last changed
+	timer    *time.Timer
+}
+
+// quietFor is how long writes must pause for delivery to go ahead of its
+// Linger: min(Linger/4, maxQuiet).
+const maxQuiet = 10 * time.Millisecond
+
+func newYielder(f *Forwarder) *yielder {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &yielder{f: f, quietFor: min(f.opts.Linger/4, maxQuiet), seen: -1, timer: t}
+}
+
+// decide says whether to send the batch now, and if not, how long to wait
+// before asking again, and whether a write should end the wait sooner.
+// taken is when the batch got its first sample, and queued when that
+// sample was queued (Unix ns by the forwarder's clock).
+func (y *yielder) decide(now time.Time, full bool, taken time.Time, queued int64) (wait time.Duration, send, wake bool) {
+	waited := max(now.Sub(taken), y.f.opts.Now().Sub(time.Unix(0, queued)))
+	left := y.f.opts.Linger - waited
+	if left <= 0 {
+		return 0, true, false
+	}
+	if c := y.f.st.queued.Load(); c != y.seen {
+		y.seen, y.moved = c, now
+	}
+	quiet := y.quietFor - now.Sub(y.moved)
+	switch {
+	case !full:
+		return left, false, true // wake on the next write, to fill it
+	case quiet <= 0:
+		return 0, true, false
+	}
+	return min(left, quiet), false, false
+}
+
+// sleep waits d, or until more is queued when wake; it returns false when
+// the forwarder is closing.
+func (y *yielder) sleep(d time.Duration, wake bool) bool {
+	var notify <-chan struct{}
+	if wake {
+		notify = y.f.q.notify
+	}
+	y.timer.Reset(d)
+	defer y.timer.Stop()
+	select {
+	case <-y.f.ctx.Done():
+		return false
+	case <-notify:
+	case <-y.timer.C:
+	}
+	return true
+}
+
+// sender gathers a batch, encodes and posts it, reusing its buffers.
 type sender struct {
-	prom     promEncoder
+	proto    Protocol
+	n        int                 // samples in the batch
+	prom     promEncoder         // prometheus: the batch, by series
+	lines    []engine.FeedSample // influx: the batch, in order
 	raw, out []byte
 }
 
-// deliver sends batch until the remote accepts it (sent samples) or rejects
-// it for good (rejected samples); ok is false only when the forwarder is
-// closing.
-func (s *sender) deliver(f *Forwarder, batch []engine.FeedSample, meta *metaCache) (sent, rejected int64, ok bool) {
-	n := int64(len(batch))
+// add adds samples to the batch.
+func (s *sender) add(samples []engine.FeedSample) {
+	s.n += len(samples)
+	if s.proto == Prometheus {
+		s.prom.add(samples)
+	} else {
+		s.lines = append(s.lines, samples...)
+	}
+}
+
+// deliver sends the batch until the remote accepts it (sent samples) or
+// rejects it for good (rejected samples), and empties it; ok is false only
+// when the forwarder is closing.
+func (s *sender) deliver(f *Forwarder, meta *metaCache) (sent, rejected int64, ok bool) {
+	n := int64(s.n)
+	s.n = 0
 	var contentType, encoding string
 	skipped := 0
-	switch f.opts.Protocol {
+	switch s.proto {
 	case Prometheus:
-		s.raw, skipped = s.prom.encode(s.raw[:0], batch, meta.get)
+		s.raw, skipped = s.prom.encode(s.raw[:0], meta.get)
 		s.out = s2.EncodeSnappy(s.out[:cap(s.out)], s.raw) // snappy block format, s2's faster encoder
 		contentType, encoding = "application/x-protobuf", "snappy"
 	default:
-		s.out = encodeInflux(s.out[:0], batch, meta.get)
+		s.out = encodeInflux(s.out[:0], s.lines, meta.get)
+		clear(s.lines) // drop the strings it holds
+		s.lines = s.lines[:0]
 		contentType = "text/plain; charset=utf-8"
 	}
 	if skipped > 0 {

@@ -411,3 +411,105 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("dropped family declared more than once:\n%s", out)
 	}
 }
+
+// The delivery policy: a full batch goes at once only while writes pause,
+// and no batch waits past Linger, whatever the writes do.
+func TestYieldDecide(t *testing.T) {
+	clock := time.Unix(1_800_000_000, 0)
+	f := &Forwarder{opts: Options{Linger: time.Second, Now: func() time.Time { return clock }}}
+	y := newYielder(f)
+	if y.quietFor != maxQuiet {
+		t.Fatalf("quietFor %v", y.quietFor)
+	}
+	start := time.Now()
+	queued := clock.UnixNano()
+	at := func(d time.Duration) time.Time { return start.Add(d) }
+	check := func(what string, d time.Duration, full bool, wantWait time.Duration, wantSend, wantWake bool) {
+		t.Helper()
+		w, s, k := y.decide(at(d), full, start, queued)
+		if w != wantWait || s != wantSend || k != wantWake {
+			t.Errorf("%s: wait %v send %v wake %v, want %v %v %v", what, w, s, k, wantWait, wantSend, wantWake)
+		}
+	}
+	// A partial batch waits Linger to fill, woken by each write.
+	f.st.queued.Store(100)
+	check("partial", 0, false, time.Second, false, true)
+	check("partial, later", 20*time.Millisecond, false, 980*time.Millisecond, false, true)
+	f.st.queued.Store(200)
+	check("partial, writes again", 100*time.Millisecond, false, 900*time.Millisecond, false, true)
+	check("partial at Linger", time.Second, false, 0, true, false)
+	// A full batch while writes go on waits for a pause.
+	check("full, pausing", 105*time.Millisecond, true, 5*time.Millisecond, false, false)
+	check("full, paused", 110*time.Millisecond, true, 0, true, false)
+	f.st.queued.Store(300)
+	check("full, writes just seen", 120*time.Millisecond, true, maxQuiet, false, false)
+	check("full, pausing again", 127*time.Millisecond, true, 3*time.Millisecond, false, false)
+	// Writes that never pause: the batch goes at Linger all the same.
+	for d := 130 * time.Millisecond; d < time.Second; d += 5 * time.Millisecond {
+		f.st.queued.Add(10)
+		w, s, _ := y.decide(at(d), true, start, queued)
+		if s || w > maxQuiet || w > time.Second-d {
+			t.Fatalf("full under writes at %v: wait %v send %v", d, w, s)
+		}
+	}
+	f.st.queued.Add(10)
+	check("full under writes at Linger", time.Second, true, 0, true, false)
+	// A backlog queued Linger ago (an outage, a restart) goes at once.
+	f.st.queued.Add(10)
+	if w, s, _ := y.decide(at(time.Second), true, at(time.Second), clock.Add(-time.Second).UnixNano()); w != 0 || !s {
+		t.Errorf("backlog: wait %v send %v", w, s)
+	}
+	// A short Linger shortens the pause needed.
+	if y := newYielder(&Forwarder{opts: Options{Linger: 8 * time.Millisecond}}); y.quietFor != 2*time.Millisecond {
+		t.Errorf("quietFor under a short Linger %v", y.quietFor)
+	}
+}
+
+// Full batches go as soon as writes pause, long before Linger.
+func TestDeliveryInPause(t *testing.T) {
+	r := newFakeRemote(t, Prometheus)
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	f := newForwarder(t, db, Options{URL: r.srv.URL, Protocol: Prometheus, BatchSize: 100, Linger: time.Hour})
+	defer f.Close()
+	const devices, steps = 10, 50
+	writeBatches(t, db, sensorPoints(devices, steps, t0), 70)
+	waitFor(t, "full batches after the writes", 10*time.Second, func() bool { return f.Stats().SamplesSent == devices*steps })
+	checkSensor(t, r.received(), devices, steps, t0, 1e6)
+	if st := f.Stats(); st.Batches != devices*steps/100 {
+		t.Errorf("%d batches, want %d full ones", st.Batches, devices*steps/100)
+	}
+}
+
+// Writes that do not pause do not starve delivery: it runs at most about
+// Linger behind them, and everything arrives in order.
+func TestDeliveryUnderWrites(t *testing.T) {
+	r := newFakeRemote(t, Prometheus)
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	f := newForwarder(t, db, Options{URL: r.srv.URL, Protocol: Prometheus, BatchSize: 100, Linger: 50 * time.Millisecond})
+	defer f.Close()
+	const devices = 10
+	deadline := time.Now().Add(10 * time.Second)
+	steps := 0
+	for f.Stats().SamplesSent == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing delivered in 10 s of writes (%d samples written)", steps*devices)
+		}
+		pts := sensorPoints(devices, 1, t0+int64(steps)*int64(time.Second))
+		writeBatches(t, db, pts, devices)
+		steps++
+	}
+	waitFor(t, "every sample", 10*time.Second, func() bool { return f.Stats().SamplesSent == int64(devices*steps) })
+	got := r.received()
+	bySeries := map[string]int64{}
+	for _, g := range got {
+		if last, ok := bySeries[g.series]; ok && g.time <= last {
+			t.Fatalf("series %s: %d after %d", g.series, g.time, last)
+		}
+		bySeries[g.series] = g.time
+	}
+	if len(got) != devices*steps || len(bySeries) != devices {
+		t.Fatalf("%d samples of %d series, want %d of %d", len(got), len(bySeries), devices*steps, devices)
+	}
+}

@@ -253,7 +253,11 @@ type queue struct {
 	// damaged those lost to damage found while reading.
 	backlog int64
 	damaged int64
-	notify  chan struct{} // signalled when frames are published or the reader moves
+	// unreadMax is at least the unread bytes: set to them by trim, grown
+	// by commit, never lowered by reads, so that the writer can tell
+	// cheaply when trim cannot have anything to do.
+	unreadMax int64
+	notify    chan struct{} // signalled when frames are published or the reader moves
 }
 
 // openQueue opens (creating) the queue in dir. Frames with a sequence number
@@ -317,6 +321,7 @@ func openQueue(dir string, segBytes int64, recovered uint64, logger *slog.Logger
 	for _, f := range q.files {
 		q.backlog += f.samples
 	}
+	q.unreadMax = q.unreadBytesLocked()
 	next := uint64(1)
 	if len(nums) > 0 {
 		next = nums[len(nums)-1] + 1
@@ -532,6 +537,7 @@ func (q *queue) commit(seq uint64, logged bool) (published, lost int64) {
 	f.samples += p.samples
 	f.newest = p.time
 	q.backlog += p.samples
+	q.unreadMax += p.size
 	q.mu.Unlock()
 	select {
 	case q.notify <- struct{}{}:
@@ -540,10 +546,24 @@ func (q *queue) commit(seq uint64, logged bool) (published, lost int64) {
 	return p.samples, 0
 }
 
+// readBuf is the reader's buffer: bytes of queue file num from offset off,
+// read ahead of the frame asked for, so that a run of small frames costs
+// one read, not a few system calls each. It only ever holds committed
+// bytes, which never change, so what it holds stays valid.
+type readBuf struct {
+	num uint64
+	off int64
+	b   []byte
+}
+
+// readAhead is how much the reader reads at once (less at the committed
+// end; a larger frame is read whole).
+const readAhead = 1 << 20
+
 // next reads the next committed frame at the reader's position, moving the
 // reader past it. It returns ok false when there is none yet. The payload
 // is valid until the next call.
-func (q *queue) next(buf *[]byte) (fr frame, ok bool, err error) {
+func (q *queue) next(rb *readBuf) (fr frame, ok bool, err error) {
 	for {
 		q.mu.Lock()
 		pos := q.rd
@@ -565,7 +585,7 @@ func (q *queue) next(buf *[]byte) (fr frame, ok bool, err error) {
 			q.advance(pos, readPos{num: q.files[i+1].num, off: queueHeaderSize}, 0)
 			continue
 		}
-		fr, err := q.readFrame(buf, f.num, pos.off, f.size)
+		fr, err := q.readFrame(rb, f.num, pos.off, f.size)
 		if err != nil {
 			// Damage past what a scan found (or a vanished file): lose the
 			// rest of this file, counted, and go on.
@@ -602,34 +622,46 @@ func (q *queue) fileIndex(num uint64) int {
 	return -1
 }
 
-func (q *queue) readFrame(buf *[]byte, num uint64, off, end int64) (frame, error) {
+// readFrame returns the frame at off in file num, whose committed bytes
+// end at end, from rb, which it refills from the file when the frame is not
+// wholly in it.
+func (q *queue) readFrame(rb *readBuf, num uint64, off, end int64) (frame, error) {
+	if rb.num == num && off >= rb.off && off < rb.off+int64(len(rb.b)) {
+		fr, _, err := parseFrame(rb.b[off-rb.off:])
+		if !errors.Is(err, errShort) {
+			return fr, err
+		}
+	}
 	f, err := os.Open(filepath.Join(q.dir, queueFileName(num)))
 	if err != nil {
 		return frame{}, err
 	}
 	defer f.Close()
-	if cap(*buf) < frameHeaderSize {
-		*buf = make([]byte, 64<<10)
+	rb.num, rb.off, rb.b = 0, 0, rb.b[:0] // empty unless the read succeeds
+	read := func(n int64) error {
+		if int64(cap(rb.b)) < n {
+			rb.b = make([]byte, n)
+		}
+		if _, err := f.ReadAt(rb.b[:n], off); err != nil {
+			return err
+		}
+		rb.num, rb.off, rb.b = num, off, rb.b[:n]
+		return nil
 	}
-	b := (*buf)[:frameHeaderSize]
-	if _, err := f.ReadAt(b, off); err != nil {
+	if err := read(min(end-off, readAhead)); err != nil {
 		return frame{}, err
 	}
-	_, need, err := parseFrame(b)
+	fr, need, err := parseFrame(rb.b)
 	if !errors.Is(err, errShort) {
-		return frame{}, err
+		return fr, err
 	}
 	if need == 0 || off+need > end {
 		return frame{}, fmt.Errorf("%w: frame past the committed end", errQueueCorrupt)
 	}
-	if int64(cap(*buf)) < need {
-		*buf = make([]byte, need)
-	}
-	b = (*buf)[:need]
-	if _, err := f.ReadAt(b, off); err != nil {
+	if err := read(need); err != nil {
 		return frame{}, err
 	}
-	fr, _, err := parseFrame(b)
+	fr, _, err = parseFrame(rb.b)
 	return fr, err
 }
 
@@ -682,6 +714,7 @@ func (q *queue) unreadBytesLocked() int64 {
 func (q *queue) trim(maxBytes int64, cutoff int64) (dropped int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	defer func() { q.unreadMax = q.unreadBytesLocked() }()
 	for {
 		i := q.fileIndex(q.rd.num)
 		if i < 0 {
@@ -705,6 +738,14 @@ func (q *queue) trim(maxBytes int64, cutoff int64) (dropped int64) {
 			return dropped
 		}
 	}
+}
+
+// mayPass tells whether the unread bytes may be past maxBytes: false means
+// they are not, and trim would drop nothing for the byte bound.
+func (q *queue) mayPass(maxBytes int64) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.unreadMax > maxBytes
 }
 
 // removeDone removes the files that nothing needs any more: files before

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -33,10 +34,10 @@ func put(t *testing.T, q *queue, seq uint64, samples int) {
 // drain reads every committed frame and returns their seqs.
 func drain(t *testing.T, q *queue) []uint64 {
 	t.Helper()
-	var buf []byte
+	var rb readBuf
 	var seqs []uint64
 	for {
-		fr, ok, err := q.next(&buf)
+		fr, ok, err := q.next(&rb)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,10 +232,10 @@ func FuzzQueueFile(f *testing.F) {
 			t.Fatal(err) // the last file's damage is a torn tail, never an error
 		}
 		defer q.close()
-		var buf []byte
+		var rb readBuf
 		var prev uint64
 		for {
-			fr, ok, err := q.next(&buf)
+			fr, ok, err := q.next(&rb)
 			if err != nil || !ok {
 				break
 			}
@@ -255,4 +256,69 @@ func FuzzCursor(f *testing.F) {
 			t.Fatalf("cursor %x does not round-trip", b)
 		}
 	})
+}
+
+// The reader reads ahead: frames small and large, straddling its buffer's
+// end, frames committed after a read, and frames larger than the buffer all
+// come back whole, in order.
+func TestQueueReadAhead(t *testing.T) {
+	q, _, err := openQueue(t.TempDir(), 64<<20, 1<<62, quiet(), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.close()
+	payload := func(seq uint64) []byte {
+		n := []int{10, 300 << 10, 7, readAhead + 12345, 1, 200 << 10}[seq%6]
+		b := fmt.Appendf(nil, "%d:", seq)
+		return append(b, bytes.Repeat([]byte{byte(seq)}, n)...)[:n]
+	}
+	var rb readBuf
+	seq := uint64(0)
+	read := func(want uint64) {
+		t.Helper()
+		for want > 0 {
+			fr, ok, err := q.next(&rb)
+			if err != nil || !ok {
+				t.Fatalf("next: ok %v err %v, %d frames still to read", ok, err, want)
+			}
+			if p := payload(fr.seq); !bytes.Equal(fr.payload, p) {
+				t.Fatalf("frame %d: payload of %d bytes differs from the %d written", fr.seq, len(fr.payload), len(p))
+			}
+			want--
+		}
+		if _, ok, _ := q.next(&rb); ok {
+			t.Fatal("a frame past those committed")
+		}
+	}
+	for round := range 4 {
+		n := uint64(5 + round*7)
+		for range n {
+			seq++
+			if err := q.prepare(seq, 1, 1, payload(seq)); err != nil {
+				t.Fatal(err)
+			}
+			q.commit(seq, true)
+		}
+		read(n)
+	}
+	// Many small frames: far fewer reads than frames.
+	for range 2000 {
+		seq++
+		q.prepare(seq, 1, 1, strconv.AppendUint(nil, seq, 10))
+		q.commit(seq, true)
+	}
+	refills := 0
+	for range 2000 {
+		before := rb.off
+		fr, ok, err := q.next(&rb)
+		if err != nil || !ok || string(fr.payload) != strconv.FormatUint(fr.seq, 10) {
+			t.Fatalf("small frame: %v %v %q", ok, err, fr.payload)
+		}
+		if rb.off != before {
+			refills++
+		}
+	}
+	if refills > 1 {
+		t.Errorf("%d reads for 2000 small frames", refills)
+	}
 }

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package forward
+
+import "time"
+
+// threadCPU is not measured on this platform: it returns 0.
+func threadCPU() time.Duration { return 0 }
