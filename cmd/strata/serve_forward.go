@@ -26,7 +26,7 @@ func addForwardFlags(fs *flag.FlagSet) *forwardFlags {
 		url:                fs.String("forward-url", "", "also deliver everything stored to this remote (e.g. http://vminsert:8480/insert/0/prometheus/api/v1/write); empty: no forwarding"),
 		protocol:           fs.String("forward-protocol", "prometheus", "protocol of --forward-url: prometheus (remote write 1.0) or influx (line protocol)"),
 		batch:              fs.Int("forward-batch-size", forward.DefaultBatchSize, "most samples per forwarded request"),
-		linger:             fs.Duration("forward-linger", forward.DefaultLinger, "longest a partial batch waits before it is sent"),
+		linger:             fs.Duration("forward-linger", forward.DefaultLinger, "longest a batch waits before it is sent: a partial one for more points, a full one while writes keep coming"),
 		maxBytes:           fs.Int64("forward-max-backlog-bytes", forward.DefaultMaxBacklogBytes, "undelivered queue past this is dropped, oldest first (never from the database)"),
 		maxAge:             fs.Duration("forward-max-backlog-age", forward.DefaultMaxBacklogAge, "undelivered data older than this is dropped from the queue"),
 		maxBackoff:         fs.Duration("forward-max-backoff", forward.DefaultMaxBackoff, "longest wait between retries while the remote is down"),
