@@ -406,7 +406,12 @@ func executeMixed(ctx context.Context, j job, emit func(Phase, int)) (jobResult,
 	if err != nil {
 		return res, err
 	}
+	// The kernel updates VmHWM lazily, so a per-second sample of the
+	// current RSS can exceed it: the peak is at least every sample.
 	mr.PeakRSSBytes = peakRSS()
+	for _, t := range mr.Throughput {
+		mr.PeakRSSBytes = max(mr.PeakRSSBytes, t.RSSBytes)
+	}
 	if mr.DiskBytes, err = dirSize(j.Dir); err != nil {
 		return res, err
 	}
