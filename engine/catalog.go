@@ -109,6 +109,10 @@ type catalog struct {
 	// allocation per many series instead of two per series.
 	setSlab []tagSet
 	tagSlab []Tag
+
+	// indexLater: add leaves the index to whoever set it (parseCatalog,
+	// which indexes the series on another goroutine while it decodes).
+	indexLater bool
 }
 
 // Slab sizes, in elements.
@@ -276,7 +280,9 @@ func (c *catalog) addParts(key string, kind Kind, measurement string, tags []Tag
 		set.more = append(set.more, uint32(id))
 	}
 	c.series = append(c.series, seriesMeta{key: key, kind: kind, set: set, field: field})
-	c.idx.add(id, set.measurement, set.tags) // set's own strings; tags may be scratch
+	if !c.indexLater {
+		c.idx.add(id, set.measurement, set.tags) // set's own strings; tags may be scratch
+	}
 	return id
 }
 
@@ -373,35 +379,54 @@ func laterValidRecord(b []byte) bool {
 // decodeCatalogRecord decodes the payload of a record of a file of the
 // given version into c.
 func decodeCatalogRecord(p []byte, version byte, c *catalog) error {
+	raw, err := catalogRecordEntries(p, version)
+	if err != nil {
+		return err
+	}
+	return decodeCatalogPayload(raw, c)
+}
+
+// catalogRecordEntries returns the entries of a record of a file of the
+// given version, decompressed.
+func catalogRecordEntries(p []byte, version byte) ([]byte, error) {
 	if version == 1 {
-		return decodeCatalogPayload(p, c)
+		return p, nil
 	}
 	if len(p) == 0 {
-		return errors.New("empty record")
+		return nil, errors.New("empty record")
 	}
 	switch p[0] {
 	case catalogRaw:
-		return decodeCatalogPayload(p[1:], c)
+		return p[1:], nil
 	case catalogZstd:
 		rawLen, n := binary.Uvarint(p[1:])
 		body := p[1+max(n, 0):]
 		if n <= 0 || rawLen == 0 || rawLen > catalogMaxRecord || rawLen > catalogMaxRatio*uint64(len(body)) {
-			return fmt.Errorf("bad raw length %d for %d compressed bytes", rawLen, len(body))
+			return nil, fmt.Errorf("bad raw length %d for %d compressed bytes", rawLen, len(body))
 		}
 		dec, err := catalogDecoder()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		raw, err := dec.DecodeAll(body, make([]byte, 0, rawLen))
 		if err != nil {
-			return fmt.Errorf("decompress: %w", err)
+			return nil, fmt.Errorf("decompress: %w", err)
 		}
 		if uint64(len(raw)) != rawLen {
-			return fmt.Errorf("decompressed %d bytes, want %d", len(raw), rawLen)
+			return nil, fmt.Errorf("decompressed %d bytes, want %d", len(raw), rawLen)
 		}
-		return decodeCatalogPayload(raw, c)
+		return raw, nil
 	}
-	return fmt.Errorf("unknown codec %d", p[0])
+	return nil, fmt.Errorf("unknown codec %d", p[0])
+}
+
+// reserve sizes c for n more series, so that loading a catalog of a
+// million series does not grow its slice and maps step by step.
+func (c *catalog) reserve(n int) {
+	c.series = slices.Grow(c.series, n)
+	if len(c.sets) == 0 {
+		c.sets = make(map[uint64]*tagSet, n)
+	}
 }
 
 func decodeCatalogPayload(p []byte, c *catalog) error {
@@ -416,9 +441,6 @@ func decodeCatalogPayload(p []byte, c *catalog) error {
 	p = p[n:]
 	// Size for the record up front (count is bounded by its length).
 	c.series = slices.Grow(c.series, int(count))
-	if len(c.sets) == 0 {
-		c.sets = make(map[uint64]*tagSet, count)
-	}
 	for range count {
 		id, n := binary.Uvarint(p)
 		if n <= 0 || len(p) < n+1 {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stratadb/strata/internal/point"
@@ -147,6 +148,15 @@ func TestCatalogFileVersions(t *testing.T) {
 					t.Fatalf("series %q: id %d, %v; want %d", k, got, ok, id)
 				}
 			}
+			// The index, built beside the decoding on load, is the one
+			// adding the series one by one builds.
+			ref := newCatalog()
+			for _, k := range keys {
+				ref.add(k, KindFloat)
+			}
+			if got, want := indexDump(c), indexDump(ref); got != want {
+				t.Fatalf("index after reload differs:\n%.2000s\nwant\n%.2000s", got, want)
+			}
 			fi, err := os.Stat(path)
 			if err != nil {
 				t.Fatal(err)
@@ -251,4 +261,21 @@ func loadCatalog(fs vfs.FS, path string, c *catalog) (*catalogFile, int64, error
 		return nil, 0, err
 	}
 	return db.catf, lc.torn, nil
+}
+
+// indexDump renders c's index by measurement and tag deterministically.
+func indexDump(c *catalog) string {
+	var b strings.Builder
+	for _, name := range sortedKeys(c.idx.measurements) {
+		mi := c.idx.measurements[name]
+		fmt.Fprintf(&b, "%s %v\n", name, mi.ids)
+		for _, k := range sortedKeys(mi.keys) {
+			ki := mi.keys[k]
+			fmt.Fprintf(&b, "  %s n=%d\n", k, ki.n)
+			for _, v := range sortedKeys(ki.postings) {
+				fmt.Fprintf(&b, "    %s %v\n", v, ki.postings[v].ids)
+			}
+		}
+	}
+	return b.String()
 }
