@@ -52,6 +52,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/stratadb/strata/compaction"
 	"github.com/stratadb/strata/internal/base"
@@ -211,6 +212,35 @@ type writeScratch struct {
 	pend     []pendingSeries
 	pendByID map[string]int
 	buf      []byte
+	// sets remembers the tag set last found for a caller's tag array, by
+	// its address: callers that reuse one []Tag per device (most) skip
+	// hashing the tags and the map lookup. A hit is taken only when the
+	// set's tags and measurement equal the point's, so an array changed in
+	// place or freed and reused is simply looked up again. The address is
+	// kept as a number: the cache holds no caller memory alive.
+	sets [setCacheSize]setCacheEntry
+}
+
+// setCacheSize is the number of entries of writeScratch.sets.
+const setCacheSize = 4096
+
+type setCacheEntry struct {
+	tags uintptr
+	set  *tagSet
+}
+
+// cachedSet returns the tag set of (measurement, tags) from the cache, or
+// nil; slot is where to remember the one a lookup finds.
+func (w *writeScratch) cachedSet(measurement string, tags []Tag) (set *tagSet, slot *setCacheEntry) {
+	if len(tags) == 0 {
+		return nil, nil
+	}
+	addr := uintptr(unsafe.Pointer(unsafe.SliceData(tags)))
+	e := &w.sets[(uint64(addr)*0x9E3779B97F4A7C15)>>(64-12)]
+	if e.tags == addr && e.set != nil && e.set.measurement == measurement && tagsEqual(e.set.tags, tags) {
+		return e.set, nil
+	}
+	return nil, e
 }
 
 type pendingSeries struct {

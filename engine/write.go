@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/memtable"
@@ -132,14 +133,23 @@ func (db *DB) resolveLocked(points []Point) error {
 	for i := range points {
 		p := &points[i]
 		tags := p.Tags
+		var set *tagSet
+		var slot *setCacheEntry
 		if !slices.IsSortedFunc(tags, func(a, b Tag) int { return cmp.Compare(a.Key, b.Key) }) {
 			w.tags = append(w.tags[:0], tags...)
 			point.SortTags(w.tags)
 			tags = w.tags
+		} else {
+			set, slot = w.cachedSet(p.Measurement, tags)
 		}
 		// Names equal to a known tag set's or field's were validated when
 		// it was created; values are always checked.
-		set := db.cat.findSet(hashTagSet(p.Measurement, tags), p.Measurement, tags)
+		if set == nil {
+			set = db.cat.findSet(hashTagSet(p.Measurement, tags), p.Measurement, tags)
+			if set != nil && slot != nil {
+				*slot = setCacheEntry{tags: uintptr(unsafe.Pointer(unsafe.SliceData(tags))), set: set}
+			}
+		}
 		if set == nil {
 			if err := point.ValidateSeries(p); err != nil {
 				return &PointError{Index: i, Err: err}
