@@ -61,7 +61,11 @@ const (
 const catalogMinCompress = 256
 
 var catalogEncoder = sync.OnceValues(func() (*zstd.Encoder, error) {
-	return zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(false))
+	// A record's neighbouring keys are what it compresses against: a small
+	// window loses nothing and keeps the encoder's memory to a fraction
+	// of the default's 8 MiB history.
+	return zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(false),
+		zstd.WithWindowSize(256<<10), zstd.WithLowerEncoderMem(true))
 })
 
 var catalogDecoder = sync.OnceValues(func() (*zstd.Decoder, error) {

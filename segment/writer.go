@@ -779,6 +779,10 @@ func getEncoder() (*zstd.Encoder, error) {
 		zstd.WithEncoderConcurrency(1),
 		zstd.WithEncoderCRC(false), // blocks carry their own CRC-32C
 		zstd.WithEncoderLevel(zstd.SpeedFastest),
+		// Blocks are compressed one by one and the index against its
+		// neighbouring entries: a small window compresses them as well as
+		// the default and keeps each encoder's history to 384 KiB.
+		zstd.WithWindowSize(256<<10),
 		zstd.WithLowerEncoderMem(true))
 	if err != nil {
 		return nil, fmt.Errorf("segment: zstd encoder: %w", err)
