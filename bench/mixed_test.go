@@ -126,16 +126,7 @@ func TestRunMixed(t *testing.T) {
 // and no more than a few windows of it, however long the stream.
 func TestMixedTrimsFloor(t *testing.T) {
 	const devices, batch = 10, 100 // 10 steps a batch
-	ds, err := Stream(1<<40, devices, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	defer forgetMem(dir)
-	db, err := openMemLimit(dir, ConfigDefault, Fast)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ds, db := openFloorStream(t, devices)
 	ms := db.(*memStore)
 	trim := newTrim(db, ds)
 	lows := make([]atomic.Int64, 1)
@@ -322,16 +313,7 @@ func TestRunMixedMismatch(t *testing.T) {
 // queries, which read samples without the lock, never see one change.
 func TestFloorReadsWhileWriting(t *testing.T) {
 	const devices, batch = 20, 200
-	ds, err := Stream(1<<40, devices, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	defer forgetMem(dir)
-	db, err := openMemLimit(dir, ConfigDefault, Fast)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ds, db := openFloorStream(t, devices)
 	var steps atomic.Int64
 	done := make(chan struct{})
 	errs := make(chan string, 2)
@@ -386,4 +368,21 @@ func TestFloorReadsWhileWriting(t *testing.T) {
 			t.Error(msg)
 		}
 	}
+}
+
+// openFloorStream opens the floor in a fresh directory, forgotten when the
+// test ends, and returns it with an endless stream of devices series.
+func openFloorStream(t *testing.T, devices int) (*Dataset, store) {
+	t.Helper()
+	ds, err := Stream(1<<40, devices, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	t.Cleanup(func() { forgetMem(dir) })
+	db, err := openMemLimit(dir, ConfigDefault, Fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds, db
 }

@@ -454,7 +454,7 @@ func TestMergeRandom(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			minTime = rng.Int64N(120) - 60
 		}
-		want := map[string]map[int64]point.Value{}
+		want := mergeModel{}
 		var inputs []Input
 		var totalIn int64
 		for i := range nin {
@@ -494,24 +494,8 @@ func TestMergeRandom(t *testing.T) {
 					drops[key] = append(drops[key], TimeRange{Min: math.MinInt64, Max: math.MaxInt64})
 				}
 				// The model: this input's kept samples overwrite older ones.
-				m := want[key]
-				if m == nil {
-					m = map[int64]point.Value{}
-					want[key] = m
-				}
+				want.add(key, samples, minTime, drops[key])
 				totalIn += int64(len(samples))
-			sampleLoop:
-				for _, s := range samples {
-					if s.Time < minTime {
-						continue
-					}
-					for _, r := range drops[key] {
-						if r.Min <= s.Time && s.Time <= r.Max {
-							continue sampleLoop
-						}
-					}
-					m[s.Time] = s.Value
-				}
 			}
 			if len(series) == 0 {
 				continue
@@ -519,18 +503,7 @@ func TestMergeRandom(t *testing.T) {
 			r := writeSeg(t, fs, filepath.Join(dir, fmt.Sprintf("in%d.seg", i)), 1+rng.IntN(8), series)
 			inputs = append(inputs, Input{Reader: r, Drop: func(key []byte) []TimeRange { return slices.Clone(drops[string(key)]) }})
 		}
-		wantModel := model{}
-		for k, m := range want {
-			if len(m) == 0 {
-				continue
-			}
-			var ss []point.Sample
-			for tm, v := range m {
-				ss = append(ss, point.Sample{Time: tm, Value: v})
-			}
-			slices.SortFunc(ss, func(a, b point.Sample) int { return cmpInt64(a.Time, b.Time) })
-			wantModel[k] = ss
-		}
+		wantModel, out := want.final()
 		bs := 1 + rng.IntN(9)
 		o := &outputs{fs: fs, dir: t.TempDir(), blockSamples: bs}
 		opts := o.mergeOpts()
@@ -543,16 +516,7 @@ func TestMergeRandom(t *testing.T) {
 			t.Fatalf("iter %d: %v", iter, err)
 		}
 		checkModel(t, readOutputs(t, fs, metas, kindOf), wantModel)
-		var out int64
-		for _, ss := range wantModel {
-			out += int64(len(ss))
-		}
-		if st.SamplesIn != totalIn || st.SamplesOut != out || st.SamplesIn != st.SamplesOut+st.SamplesDropped+st.SamplesOverwritten {
-			t.Errorf("iter %d: stats %+v, want in %d out %d and in = out + dropped + overwritten", iter, st, totalIn, out)
-		}
-		if st.SeriesOut != int64(len(wantModel)) {
-			t.Errorf("iter %d: SeriesOut %d, want %d", iter, st.SeriesOut, len(wantModel))
-		}
+		checkMergeStats(t, iter, st, totalIn, out, len(wantModel))
 		if limit := int64(len(inputs)+1) * int64(max(8, bs)); st.MaxResidentSamples > limit {
 			t.Errorf("iter %d: %d samples resident, bound %d", iter, st.MaxResidentSamples, limit)
 		}
@@ -836,7 +800,7 @@ func TestMergeRandomCopies(t *testing.T) {
 		if rng.IntN(3) == 0 {
 			minTime = rng.Int64N(400)
 		}
-		want := map[string]map[int64]point.Value{}
+		want := mergeModel{}
 		var inputs []Input
 		var totalIn int64
 		next := map[string]int64{} // where each series' next input starts
@@ -864,24 +828,8 @@ func TestMergeRandomCopies(t *testing.T) {
 					lo := samples[0].Time + rng.Int64N(tm-samples[0].Time+1)
 					drops[key] = append(drops[key], TimeRange{Min: lo, Max: lo + rng.Int64N(10)})
 				}
-				m := want[key]
-				if m == nil {
-					m = map[int64]point.Value{}
-					want[key] = m
-				}
+				want.add(key, samples, minTime, drops[key])
 				totalIn += int64(len(samples))
-			sampleLoop:
-				for _, s := range samples {
-					if s.Time < minTime {
-						continue
-					}
-					for _, r := range drops[key] {
-						if r.Min <= s.Time && s.Time <= r.Max {
-							continue sampleLoop
-						}
-					}
-					m[s.Time] = s.Value
-				}
 			}
 			if len(series) == 0 {
 				continue
@@ -889,20 +837,7 @@ func TestMergeRandomCopies(t *testing.T) {
 			r := writeSegOpts(t, filepath.Join(dir, fmt.Sprintf("in%d.seg", i)), segment.WriterOptions{FS: fs, BlockSamples: bs, InlineBytes: -1}, series)
 			inputs = append(inputs, Input{Reader: r, Drop: func(key []byte) []TimeRange { return slices.Clone(drops[string(key)]) }})
 		}
-		wantModel := model{}
-		var out int64
-		for k, m := range want {
-			if len(m) == 0 {
-				continue
-			}
-			var ss []point.Sample
-			for tm, v := range m {
-				ss = append(ss, point.Sample{Time: tm, Value: v})
-			}
-			slices.SortFunc(ss, func(a, b point.Sample) int { return cmpInt64(a.Time, b.Time) })
-			wantModel[k] = ss
-			out += int64(len(ss))
-		}
+		wantModel, out := want.final()
 		o := &outputs{fs: fs, dir: t.TempDir(), blockSamples: bs, inlineBytes: -1}
 		opts := o.mergeOpts()
 		opts.MinTime = minTime
@@ -914,12 +849,7 @@ func TestMergeRandomCopies(t *testing.T) {
 			t.Fatalf("iter %d: %v", iter, err)
 		}
 		checkModel(t, readOutputs(t, fs, metas, kindOf), wantModel)
-		if st.SamplesIn != totalIn || st.SamplesOut != out || st.SamplesIn != st.SamplesOut+st.SamplesDropped+st.SamplesOverwritten {
-			t.Errorf("iter %d: stats %+v, want in %d out %d and in = out + dropped + overwritten", iter, st, totalIn, out)
-		}
-		if st.SeriesOut != int64(len(wantModel)) {
-			t.Errorf("iter %d: SeriesOut %d, want %d", iter, st.SeriesOut, len(wantModel))
-		}
+		checkMergeStats(t, iter, st, totalIn, out, len(wantModel))
 		if t.Failed() {
 			t.Fatalf("iter %d failed (inputs %d, keys %d, minTime %d, block %d)", iter, len(inputs), nkeys, minTime, bs)
 		}
@@ -929,5 +859,55 @@ func TestMergeRandomCopies(t *testing.T) {
 	t.Logf("%d blocks copied, %d decoded", copied, decoded)
 	if copied == 0 || decoded == 0 {
 		t.Fatalf("%d blocks copied and %d decoded: both paths must run", copied, decoded)
+	}
+}
+
+// mergeModel is what a merge must produce: key -> time -> value, each
+// input's kept samples overwriting older ones.
+type mergeModel map[string]map[int64]point.Value
+
+// add applies one input's samples of key, less those before minTime or in
+// a drop range.
+func (mm mergeModel) add(key string, samples []point.Sample, minTime int64, drops []TimeRange) {
+	m := mm[key]
+	if m == nil {
+		m = map[int64]point.Value{}
+		mm[key] = m
+	}
+	for _, s := range samples {
+		if s.Time < minTime || slices.ContainsFunc(drops, func(r TimeRange) bool { return r.Min <= s.Time && s.Time <= r.Max }) {
+			continue
+		}
+		m[s.Time] = s.Value
+	}
+}
+
+// final returns the model's series, sorted by time, and their samples in all.
+func (mm mergeModel) final() (model, int64) {
+	out := model{}
+	var n int64
+	for k, m := range mm {
+		if len(m) == 0 {
+			continue
+		}
+		var ss []point.Sample
+		for tm, v := range m {
+			ss = append(ss, point.Sample{Time: tm, Value: v})
+		}
+		slices.SortFunc(ss, func(a, b point.Sample) int { return cmpInt64(a.Time, b.Time) })
+		out[k] = ss
+		n += int64(len(ss))
+	}
+	return out, n
+}
+
+// checkMergeStats checks a merge's sample and series counts.
+func checkMergeStats(t *testing.T, iter int, st MergeStats, in, out int64, series int) {
+	t.Helper()
+	if st.SamplesIn != in || st.SamplesOut != out || st.SamplesIn != st.SamplesOut+st.SamplesDropped+st.SamplesOverwritten {
+		t.Errorf("iter %d: stats %+v, want in %d out %d and in = out + dropped + overwritten", iter, st, in, out)
+	}
+	if st.SeriesOut != int64(series) {
+		t.Errorf("iter %d: SeriesOut %d, want %d", iter, st.SeriesOut, series)
 	}
 }

@@ -159,16 +159,17 @@ func (db *DB) query(ctx context.Context, q Query, part int, emit func(Series) bo
 		if len(samples) == 0 {
 			continue
 		}
-		if !emit(Series{
-			Measurement: meta.set.measurement,
-			Tags:        slices.Clone(meta.set.tags),
-			Field:       meta.field,
-			Samples:     samples,
-		}) {
+		if !emit(meta.result(samples)) {
 			return nil
 		}
 	}
 	return nil
+}
+
+// result returns a query result of the series m holding samples; its tags
+// are the caller's.
+func (m *seriesMeta) result(samples []point.Sample) Series {
+	return Series{Measurement: m.set.measurement, Tags: slices.Clone(m.set.tags), Field: m.field, Samples: samples}
 }
 
 // readParts emits the visible raw samples of one series in [mint, maxt] in
@@ -190,12 +191,7 @@ func (r *seriesReader) readParts(id uint64, meta *seriesMeta, mint, maxt int64, 
 		if len(merged) == 0 {
 			continue
 		}
-		if !emit(Series{
-			Measurement: meta.set.measurement,
-			Tags:        slices.Clone(meta.set.tags),
-			Field:       meta.field,
-			Samples:     slices.Clone(merged),
-		}) {
+		if !emit(meta.result(slices.Clone(merged))) {
 			return false, nil
 		}
 	}
