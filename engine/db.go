@@ -46,6 +46,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math/bits"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -218,11 +219,28 @@ type writeScratch struct {
 	// set's tags and measurement equal the point's, so an array changed in
 	// place or freed and reused is simply looked up again. The address is
 	// kept as a number: the cache holds no caller memory alive.
-	sets [setCacheSize]setCacheEntry
+	sets []setCacheEntry
 }
 
-// setCacheSize is the number of entries of writeScratch.sets.
-const setCacheSize = 4096
+// The tag-set cache has a power of two of entries, at least minSetCache
+// and at most maxSetCache (16 bytes each): it grows with the catalog so
+// that a gateway with many devices hits it too.
+const (
+	minSetCache = 1 << 12
+	maxSetCache = 1 << 18
+)
+
+// sizeSetCache grows the cache, emptied, to the next power of two of
+// series (within the bounds) when the catalog has outgrown it.
+func (w *writeScratch) sizeSetCache(series int) {
+	want := minSetCache
+	for want < series && want < maxSetCache {
+		want <<= 1
+	}
+	if len(w.sets) < want {
+		w.sets = make([]setCacheEntry, want)
+	}
+}
 
 type setCacheEntry struct {
 	tags uintptr
@@ -236,7 +254,7 @@ func (w *writeScratch) cachedSet(measurement string, tags []Tag) (set *tagSet, s
 		return nil, nil
 	}
 	addr := uintptr(unsafe.Pointer(unsafe.SliceData(tags)))
-	e := &w.sets[(uint64(addr)*0x9E3779B97F4A7C15)>>(64-12)]
+	e := &w.sets[(uint64(addr)*0x9E3779B97F4A7C15)>>(64-bits.TrailingZeros(uint(len(w.sets))))]
 	if e.tags == addr && e.set != nil && e.set.measurement == measurement && tagsEqual(e.set.tags, tags) {
 		return e.set, nil
 	}

@@ -129,6 +129,7 @@ func (db *DB) resolveLocked(points []Point) error {
 	w.pend = w.pend[:0]
 	clear(w.pendByID)
 	base := uint64(len(db.cat.series))
+	w.sizeSetCache(len(db.cat.series))
 	callBytes := 0
 	for i := range points {
 		p := &points[i]
