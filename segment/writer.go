@@ -316,7 +316,10 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 		w.index = make([]byte, indexReserve, want)
 	}
 	w.meta.Path = path
-	w.buf = append(make([]byte, 0, 64<<10), magic...)
+	// Room for a full write buffer and the block that passes it: zstd
+	// writes each block straight into buf, so a smaller start would be
+	// grown by doubling, several times over, in every Writer.
+	w.buf = append(make([]byte, 0, writeBufferSize+64<<10), magic...)
 	w.buf = append(w.buf, formatVersion)
 	return w, nil
 }
