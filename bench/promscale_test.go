@@ -3,9 +3,7 @@ package bench_test
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"path/filepath"
 	"runtime"
 	"testing"
 
@@ -15,6 +13,7 @@ import (
 
 	"github.com/stratadb/strata/bench"
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/internal/testutil"
 )
 
 // scaleShapes are the cardinality shapes of the scale comparison: the
@@ -59,7 +58,7 @@ func BenchmarkScale(b *testing.B) {
 				n := float64(b.N * ds.Len())
 				b.ReportMetric(n/b.Elapsed().Seconds(), "points/s")
 				b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/n, "alloc-B/point")
-				b.ReportMetric(float64(diskBytes(b, dir))/float64(ds.Len()), "disk-B/point")
+				b.ReportMetric(float64(testutil.DirBytes(b, dir))/float64(ds.Len()), "disk-B/point")
 			})
 		}
 	}
@@ -117,22 +116,4 @@ func insertPrometheus(dir string, ds *bench.Dataset) error {
 		}
 	}
 	return db.Close()
-}
-
-func diskBytes(b *testing.B, dir string) int64 {
-	var n int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		fi, err := d.Info()
-		if err == nil {
-			n += fi.Size()
-		}
-		return err
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return n
 }

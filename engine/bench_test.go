@@ -3,14 +3,14 @@ package engine
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/stratadb/strata/internal/testutil"
 )
 
 // The DESIGN.md baseline dataset: devices x steps points of measurement
@@ -62,30 +62,18 @@ func benchOptions() *Options {
 	return &Options{Sync: SyncNever, Logger: slog.New(slog.DiscardHandler)}
 }
 
-func dirBytes(b *testing.B, dir string) int64 {
-	var n int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		fi, err := d.Info()
-		if err == nil {
-			n += fi.Size()
-		}
-		return err
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return n
-}
-
 // BenchmarkWrite1M inserts the 1M-point dataset through Write in batches of
 // 10,000 points into a fresh database per iteration (Open to Close,
 // SyncNever).
 func BenchmarkWrite1M(b *testing.B) {
-	batches := iotBatches(benchDevices, benchSteps, benchBatch)
-	const points = benchDevices * benchSteps
+	benchInsert(b, iotBatches(benchDevices, benchSteps, benchBatch), benchDevices*benchSteps)
+}
+
+// benchInsert writes batches (points in all) into a fresh database per
+// iteration, Open to Close, and reports points/s, Go heap allocated per
+// point and bytes on disk per point. It returns the last database's
+// directory, closed.
+func benchInsert(b *testing.B, batches [][]Point, points int) string {
 	var dir string
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -106,10 +94,11 @@ func BenchmarkWrite1M(b *testing.B) {
 		}
 	}
 	runtime.ReadMemStats(&after)
-	n := float64(b.N) * points
+	n := float64(b.N) * float64(points)
 	b.ReportMetric(n/b.Elapsed().Seconds(), "points/s")
 	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/n, "alloc-B/point")
-	b.ReportMetric(float64(dirBytes(b, dir))/points, "disk-B/point")
+	b.ReportMetric(float64(testutil.DirBytes(b, dir))/float64(points), "disk-B/point")
+	return dir
 }
 
 // BenchmarkQuery runs the baseline's queries on a database holding the 1M

@@ -36,31 +36,7 @@ func BenchmarkWriteSeries(b *testing.B) {
 	for _, sh := range scaleShapes {
 		b.Run(fmt.Sprintf("series=%d/points=%d", sh.series, sh.points), func(b *testing.B) {
 			batches := iotBatches(sh.series, sh.points, benchBatch)
-			points := float64(sh.series * sh.points)
-			var dir string
-			var before, after runtime.MemStats
-			runtime.ReadMemStats(&before)
-			b.ReportAllocs()
-			for b.Loop() {
-				dir = b.TempDir()
-				db, err := Open(dir, benchOptions())
-				if err != nil {
-					b.Fatal(err)
-				}
-				for _, batch := range batches {
-					if err := db.Write(batch); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if err := db.Close(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			runtime.ReadMemStats(&after)
-			n := float64(b.N) * points
-			b.ReportMetric(n/b.Elapsed().Seconds(), "points/s")
-			b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/n, "alloc-B/point")
-			b.ReportMetric(float64(dirBytes(b, dir))/points, "disk-B/point")
+			dir := benchInsert(b, batches, sh.series*sh.points)
 			batches = nil
 			perSeries, took := openHeapPerSeries(b, dir, sh.series)
 			b.ReportMetric(perSeries, "heap-B/series")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -135,20 +136,7 @@ by series key, with their field kinds. No sample is read.
 examples:
   strata series --db ./data --measurement sensor --match 'device_id=~dev-00.*'
   strata series --db ./data --start -1h --format json`, stderr)
-	sf := addSelectorFlags(fs, "measurement; empty = every measurement")
-	format := addFormatFlag(fs)
-	if st, done := parseFlags(fs, args); done {
-		return st
-	}
-	return metaRun("series", fs, 0, *sf.db, stderr, func(db *engine.DB) error {
-		f, err := resolveFormat(*format, stdout)
-		if err != nil {
-			return err
-		}
-		sel, err := sf.selector(time.Now())
-		if err != nil {
-			return err
-		}
+	return selectorRun("series", fs, args, stdout, stderr, func(db *engine.DB, f string, sel engine.Selector) error {
 		infos, err := db.SeriesInfo(ctx, sel)
 		if err != nil {
 			return err
@@ -188,20 +176,7 @@ default): the current value of every device.
 examples:
   strata last --db ./data --measurement sensor --field temperature
   strata last --db ./data --match 'site=north' --format table`, stderr)
-	sf := addSelectorFlags(fs, "measurement; empty = every measurement")
-	format := addFormatFlag(fs)
-	if st, done := parseFlags(fs, args); done {
-		return st
-	}
-	return metaRun("last", fs, 0, *sf.db, stderr, func(db *engine.DB) error {
-		f, err := resolveFormat(*format, stdout)
-		if err != nil {
-			return err
-		}
-		sel, err := sf.selector(time.Now())
-		if err != nil {
-			return err
-		}
+	return selectorRun("last", fs, args, stdout, stderr, func(db *engine.DB, f string, sel engine.Selector) error {
 		res, err := db.Last(ctx, sel)
 		if err != nil {
 			return err
@@ -213,5 +188,27 @@ examples:
 			}
 		}
 		return w.close()
+	})
+}
+
+// selectorRun parses the selector and format flags of command name, opens
+// the database read-only and calls run with the output format and the
+// selector.
+func selectorRun(name string, fs *flag.FlagSet, args []string, stdout, stderr io.Writer, run func(db *engine.DB, format string, sel engine.Selector) error) int {
+	sf := addSelectorFlags(fs, "measurement; empty = every measurement")
+	format := addFormatFlag(fs)
+	if st, done := parseFlags(fs, args); done {
+		return st
+	}
+	return metaRun(name, fs, 0, *sf.db, stderr, func(db *engine.DB) error {
+		f, err := resolveFormat(*format, stdout)
+		if err != nil {
+			return err
+		}
+		sel, err := sf.selector(time.Now())
+		if err != nil {
+			return err
+		}
+		return run(db, f, sel)
 	})
 }

@@ -4,7 +4,10 @@ package testutil
 
 import (
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
+	"path/filepath"
+	"testing"
 
 	"github.com/stratadb/strata/internal/point"
 )
@@ -25,4 +28,24 @@ func RandValue(rng *rand.Rand, k point.Kind) point.Value {
 	default:
 		return point.String(fmt.Sprintf("s%d", rng.IntN(1000)))
 	}
+}
+
+// DirBytes returns the bytes of every file below dir, failing tb on error.
+func DirBytes(tb testing.TB, dir string) int64 {
+	tb.Helper()
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		fi, err := d.Info()
+		if err == nil {
+			n += fi.Size()
+		}
+		return err
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n
 }
