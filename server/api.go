@@ -476,20 +476,10 @@ func (s *Server) series(w http.ResponseWriter, r *http.Request) {
 		apiFail(w, e)
 		return
 	}
-	sets, e := matchSets(r)
+	sets, start, end, limit, e := metaParams(r)
 	if e == nil && len(sets) == 0 {
 		e = badData("no match[] parameter provided")
 	}
-	if e != nil {
-		apiFail(w, e)
-		return
-	}
-	start, end, e := metaRange(r)
-	if e != nil {
-		apiFail(w, e)
-		return
-	}
-	limit, e := limitParam(r)
 	if e != nil {
 		apiFail(w, e)
 		return
@@ -547,17 +537,7 @@ func (s *Server) labelMeta(w http.ResponseWriter, r *http.Request, name string) 
 		apiFail(w, e)
 		return
 	}
-	sets, e := matchSets(r)
-	if e != nil {
-		apiFail(w, e)
-		return
-	}
-	start, end, e := metaRange(r)
-	if e != nil {
-		apiFail(w, e)
-		return
-	}
-	limit, e := limitParam(r)
+	sets, start, end, limit, e := metaParams(r)
 	if e != nil {
 		apiFail(w, e)
 		return
@@ -607,4 +587,17 @@ func (s *Server) buildInfo(w http.ResponseWriter, r *http.Request) {
 		"buildDate": "",
 		"goVersion": runtime.Version(),
 	})
+}
+
+// metaParams reads the parameters the metadata endpoints share: the
+// match[] selectors, the time range and the limit.
+func metaParams(r *http.Request) (sets [][]*labels.Matcher, start, end int64, limit int, e *apiError) {
+	if sets, e = matchSets(r); e != nil {
+		return
+	}
+	if start, end, e = metaRange(r); e != nil {
+		return
+	}
+	limit, e = limitParam(r)
+	return
 }
