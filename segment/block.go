@@ -86,6 +86,20 @@ func appendFramed(dst []byte, enc *zstd.Encoder, raw []byte) []byte {
 	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
 
+// decodeStream appends the bytes zstd frames payload decode to to dst,
+// which must have room for all of them.
+func decodeStream(payload, dst []byte) ([]byte, error) {
+	dec, err := decoder()
+	if err != nil {
+		return nil, err
+	}
+	out, err := dec.DecodeAll(payload, dst)
+	if err != nil {
+		return nil, fmt.Errorf("zstd: %w", err)
+	}
+	return out, nil
+}
+
 var errShortFrame = errors.New("frame too short")
 
 // checkFrame checks the checksum, flags and declared raw length of a stored

@@ -903,3 +903,72 @@ func TestCopyBlock(t *testing.T) {
 	}
 	openAndCheck(t, fs, "/db/out2.seg", []testSeries{{key: []byte("m f"), kind: point.KindFloat, samples: src[:2]}})
 }
+
+// TestStreamedIndex writes indexes past the point where the Writer starts
+// compressing them as a stream: compressible ones (sent as the count's
+// frame and the entries' frame) and ones that compress too well for a
+// reader to accept (recovered from the stream and stored raw). Each must read back exactly, by position and
+// by key, as the same series written with the index compressed whole.
+func TestStreamedIndex(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	// Keys that differ only at the end of 4 KiB compress past the ratio a
+	// reader accepts (maxRatio), so the index must be stored raw.
+	repetitive := func(n int) []testSeries {
+		out := make([]testSeries, n)
+		for i := range out {
+			key := fmt.Appendf(bytes.Repeat([]byte("a"), 4<<10), "%06d", i)
+			out[i] = testSeries{key: key, kind: point.KindUint, samples: []point.Sample{{Time: 1, Value: point.Uint(7)}}}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name       string
+		series     []testSeries
+		compressed bool
+	}{
+		{"compressible", randomSeries(rng, 2000, 30), true},
+		{"too compressible", repetitive(2000), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := newMemFS()
+			whole := writeSegment(t, fs, "whole.seg", 8, tc.series)
+			defer func(at int) { indexStreamAt = at }(indexStreamAt)
+			indexStreamAt = 4 << 10
+			w, err := Create("streamed.seg", WriterOptions{FS: fs, BlockSamples: 8})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range tc.series {
+				if err := w.Add(s.key, s.kind, s.samples); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if w.zindex == nil {
+				t.Fatal("the index was not streamed")
+			}
+			streamed, err := w.Finish()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if whole.Series != streamed.Series || whole.Samples != streamed.Samples {
+				t.Fatalf("metas differ: %+v vs %+v", whole, streamed)
+			}
+			data := fs.bytes(t, "streamed.seg")
+			ft, err := parseFooter(data[len(data)-footerLen:], formatVersion)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := data[ft.indexOff]&flagZstd != 0; got != tc.compressed {
+				t.Fatalf("index compressed = %v, want %v", got, tc.compressed)
+			}
+			a := openAndCheck(t, fs, "whole.seg", tc.series)
+			b := openAndCheck(t, fs, "streamed.seg", tc.series)
+			for i, s := range tc.series {
+				got, ok := b.Find(s.key)
+				if !ok || !reflect.DeepEqual(got, a.Series(i)) || !reflect.DeepEqual(got, b.Series(i)) {
+					t.Fatalf("series %d (%q): %+v, %v, want %+v", i, s.key, got, ok, a.Series(i))
+				}
+			}
+		})
+	}
+}

@@ -35,9 +35,12 @@
 //	| flags (1) | rawLen uvarint | payload            | crc32c (4) |
 //	+-----------+----------------+--------------------+------------+
 //
-//	flags    bit 0 set: payload is one zstd frame that decodes to the rawLen
-//	         bytes of the raw block; clear: payload is the raw block itself
-//	         and len(payload) == rawLen. Other bits are zero.
+//	flags    bit 0 set: payload is zstd frames, one after the other, that
+//	         decode to the rawLen bytes of the raw block (a block is one
+//	         frame; a large index is the series count's frame, then the
+//	         entries' frame, so that it can be compressed as it is written);
+//	         clear: payload is the raw block itself and len(payload) ==
+//	         rawLen. Other bits are zero.
 //	rawLen   at most 256*len(payload) when compressed; for a block at most
 //	         64+20*count bytes for numeric and bool kinds, MaxBlockRaw (64
 //	         MiB) for strings; for the index at most 1 GiB.
@@ -279,11 +282,14 @@ type Writer struct {
 	inlineEnds  []int
 	inlineTotal int64 // raw bytes of every inline block so far
 
-	index   []byte   // raw index entries of finished series
-	hashes  []uint64 // xxhash of every key, for the bloom filter
-	meta    Meta
-	scratch blockScratch
-	copyBuf []byte // a block CopyBlock read, before it joins buf
+	index    []byte        // raw index entries of finished series not yet streamed
+	indexRaw int64         // raw bytes of the entries already streamed
+	zindex   *zstd.Encoder // compresses the entries once they pass indexStreamAt
+	zout     *sectionBuf   // what zindex wrote
+	hashes   []uint64      // xxhash of every key, for the bloom filter
+	meta     Meta
+	scratch  blockScratch
+	copyBuf  []byte // a block CopyBlock read, before it joins buf
 }
 
 // Create starts a segment that will be published at path. It writes to
@@ -312,7 +318,7 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 		return nil, fmt.Errorf("segment: %w", err)
 	}
 	w := &Writer{fs: opts.FS, path: path, tmp: tmp, f: f, opts: opts, enc: enc, index: getIndexBuf()}
-	if want := indexReserve + min(opts.IndexBytes, maxPooledIndex); cap(w.index) < want {
+	if want := indexReserve + min(opts.IndexBytes, indexStreamAt+64<<10); cap(w.index) < want {
 		w.index = make([]byte, indexReserve, want)
 	}
 	w.meta.Path = path
@@ -512,7 +518,7 @@ func (w *Writer) flushBlock() error {
 		Count:   n,
 	}
 	raw := appendRawBlock(&w.scratch, w.kind, w.times, w.vals, w.strs)
-	if len(raw) <= w.opts.InlineBytes && len(w.index) < inlineIndexLimit+indexReserve {
+	if len(raw) <= w.opts.InlineBytes && w.indexRaw+int64(len(w.index)) < inlineIndexLimit+indexReserve {
 		// A small block lives in the index: no framing of its own, and
 		// compressed together with its neighbours.
 		w.inline = append(w.inline, raw...)
@@ -559,6 +565,11 @@ func (w *Writer) endSeries() error {
 		}
 	}
 	w.index = appendSeriesEntry(w.index, w.key, w.kind, w.blocks)
+	if len(w.index) >= indexStreamAt+indexReserve {
+		if err := w.streamIndex(); err != nil {
+			return err
+		}
+	}
 	w.inline = w.inline[:0]
 	w.inlineEnds = w.inlineEnds[:0]
 	w.hashes = append(w.hashes, xxhash.Sum64(w.key))
@@ -591,6 +602,91 @@ func (w *Writer) writeOut() error {
 	return nil
 }
 
+// streamIndex hands the index entries gathered so far to the index's
+// stream compressor, starting it on first use. A high-cardinality segment's
+// raw index runs to hundreds of megabytes; held whole until Finish, it was
+// the largest allocation of a flush or compaction of a million series.
+// Streamed, only its compressed form (about a tenth) is held.
+func (w *Writer) streamIndex() error {
+	if w.zindex == nil {
+		enc, err := getEncoder()
+		if err != nil {
+			return err
+		}
+		w.zout = getSectionBuf()
+		enc.Reset(w.zout)
+		w.zindex = enc
+	}
+	entries := w.index[indexReserve:]
+	if _, err := w.zindex.Write(entries); err != nil {
+		return fmt.Errorf("segment: compress index of %s: %w", w.path, err)
+	}
+	w.indexRaw += int64(len(entries))
+	w.index = w.index[:indexReserve]
+	return nil
+}
+
+// appendIndex appends the framed index section to w.buf: the series count
+// and every entry. A small index is compressed as one frame. A streamed one
+// is the count's own frame followed by the entries' frame (a zstd decoder
+// reads concatenated frames as one stream), or, in the unlikely case that
+// compression does not pay, the raw entries recovered from it.
+func (w *Writer) appendIndex() error {
+	var count [binary.MaxVarintLen64]byte
+	n := binary.PutUvarint(count[:], uint64(w.meta.Series))
+	rawLen := int64(n) + w.indexRaw + int64(len(w.index)-indexReserve)
+	if rawLen > maxSectionRaw {
+		return fmt.Errorf("%w: segment: %s: index of %d bytes exceeds %d", base.ErrInvalid, w.path, rawLen, maxSectionRaw)
+	}
+	if w.zindex == nil {
+		// The series count goes into the room reserved before the entries.
+		raw := w.index[indexReserve-n:]
+		copy(raw, count[:n])
+		w.buf = appendFramed(w.buf, w.enc, raw)
+		return nil
+	}
+	if err := w.streamIndex(); err != nil {
+		return err
+	}
+	if err := w.zindex.Close(); err != nil {
+		return fmt.Errorf("segment: compress index of %s: %w", w.path, err)
+	}
+	head := w.enc.EncodeAll(count[:n], nil)
+	c := int64(len(head) + len(w.zout.b))
+	if c >= rawLen || rawLen > maxRatio*c {
+		raw := append(make([]byte, 0, rawLen), count[:n]...)
+		raw, err := decodeStream(w.zout.b, raw)
+		if err != nil {
+			return fmt.Errorf("segment: recover index of %s: %w", w.path, err)
+		}
+		w.buf = appendFramed(w.buf, w.enc, raw)
+		return nil
+	}
+	start := len(w.buf)
+	w.buf = slices.Grow(w.buf, 1+binary.MaxVarintLen64+int(c)+4)
+	w.buf = append(w.buf, flagZstd)
+	w.buf = binary.AppendUvarint(w.buf, uint64(rawLen))
+	w.buf = append(w.buf, head...)
+	w.buf = append(w.buf, w.zout.b...)
+	w.buf = binary.LittleEndian.AppendUint32(w.buf, crc32.Checksum(w.buf[start:], castagnoli))
+	return nil
+}
+
+// releaseIndex returns the index buffers and the stream compressor.
+func (w *Writer) releaseIndex() {
+	putIndexBuf(w.index)
+	w.index, w.indexRaw = nil, 0
+	if w.zindex != nil {
+		w.zindex.Reset(nil)
+		putEncoder(w.zindex)
+		w.zindex = nil
+	}
+	if w.zout != nil {
+		putSectionBuf(w.zout)
+		w.zout = nil
+	}
+}
+
 // Finish writes the index, bloom filter and footer, fsyncs the file,
 // renames it to its final path and fsyncs the directory. On error the
 // temporary file is removed.
@@ -615,24 +711,18 @@ func (w *Writer) finish() error {
 		return err
 	}
 	indexOff := w.dataSize()
-	// The series count goes into the room reserved before the entries.
-	var count [binary.MaxVarintLen64]byte
-	n := binary.PutUvarint(count[:], uint64(w.meta.Series))
-	raw := w.index[indexReserve-n:]
-	copy(raw, count[:n])
-	if len(raw) > maxSectionRaw {
-		return fmt.Errorf("%w: segment: %s: index of %d bytes exceeds %d", base.ErrInvalid, w.path, len(raw), maxSectionRaw)
-	}
 	start := len(w.buf)
-	w.buf = appendFramed(w.buf, w.enc, raw)
+	if err := w.appendIndex(); err != nil {
+		return err
+	}
 	indexLen := int64(len(w.buf) - start)
 	bloomOff := indexOff + indexLen
 	start = len(w.buf)
 	w.buf = appendBloom(w.buf, w.hashes)
 	bloomLen := int64(len(w.buf) - start)
 	w.buf = appendFooter(w.buf, footer{uint64(indexOff), uint64(indexLen), uint64(bloomOff), uint64(bloomLen)})
-	putIndexBuf(w.index)
-	w.index, w.hashes, w.inlineTotal = nil, nil, 0
+	w.releaseIndex()
+	w.hashes, w.inlineTotal = nil, 0
 	w.meta.Size = w.Size()
 	if err := w.writeOut(); err != nil {
 		return err
@@ -670,8 +760,7 @@ func (w *Writer) Abort() error {
 		return nil
 	}
 	w.done = true
-	putIndexBuf(w.index)
-	w.index = nil
+	w.releaseIndex()
 	if w.err == nil {
 		w.err = errFinished
 	}
@@ -760,6 +849,35 @@ var indexBufs sync.Pool
 
 // maxPooledIndex keeps the buffers of huge indexes out of the pool.
 const maxPooledIndex = 64 << 20
+
+// indexStreamAt is how many bytes of raw index entries a Writer gathers
+// before it hands them to the index's stream compressor (a variable for
+// tests).
+var indexStreamAt = 1 << 20
+
+// sectionBuf collects what a stream compressor writes.
+type sectionBuf struct{ b []byte }
+
+func (s *sectionBuf) Write(p []byte) (int, error) {
+	s.b = append(s.b, p...)
+	return len(p), nil
+}
+
+var sectionBufs sync.Pool
+
+func getSectionBuf() *sectionBuf {
+	if s, ok := sectionBufs.Get().(*sectionBuf); ok {
+		s.b = s.b[:0]
+		return s
+	}
+	return &sectionBuf{}
+}
+
+func putSectionBuf(s *sectionBuf) {
+	if cap(s.b) <= maxPooledIndex {
+		sectionBufs.Put(s)
+	}
+}
 
 func getIndexBuf() []byte {
 	if b, ok := indexBufs.Get().(*[]byte); ok {
