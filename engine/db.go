@@ -224,10 +224,15 @@ type writeScratch struct {
 
 // The tag-set cache has a power of two of entries, at least minSetCache
 // and at most maxSetCache (16 bytes each): it grows with the catalog so
-// that a gateway with many devices hits it too.
+// that a gateway with many devices hits it too. It is 4-way set
+// associative: an address picks a group of setCacheWays entries (one
+// 64-byte cache line) and may sit in any of them. Direct mapped, the tag
+// arrays of 200k devices missed about half the time in a cache of 256k
+// entries, each pair sharing a slot evicting the other on every write.
 const (
-	minSetCache = 1 << 12
-	maxSetCache = 1 << 18
+	minSetCache  = 1 << 12
+	maxSetCache  = 1 << 19
+	setCacheWays = 4
 )
 
 // sizeSetCache grows the cache, emptied, to the next power of two of
@@ -248,17 +253,34 @@ type setCacheEntry struct {
 }
 
 // cachedSet returns the tag set of (measurement, tags) from the cache, or
-// nil; slot is where to remember the one a lookup finds.
+// nil; slot is where to remember the one a lookup finds: the entry that
+// held this address, else an empty one of its group, else one chosen by
+// the address's low bits (stale entries are replaced in turn as the
+// caller's arrays change).
 func (w *writeScratch) cachedSet(measurement string, tags []Tag) (set *tagSet, slot *setCacheEntry) {
 	if len(tags) == 0 {
 		return nil, nil
 	}
 	addr := uintptr(unsafe.Pointer(unsafe.SliceData(tags)))
-	e := &w.sets[(uint64(addr)*0x9E3779B97F4A7C15)>>(64-bits.TrailingZeros(uint(len(w.sets))))]
-	if e.tags == addr && e.set != nil && e.set.measurement == measurement && tagsEqual(e.set.tags, tags) {
-		return e.set, nil
+	h := uint64(addr) * 0x9E3779B97F4A7C15
+	groups := uint(len(w.sets)) / setCacheWays
+	g := w.sets[(h>>(64-bits.TrailingZeros(groups)))*setCacheWays:][:setCacheWays]
+	for i := range g {
+		e := &g[i]
+		if e.tags != addr {
+			continue
+		}
+		if e.set != nil && e.set.measurement == measurement && tagsEqual(e.set.tags, tags) {
+			return e.set, nil
+		}
+		return nil, e
 	}
-	return nil, e
+	for i := range g {
+		if g[i].set == nil {
+			return nil, &g[i]
+		}
+	}
+	return nil, &g[(h>>20)%setCacheWays]
 }
 
 type pendingSeries struct {
