@@ -158,7 +158,9 @@ func (db *DB) compactOnce() (bool, error) {
 		}
 		inputsMin := uint64(math.MaxUint64)
 		cin := make([]compaction.Input, len(inputs))
+		series := 0 // at most the output's series: sizes its buffers
 		for i, h := range inputs {
+			series += h.r.NumSeries()
 			applied := h.tombApplied.Load()
 			inputsMin = min(inputsMin, applied)
 			cin[i] = compaction.Input{Reader: h.r, Drop: db.dropFunc(applied, tombs)}
@@ -171,7 +173,7 @@ func (db *DB) compactOnce() (bool, error) {
 			FS:                 db.fs,
 			NewOutput: func() (*segment.Writer, error) {
 				path := filepath.Join(db.dir, segName(db.allocFileNum()))
-				return segment.Create(path, segment.WriterOptions{FS: db.fs, BlockSamples: db.opts.BlockSamples})
+				return segment.Create(path, segment.WriterOptions{FS: db.fs, BlockSamples: db.opts.BlockSamples, Series: series})
 			},
 		})
 		if err != nil {

@@ -123,21 +123,12 @@ func (db *DB) flushMemtable(m *memRef) error {
 	// Series in key order.
 	ids := m.t.IDs()
 	db.cat.sortByKeyRanks(ids, false)
-	// The index holds each key and a few dozen bytes of block entries;
-	// short series keep their samples in it too (inline blocks of at most
-	// 128 bytes, a few bytes per sample).
-	indexBytes := min(int(m.t.Len())*4, len(ids)*128)
-	db.cat.mu.RLock()
-	for _, id := range ids {
-		indexBytes += len(db.cat.series[id].key) + 48
-	}
-	db.cat.mu.RUnlock()
 
 	var h *segHandle
 	if len(ids) > 0 {
 		num := db.allocFileNum()
 		path := filepath.Join(db.dir, segName(num))
-		w, err := segment.Create(path, segment.WriterOptions{FS: db.fs, BlockSamples: db.opts.BlockSamples, IndexBytes: indexBytes})
+		w, err := segment.Create(path, segment.WriterOptions{FS: db.fs, BlockSamples: db.opts.BlockSamples, Series: len(ids)})
 		if err != nil {
 			return err
 		}

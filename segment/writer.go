@@ -235,11 +235,12 @@ type WriterOptions struct {
 	// short series of a high-cardinality flush). 0 means 128; negative
 	// means never.
 	InlineBytes int
-	// IndexBytes, when known, is about the size the raw index will reach
-	// (keys, block entries and inline blocks): the index buffer starts at
-	// that capacity instead of doubling its way there, which for a flush of
+	// Series, when known, is about how many series the segment will hold:
+	// the buffers that grow with them (the key hashes of the bloom filter,
+	// the index entries gathered before they are compressed) start at
+	// their size instead of doubling their way there, which in a flush of
 	// a million series copied hundreds of megabytes. 0 means unknown.
-	IndexBytes int
+	Series int
 }
 
 // Meta describes a finished segment.
@@ -318,8 +319,11 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 		return nil, fmt.Errorf("segment: %w", err)
 	}
 	w := &Writer{fs: opts.FS, path: path, tmp: tmp, f: f, opts: opts, enc: enc, index: getIndexBuf()}
-	if want := indexReserve + min(opts.IndexBytes, indexStreamAt+64<<10); cap(w.index) < want {
+	if want := indexReserve + min(opts.Series*64, indexStreamAt) + 64<<10; opts.Series > 0 && cap(w.index) < want {
 		w.index = make([]byte, indexReserve, want)
+	}
+	if opts.Series > 0 {
+		w.hashes = make([]uint64, 0, min(opts.Series, maxSeriesHint))
 	}
 	w.meta.Path = path
 	// Room for a full write buffer and the block that passes it: zstd
@@ -592,13 +596,21 @@ func (w *Writer) writeOut() error {
 	if len(w.buf) == 0 {
 		return nil
 	}
-	n, err := w.f.Write(w.buf)
+	if err := w.write(w.buf); err != nil {
+		return err
+	}
+	w.buf = w.buf[:0]
+	return nil
+}
+
+// write writes b to the file after everything before it.
+func (w *Writer) write(b []byte) error {
+	n, err := w.f.Write(b)
 	w.flushed += int64(n)
 	if err != nil {
 		w.err = fmt.Errorf("segment: write %s: %w", w.tmp, err)
 		return w.err
 	}
-	w.buf = w.buf[:0]
 	return nil
 }
 
@@ -626,7 +638,7 @@ func (w *Writer) streamIndex() error {
 	return nil
 }
 
-// appendIndex appends the framed index section to w.buf: the series count
+// appendIndex writes the framed index section after the blocks: the series count
 // and every entry. A small index is compressed as one frame. A streamed one
 // is the count's own frame followed by the entries' frame (a zstd decoder
 // reads concatenated frames as one stream), or, in the unlikely case that
@@ -662,13 +674,19 @@ func (w *Writer) appendIndex() error {
 		w.buf = appendFramed(w.buf, w.enc, raw)
 		return nil
 	}
+	// The compressed entries go to the file as they are, not through buf.
 	start := len(w.buf)
-	w.buf = slices.Grow(w.buf, 1+binary.MaxVarintLen64+int(c)+4)
 	w.buf = append(w.buf, flagZstd)
 	w.buf = binary.AppendUvarint(w.buf, uint64(rawLen))
 	w.buf = append(w.buf, head...)
-	w.buf = append(w.buf, w.zout.b...)
-	w.buf = binary.LittleEndian.AppendUint32(w.buf, crc32.Checksum(w.buf[start:], castagnoli))
+	crc := crc32.Update(crc32.Checksum(w.buf[start:], castagnoli), castagnoli, w.zout.b)
+	if err := w.writeOut(); err != nil {
+		return err
+	}
+	if err := w.write(w.zout.b); err != nil {
+		return err
+	}
+	w.buf = binary.LittleEndian.AppendUint32(w.buf, crc)
 	return nil
 }
 
@@ -711,13 +729,12 @@ func (w *Writer) finish() error {
 		return err
 	}
 	indexOff := w.dataSize()
-	start := len(w.buf)
 	if err := w.appendIndex(); err != nil {
 		return err
 	}
-	indexLen := int64(len(w.buf) - start)
+	indexLen := w.dataSize() - indexOff
 	bloomOff := indexOff + indexLen
-	start = len(w.buf)
+	start := len(w.buf)
 	w.buf = appendBloom(w.buf, w.hashes)
 	bloomLen := int64(len(w.buf) - start)
 	w.buf = appendFooter(w.buf, footer{uint64(indexOff), uint64(indexLen), uint64(bloomOff), uint64(bloomLen)})
@@ -849,6 +866,9 @@ var indexBufs sync.Pool
 
 // maxPooledIndex keeps the buffers of huge indexes out of the pool.
 const maxPooledIndex = 64 << 20
+
+// maxSeriesHint bounds what WriterOptions.Series reserves.
+const maxSeriesHint = 16 << 20
 
 // indexStreamAt is how many bytes of raw index entries a Writer gathers
 // before it hands them to the index's stream compressor (a variable for
