@@ -291,9 +291,12 @@ func TestPropertyRandomSegments(t *testing.T) {
 	if testing.Short() {
 		iters = 10
 	}
+	defer func(at int) { indexStreamAt = at }(indexStreamAt)
 	for iter := range iters {
 		rng := rand.New(rand.NewPCG(uint64(iter), 77))
 		series := randomSeries(rng, 1+rng.IntN(12), 1+rng.IntN(400))
+		// Every other file streams its index to the compressor.
+		indexStreamAt = []int{1 << 20, 64}[iter%2]
 		bs := []int{0, 1 + rng.IntN(8), 1 + rng.IntN(100), 1 + rng.IntN(1000)}[rng.IntN(4)]
 		// Feed each series in random pieces, exercising continuation.
 		fs := newMemFS()
