@@ -638,11 +638,12 @@ func (w *Writer) streamIndex() error {
 	return nil
 }
 
-// appendIndex writes the framed index section after the blocks: the series count
-// and every entry. A small index is compressed as one frame. A streamed one
-// is the count's own frame followed by the entries' frame (a zstd decoder
-// reads concatenated frames as one stream), or, in the unlikely case that
-// compression does not pay, the raw entries recovered from it.
+// appendIndex writes the framed index section after the blocks: the
+// series count and every entry. A small index is compressed as one frame.
+// A streamed one is the count's own frame followed by the entries' frame
+// (a zstd decoder reads concatenated frames as one stream), or, when
+// compression does not pay or passes the ratio readers accept, the raw
+// entries recovered from the stream.
 func (w *Writer) appendIndex() error {
 	var count [binary.MaxVarintLen64]byte
 	n := binary.PutUvarint(count[:], uint64(w.meta.Series))
