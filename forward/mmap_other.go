@@ -1,0 +1,17 @@
+//go:build !linux
+
+package forward
+
+import (
+	"errors"
+	"os"
+)
+
+// mapFile is not used off Linux: frames are appended with write(2).
+func mapFile(f *os.File, used, size int64) ([]byte, error) {
+	return nil, errors.New("forward: queue files are mapped on linux only")
+}
+
+func unmapFile(m []byte) error { return nil }
+
+func populate(m []byte) error { return errors.New("forward: no populate") }
