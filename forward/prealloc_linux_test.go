@@ -7,7 +7,8 @@ import (
 )
 
 // A fault writing the mapping (here the file cut under it, as an I/O
-// error would) loses that frame, counted, not the process: the queue goes
+// error would; the frame is small enough to be copied into the mapping)
+// loses that frame, counted, not the process: the queue goes
 // on in a new file, appended to with write(2).
 func TestQueueMappedFault(t *testing.T) {
 	dir := t.TempDir()
@@ -18,7 +19,7 @@ func TestQueueMappedFault(t *testing.T) {
 	if err := os.Truncate(path, fileOf(1)); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.prepare(2, 7, 1, bytes.Repeat([]byte("z"), 64<<10)); err == nil {
+	if err := q.prepare(2, 7, 1, bytes.Repeat([]byte("z"), 8<<10)); err == nil {
 		t.Fatal("no error writing past the end of a cut mapped file")
 	}
 	if pub, lost := q.commit(2, true); pub != 0 || lost != 7 {

@@ -103,10 +103,14 @@ func TestQueuePreallocatedTailAfterCrash(t *testing.T) {
 	for s := uint64(1); s <= 5; s++ {
 		put(t, q, s, 2)
 	}
-	if err := q.prepare(6, 2, 1, []byte("payload 6")); err != nil {
-		t.Fatal(err)
+	// Frames the WAL write failed for, one copied into the mapping, one
+	// written with pwrite(2): removed, zeros again.
+	for _, n := range []int{9, 2 * mapFrameMax} {
+		if err := q.prepare(6, 2, 1, bytes.Repeat([]byte("6"), n)); err != nil {
+			t.Fatal(err)
+		}
+		q.commit(6, false)
 	}
-	q.commit(6, false) // the WAL write failed
 	path := lastQueueFile(t, dir)
 	if runtime.GOOS == "linux" {
 		if got := fileSize(t, path); got != 1<<20 {

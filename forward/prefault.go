@@ -11,7 +11,8 @@ import (
 // every 4 KiB under the database's commit lock. It only ever maps pages as
 // if for writing and never changes their contents, so it cannot disturb
 // bytes the writer is copying meanwhile. Where populate is not supported
-// the writer faults the pages in itself, as without it.
+// the writer faults the pages in itself, as without it. Its thread runs at
+// a lower priority (yieldCPU).
 type prefaulter struct {
 	want atomic.Int64 // bytes of the mapping the writer wants mapped
 	wake chan struct{}
@@ -39,6 +40,7 @@ func newPrefaulter() *prefaulter {
 }
 
 func (p *prefaulter) run() {
+	yieldCPU() // background work: if it lags, the writer faults pages in itself
 	for {
 		select {
 		case <-p.stop:
