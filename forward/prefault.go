@@ -29,8 +29,9 @@ const (
 	// prefaultAhead is how far ahead of the writer pages are mapped: a
 	// fraction of a second of the fastest ingest, little to write back.
 	prefaultAhead = 1 << 20
-	// prefaultChunk is mapped at once; roll waits for at most one.
-	prefaultChunk = 256 << 10
+	// prefaultChunk is mapped at once (some 50 µs); a roll waits for at
+	// most one.
+	prefaultChunk = 64 << 10
 )
 
 func newPrefaulter() *prefaulter {

@@ -977,11 +977,15 @@ func (q *queue) sync() error {
 	}
 	// The fsync cleaned the mapped pages: writing them faults again, unless
 	// they are mapped ahead once more.
+	// Not under wmu: rewind may wait for the prefaulter's chunk, and the
+	// writer must not wait for that (a rewind of a file rolled meanwhile
+	// only maps some pages again).
 	q.wmu.Lock()
-	if q.amap != nil {
-		q.pf.rewind(q.wsize)
-	}
+	mapped, off := q.amap != nil, q.wsize
 	q.wmu.Unlock()
+	if mapped {
+		q.pf.rewind(off)
+	}
 	return nil
 }
 
