@@ -293,3 +293,38 @@ func TestQueueZeroFiles(t *testing.T) {
 	put(t, q, 3, 1)
 	equalSeqs(t, drain(t, q), 3)
 }
+
+// Where files are not mapped (other systems, file systems without
+// fallocate, or after a fault), frames are appended with write(2): files
+// hold no zeros, a failed frame is removed, and a reopen after a crash
+// reads every frame.
+func TestQueueWriteFallback(t *testing.T) {
+	dir := t.TempDir()
+	q, _ := openRecorded(t, dir, 1<<20, 1<<62)
+	defer q.close()
+	q.wmu.Lock()
+	q.noMap, q.rollNext = true, true // as if mapping had failed
+	q.wmu.Unlock()
+	put(t, q, 1, 1)
+	if q.amap != nil {
+		t.Fatal("file mapped after mapping was turned off")
+	}
+	path := lastQueueFile(t, dir)
+	for _, n := range []int{9, 2 * mapFrameMax} {
+		if err := q.prepare(2, 1, 1, bytes.Repeat([]byte("2"), n)); err != nil {
+			t.Fatal(err)
+		}
+		q.commit(2, false)
+	}
+	put(t, q, 2, 1)
+	put(t, q, 3, 1)
+	if got, want := fileSize(t, path), fileOf(1, 2, 3); got != want {
+		t.Fatalf("file is %d bytes, want %d", got, want)
+	}
+	q2, rec := openRecorded(t, dir, 1<<20, 1<<62) // a kill -9, then a restart
+	defer q2.close()
+	equalSeqs(t, drain(t, q2), 1, 2, 3)
+	if msgs := rec.take(); len(msgs) != 0 {
+		t.Errorf("logged %q", msgs)
+	}
+}

@@ -545,7 +545,7 @@ func (q *queue) prepare(seq uint64, samples int, format byte, payload []byte) er
 		}
 		return nil
 	}
-	q.wbuf = appendFrame(q.wbuf[:0], seq, now, uint32(min(samples, frameSamplesMax)), format, payload)
+	q.wbuf = appendFrame(q.wbuf[:0], seq, now, uint32(min(uint64(samples), frameSamplesMax)), format, payload)
 	var n int
 	var err error
 	if q.amap != nil {
@@ -592,7 +592,7 @@ func (q *queue) appendMapped(seq uint64, now int64, samples int, format byte, pa
 	}()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	off := q.wsize
-	b := appendFrame(q.amap[off:off:len(q.amap)], seq, now, uint32(min(samples, frameSamplesMax)), format, payload)
+	b := appendFrame(q.amap[off:off:len(q.amap)], seq, now, uint32(min(uint64(samples), frameSamplesMax)), format, payload)
 	q.wsize += int64(len(b))
 	if q.wsize+prefaultAhead/2 > q.pfAsked {
 		q.pfAsked = q.wsize + prefaultAhead
