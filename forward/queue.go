@@ -28,18 +28,18 @@ package forward
 //
 // Preallocation: on Linux the file being written is created at its full
 // size (SegmentBytes, or one frame if that is larger, rounded up to pages;
-// fallocate) and mapped shared, and a small frame is appended by copying
-// it into the mapping, a large one with pwrite(2) into the preallocated
+// fallocate) and mapped shared; a small frame is appended by copying it
+// into the mapping, a large one with pwrite(2) into the preallocated
 // space: either way the page cache holds it from then on, through a kill
-// -9. The bytes past the last frame are zeros until
-// written, and zeros are never a frame (a zero length and checksum fail
-// the check), so a file that ends in zeros ends after its last frame: Open
-// cuts the zeros off without counting a loss (a torn frame followed by
-// zeros is a torn tail, as above). A file is cut to its used size and
-// fsynced when the next one is started (and on close), so only the newest
-// file can end in zeros. Where a file cannot be preallocated or mapped (other
-// systems, file systems without fallocate), frames are appended with
-// write(2) and files hold no zeros.
+// -9. The bytes past the last frame are zeros until written, and zeros
+// are never a frame (the crc32c of zeros is not zero), so a file that ends
+// in zeros ends after its last frame: Open cuts the zeros off without
+// counting a loss (a torn frame followed by zeros is a torn tail, as
+// above). A file is cut to its used size and fsynced when the next one is
+// started (and on close), so only the newest file can end in zeros. Where
+// a file cannot be preallocated or mapped (other systems, file systems
+// without fallocate), frames are appended with write(2) and files hold no
+// zeros.
 //
 // Cursor file, named "cursor", overwritten in place with one write (a
 // checksum mismatch after a power loss means: deliver the whole queue):
