@@ -2,6 +2,7 @@ package forward
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -41,3 +42,34 @@ func unmapFile(m []byte) error {
 // populate maps the pages of m writable (MADV_POPULATE_WRITE, Linux 5.14)
 // without changing what they hold.
 func populate(m []byte) error { return unix.Madvise(m, unix.MADV_POPULATE_WRITE) }
+
+// writeFrameAt writes a frame's header and payload at off with pwritev(2),
+// without joining them first.
+func writeFrameAt(f *os.File, hdr, payload []byte, off int64) (int, error) {
+	fd := int(f.Fd())
+	iov := [2][]byte{hdr, payload}
+	bufs := iov[:]
+	total := 0
+	for len(bufs) > 0 {
+		n, err := unix.Pwritev(fd, bufs, off+int64(total))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return total, err
+		}
+		if n == 0 {
+			return total, io.ErrShortWrite
+		}
+		total += n
+		for n > 0 {
+			if n < len(bufs[0]) {
+				bufs[0] = bufs[0][n:]
+				break
+			}
+			n -= len(bufs[0])
+			bufs = bufs[1:]
+		}
+	}
+	return total, nil
+}

@@ -15,3 +15,8 @@ func mapFile(f *os.File, used, size int64) ([]byte, error) {
 func unmapFile(m []byte) error { return nil }
 
 func populate(m []byte) error { return errors.New("forward: no populate") }
+
+// writeFrameAt is not used off Linux (no file is mapped there).
+func writeFrameAt(f *os.File, hdr, payload []byte, off int64) (int, error) {
+	return f.WriteAt(append(hdr[:len(hdr):len(hdr)], payload...), off)
+}

@@ -144,6 +144,12 @@ func (f *frame) size() int64 { return frameHeaderSize + int64(len(f.payload)) }
 
 // appendFrame appends the encoding of a frame to dst.
 func appendFrame(dst []byte, seq uint64, t int64, samples uint32, format byte, payload []byte) []byte {
+	return append(appendFrameHeader(dst, seq, t, samples, format, payload), payload...)
+}
+
+// appendFrameHeader appends the header of the frame of payload to dst,
+// its checksum over the payload included.
+func appendFrameHeader(dst []byte, seq uint64, t int64, samples uint32, format byte, payload []byte) []byte {
 	start := len(dst)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
 	dst = append(dst, 0, 0, 0, 0) // crc, below
@@ -151,8 +157,8 @@ func appendFrame(dst []byte, seq uint64, t int64, samples uint32, format byte, p
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(t))
 	dst = binary.LittleEndian.AppendUint32(dst, samples)
 	dst = append(dst, format)
-	dst = append(dst, payload...)
-	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(dst[start+8:], castagnoli))
+	crc := crc32.Update(crc32.Checksum(dst[start+8:], castagnoli), castagnoli, payload)
+	binary.LittleEndian.PutUint32(dst[start+4:], crc)
 	return dst
 }
 
@@ -545,12 +551,14 @@ func (q *queue) prepare(seq uint64, samples int, format byte, payload []byte) er
 		}
 		return nil
 	}
-	q.wbuf = appendFrame(q.wbuf[:0], seq, now, uint32(min(uint64(samples), frameSamplesMax)), format, payload)
 	var n int
 	var err error
 	if q.amap != nil {
-		n, err = q.active.WriteAt(q.wbuf, q.wsize) // into the preallocated space
+		// Into the preallocated space, the payload from where it is.
+		q.wbuf = appendFrameHeader(q.wbuf[:0], seq, now, uint32(min(uint64(samples), frameSamplesMax)), format, payload)
+		n, err = writeFrameAt(q.active, q.wbuf, payload, q.wsize)
 	} else {
+		q.wbuf = appendFrame(q.wbuf[:0], seq, now, uint32(min(uint64(samples), frameSamplesMax)), format, payload)
 		n, err = q.active.Write(q.wbuf)
 	}
 	q.wsize += int64(n)
