@@ -104,7 +104,7 @@ func TestQueuePreallocatedTailAfterCrash(t *testing.T) {
 		put(t, q, s, 2)
 	}
 	// Frames the WAL write failed for, one copied into the mapping, one
-	// written with pwrite(2): removed, zeros again.
+	// written with pwritev(2): removed, zeros again.
 	for _, n := range []int{9, 2 * mapFrameMax} {
 		if err := q.prepare(6, 2, 1, bytes.Repeat([]byte("6"), n)); err != nil {
 			t.Fatal(err)

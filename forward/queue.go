@@ -29,7 +29,7 @@ package forward
 // Preallocation: on Linux the file being written is created at its full
 // size (SegmentBytes, or one frame if that is larger, rounded up to pages;
 // fallocate) and mapped shared; a small frame is appended by copying it
-// into the mapping, a large one with pwrite(2) into the preallocated
+// into the mapping, a large one with pwritev(2) into the preallocated
 // space: either way the page cache holds it from then on, through a kill
 // -9. The bytes past the last frame are zeros until written, and zeros
 // are never a frame (the crc32c of zeros is not zero), so a file that ends
@@ -571,7 +571,7 @@ func (q *queue) prepare(seq uint64, samples int, format byte, payload []byte) er
 }
 
 // mapFrameMax is the largest frame copied into the mapping: a larger one
-// is written with pwrite(2) into the preallocated space. Mapping fresh
+// is written with pwritev(2) into the preallocated space. Mapping fresh
 // pages costs more CPU a byte than write(2) does (a page fault or populate
 // each 4 KiB), so that the system call saves more than the mapping costs
 // only for small frames: on a 2-core VM, write(2) costs ~4 µs + 0.4 ns a
