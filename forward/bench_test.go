@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -232,7 +231,7 @@ func benchIngest(b *testing.B, batches [][]engine.Point, n, devices, steps int, 
 	run := func(mode string) result {
 		var r result
 		dir := b.TempDir()
-		syscall.Sync() // start each run with no earlier run's writeback pending
+		syncAll() // start each run with no earlier run's writeback pending
 		db, err := engine.Open(dir, &engine.Options{Sync: engine.SyncNever, Logger: quiet()})
 		if err != nil {
 			b.Fatal(err)

@@ -36,7 +36,10 @@
 // coming, a full batch is held until its oldest sample has waited Linger,
 // and it goes at once when they pause, so that a burst is written at full
 // speed and delivered after it, and writes that never pause still see
-// delivery at most about Linger behind them.
+// delivery at most about Linger behind them. On Linux the sender runs on a
+// thread of its own at a lower priority (nice 10), so that on contended
+// cores the writes run first; on a machine whose CPU is saturated,
+// delivery may fall further behind than Linger.
 //
 // # Metrics
 //

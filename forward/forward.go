@@ -354,6 +354,9 @@ func (f *Forwarder) enforceBounds() {
 // sendLoop forms batches from the queue and delivers them, one request at
 // a time, so samples reach the remote in queue order.
 func (f *Forwarder) sendLoop() {
+	// Decoding and encoding cost more CPU than local ingest does a point:
+	// where the cores are contended they run after the writers.
+	yieldCPU()
 	var (
 		dec     engine.FeedDecoder
 		rb      readBuf

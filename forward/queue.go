@@ -26,6 +26,21 @@ package forward
 // damaged frame elsewhere loses the rest of its file (counted and logged),
 // never the other files.
 //
+// Preallocation: on Linux the file being written is created at its full
+// size (SegmentBytes, or one frame if that is larger, rounded up to pages;
+// fallocate) and mapped shared; a small frame is appended by copying it
+// into the mapping, a large one with pwritev(2) into the preallocated
+// space: either way the page cache holds it from then on, through a kill
+// -9. The bytes past the last frame are zeros until written, and zeros
+// are never a frame (the crc32c of zeros is not zero), so a file that ends
+// in zeros ends after its last frame: Open cuts the zeros off without
+// counting a loss (a torn frame followed by zeros is a torn tail, as
+// above). A file is cut to its used size and fsynced when the next one is
+// started (and on close), so only the newest file can end in zeros. Where
+// a file cannot be preallocated or mapped (other systems, file systems
+// without fallocate), frames are appended with write(2) and files hold no
+// zeros.
+//
 // Cursor file, named "cursor", overwritten in place with one write (a
 // checksum mismatch after a power loss means: deliver the whole queue):
 //
@@ -49,6 +64,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -128,6 +144,12 @@ func (f *frame) size() int64 { return frameHeaderSize + int64(len(f.payload)) }
 
 // appendFrame appends the encoding of a frame to dst.
 func appendFrame(dst []byte, seq uint64, t int64, samples uint32, format byte, payload []byte) []byte {
+	return append(appendFrameHeader(dst, seq, t, samples, format, payload), payload...)
+}
+
+// appendFrameHeader appends the header of the frame of payload to dst,
+// its checksum over the payload included.
+func appendFrameHeader(dst []byte, seq uint64, t int64, samples uint32, format byte, payload []byte) []byte {
 	start := len(dst)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
 	dst = append(dst, 0, 0, 0, 0) // crc, below
@@ -135,8 +157,8 @@ func appendFrame(dst []byte, seq uint64, t int64, samples uint32, format byte, p
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(t))
 	dst = binary.LittleEndian.AppendUint32(dst, samples)
 	dst = append(dst, format)
-	dst = append(dst, payload...)
-	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(dst[start+8:], castagnoli))
+	crc := crc32.Update(crc32.Checksum(dst[start+8:], castagnoli), castagnoli, payload)
+	binary.LittleEndian.PutUint32(dst[start+4:], crc)
 	return dst
 }
 
@@ -229,9 +251,15 @@ type queue struct {
 	now      func() time.Time
 
 	// wmu serialises the writer: the active file and the pending frame.
-	wmu     sync.Mutex
-	active  *os.File
-	wsize   int64 // bytes written to the active file, the pending frame too
+	wmu    sync.Mutex
+	active *os.File
+	wsize  int64 // bytes written to the active file, the pending frame too
+	// amap is the active file's mapping (see the format comment), nil when
+	// frames are appended with write(2); noMap stops mapping new files.
+	amap    []byte
+	noMap   bool
+	pf      *prefaulter // maps amap's pages ahead of the writer
+	pfAsked int64       // the offset of amap last asked of pf
 	pending struct {
 		ok      bool
 		seq     uint64
@@ -287,7 +315,9 @@ func openQueue(dir string, segBytes int64, recovered uint64, logger *slog.Logger
 		return nil, cursor{}, fmt.Errorf("open cursor: %w", err)
 	}
 	q.cursorFile = cf
+	q.pf = newPrefaulter()
 	fail := func(err error) (*queue, cursor, error) {
+		q.pf.close()
 		cf.Close()
 		return nil, cursor{}, err
 	}
@@ -330,7 +360,7 @@ func openQueue(dir string, segBytes int64, recovered uint64, logger *slog.Logger
 	if len(q.files) > 0 {
 		q.rd.num = q.files[0].num
 	}
-	if err := q.createFile(next); err != nil {
+	if err := q.createFile(next, 0); err != nil {
 		return fail(err)
 	}
 	return q, cur, nil
@@ -347,10 +377,10 @@ func (q *queue) scanFile(num uint64, last bool, recovered uint64, lastSeq *uint6
 	}
 	f := &qfile{num: num, size: queueHeaderSize}
 	if err := checkQueueHeader(data, num); err != nil {
-		if last && len(data) < queueHeaderSize {
-			// Torn while being created: nothing was ever queued in it.
+		if last && (len(data) < queueHeaderSize || allZero(data)) {
+			// Torn while being created (or preallocated, and its header
+			// lost to a power loss): nothing was ever queued in it.
 			q.logger.Warn("forward: removing torn queue file", "file", path)
-			f.size = int64(len(data))
 			f.broken = true
 			return f, nil
 		}
@@ -359,6 +389,13 @@ func (q *queue) scanFile(num uint64, last bool, recovered uint64, lastSeq *uint6
 	off := int64(queueHeaderSize)
 	for off < int64(len(data)) {
 		fr, _, err := parseFrame(data[off:])
+		if err != nil && allZero(data[off:]) {
+			// Preallocated space after the last frame: the clean end.
+			if !last {
+				q.logger.Warn("forward: queue file was not cut to its frames; cutting it now", "file", path, "offset", off)
+			}
+			return f, truncateTail(path, off, f)
+		}
 		if err == nil && fr.seq <= *lastSeq {
 			err = fmt.Errorf("%w: frame %d after %d", errQueueCorrupt, fr.seq, *lastSeq)
 		}
@@ -390,6 +427,22 @@ func (q *queue) scanFile(num uint64, last bool, recovered uint64, lastSeq *uint6
 	return f, nil
 }
 
+// allZero tells whether b holds only zero bytes.
+func allZero(b []byte) bool {
+	for len(b) >= 8 {
+		if binary.LittleEndian.Uint64(b) != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 func truncateTail(path string, off int64, f *qfile) error {
 	if err := os.Truncate(path, off); err != nil {
 		return fmt.Errorf("truncate queue file: %w", err)
@@ -398,13 +451,16 @@ func truncateTail(path string, off int64, f *qfile) error {
 	return nil
 }
 
-// createFile starts active file num. The caller holds wmu (or is Open).
-func (q *queue) createFile(num uint64) error {
+// createFile starts active file num, with room for a frame of need bytes
+// when it is mapped. The caller holds wmu (or is Open).
+func (q *queue) createFile(num uint64, need int64) error {
 	path := filepath.Join(q.dir, queueFileName(num))
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
 	if err != nil {
 		return fmt.Errorf("create queue file: %w", err)
 	}
+	// The header is written first: a file cut short or ending in zeros
+	// after it holds no frame, which Open tells from damage.
 	if _, err := f.Write(appendQueueHeader(nil, num)); err != nil {
 		f.Close()
 		return fmt.Errorf("write queue file header: %w", err)
@@ -413,12 +469,42 @@ func (q *queue) createFile(num uint64) error {
 		f.Close()
 		return err
 	}
-	q.active, q.wsize = f, queueHeaderSize
+	q.active, q.wsize, q.amap = f, queueHeaderSize, nil
+	q.mapActive(need)
 	q.mu.Lock()
 	q.files = append(q.files, &qfile{num: num, size: queueHeaderSize})
 	q.mu.Unlock()
 	return nil
 }
+
+// mapActive preallocates and maps the active file, still empty, with room
+// for a frame of need bytes (unless mapping failed before). The caller
+// holds wmu.
+func (q *queue) mapActive(need int64) {
+	if q.noMap {
+		return
+	}
+	if q.amap != nil {
+		q.pf.set(nil)
+		if err := unmapFile(q.amap); err != nil {
+			q.logger.Warn("forward: remap queue file", "err", err)
+		}
+		q.amap = nil
+	}
+	size := roundUp(max(q.segBytes, queueHeaderSize+need), pageSize)
+	m, err := mapFile(q.active, queueHeaderSize, size)
+	if err != nil {
+		q.logger.Debug("forward: appending to the queue with write(2)", "err", err)
+		q.noMap = true
+		return
+	}
+	q.amap, q.pfAsked = m, 0
+	q.pf.set(m)
+}
+
+var pageSize = int64(os.Getpagesize())
+
+func roundUp(n, to int64) int64 { return (n + to - 1) / to * to }
 
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
@@ -440,21 +526,85 @@ func (q *queue) prepare(seq uint64, samples int, format byte, payload []byte) er
 	defer q.wmu.Unlock()
 	q.pending.ok, q.pending.lost = true, false
 	q.pending.seq, q.pending.samples = seq, int64(samples)
-	if q.active == nil || q.rollNext || q.wsize >= q.segBytes {
-		if err := q.roll(); err != nil {
+	need := int64(frameHeaderSize + len(payload))
+	if q.active == nil || q.rollNext || q.wsize >= q.segBytes ||
+		q.amap != nil && q.wsize+need > int64(len(q.amap)) && q.wsize > queueHeaderSize {
+		if err := q.roll(need); err != nil {
 			q.pending.lost = true
 			return err
 		}
+	} else if q.amap != nil && q.wsize+need > int64(len(q.amap)) {
+		q.mapActive(need) // a frame larger than the empty file: grow it
 	}
 	now := q.now().UnixNano()
-	q.wbuf = appendFrame(q.wbuf[:0], seq, now, uint32(min(samples, frameSamplesMax)), format, payload)
-	q.pending.off, q.pending.size, q.pending.time = q.wsize, int64(len(q.wbuf)), now
-	n, err := q.active.Write(q.wbuf)
+	q.pending.off, q.pending.size, q.pending.time = q.wsize, need, now
+	if q.amap != nil && q.wsize+need > int64(len(q.amap)) {
+		// Cannot happen (roll made room): keep the file whole regardless.
+		q.pending.lost = true
+		q.rollNext = true
+		return fmt.Errorf("append to queue: frame of %d bytes past the mapped file", need)
+	}
+	if q.amap != nil && need <= mapFrameMax {
+		if err := q.appendMapped(seq, now, samples, format, payload); err != nil {
+			q.pending.lost = true
+			return err
+		}
+		return nil
+	}
+	var n int
+	var err error
+	if q.amap != nil {
+		// Into the preallocated space, the payload from where it is.
+		q.wbuf = appendFrameHeader(q.wbuf[:0], seq, now, uint32(min(uint64(samples), frameSamplesMax)), format, payload)
+		n, err = writeFrameAt(q.active, q.wbuf, payload, q.wsize)
+	} else {
+		q.wbuf = appendFrame(q.wbuf[:0], seq, now, uint32(min(uint64(samples), frameSamplesMax)), format, payload)
+		n, err = q.active.Write(q.wbuf)
+	}
 	q.wsize += int64(n)
 	if err != nil {
 		q.pending.lost = true
 		q.undoLocked()
 		return fmt.Errorf("append to queue: %w", err)
+	}
+	return nil
+}
+
+// mapFrameMax is the largest frame copied into the mapping: a larger one
+// is written with pwritev(2) into the preallocated space. Mapping fresh
+// pages costs more CPU a byte than write(2) does (a page fault or populate
+// each 4 KiB), so that the system call saves more than the mapping costs
+// only for small frames: on a 2-core VM, write(2) costs ~4 µs + 0.4 ns a
+// byte, a mapped copy ~0.15 ns a byte on the writer plus ~0.85 ns a byte
+// of populate in the background (BenchmarkQueueAppend).
+const mapFrameMax = 16 << 10
+
+// appendMapped encodes the pending frame straight into the mapping. A
+// fault there (an I/O error of the page cache: the blocks are allocated)
+// is an error, not a crash; the file is then given up.
+func (q *queue) appendMapped(seq uint64, now int64, samples int, format byte, payload []byte) (err error) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		if _, fault := r.(interface{ Addr() uintptr }); !fault {
+			panic(r)
+		}
+		err = fmt.Errorf("append to queue: fault writing the mapped file: %v", r)
+		q.logger.Error("forward: cannot write the mapped queue file; starting a new file, with write(2)", "err", err)
+		q.noMap, q.rollNext = true, true
+		q.mu.Lock()
+		q.files[len(q.files)-1].broken = true
+		q.mu.Unlock()
+	}()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	off := q.wsize
+	b := appendFrame(q.amap[off:off:len(q.amap)], seq, now, uint32(min(uint64(samples), frameSamplesMax)), format, payload)
+	q.wsize += int64(len(b))
+	if q.wsize+prefaultAhead/2 > q.pfAsked {
+		q.pfAsked = q.wsize + prefaultAhead
+		q.pf.ask(q.pfAsked)
 	}
 	return nil
 }
@@ -465,6 +615,12 @@ func (q *queue) prepare(seq uint64, samples int, format byte, payload []byte) er
 // last, losing nothing committed).
 func (q *queue) undoLocked() {
 	if q.wsize == q.pending.off {
+		return
+	}
+	if q.amap != nil {
+		// Zeros again, as preallocated: the file ends at the frame before.
+		clear(q.amap[q.pending.off:q.wsize])
+		q.wsize = q.pending.off
 		return
 	}
 	if err := q.active.Truncate(q.pending.off); err != nil {
@@ -482,29 +638,50 @@ func (q *queue) undoLocked() {
 	q.wsize = q.pending.off
 }
 
-// roll closes the active file (fsynced, so a file that is not the newest
-// is whole after a power loss too) and starts the next. The caller holds wmu.
-func (q *queue) roll() error {
+// roll finishes the active file (closeActive) and starts the next, with
+// room for a frame of need bytes. The caller holds wmu.
+func (q *queue) roll(need int64) error {
 	next := uint64(1)
 	if q.active != nil {
-		if err := q.active.Sync(); err != nil {
-			q.logger.Warn("forward: sync queue file", "err", err)
+		if err := q.closeActive(); err != nil {
+			q.logger.Warn("forward: finish queue file", "err", err)
 		}
-		if err := q.active.Close(); err != nil {
-			q.logger.Warn("forward: close queue file", "err", err)
-		}
-		q.active = nil
 	}
 	q.mu.Lock()
 	if len(q.files) > 0 {
 		next = q.files[len(q.files)-1].num + 1
 	}
 	q.mu.Unlock()
-	if err := q.createFile(next); err != nil {
+	if err := q.createFile(next, need); err != nil {
 		return err
 	}
 	q.rollNext = false
 	return nil
+}
+
+// closeActive unmaps the active file, cuts it to its used size, fsyncs it
+// (so that a file that is not the newest is whole, and holds no
+// preallocated zeros, after a power loss too) and closes it. The caller
+// holds wmu.
+func (q *queue) closeActive() error {
+	f := q.active
+	q.active = nil
+	var err error
+	if q.amap != nil {
+		q.pf.set(nil)
+		err = unmapFile(q.amap)
+		q.amap = nil
+	}
+	if terr := f.Truncate(q.wsize); err == nil && terr != nil {
+		err = fmt.Errorf("cut queue file to its frames: %w", terr)
+	}
+	if serr := f.Sync(); err == nil && serr != nil {
+		err = fmt.Errorf("sync queue file: %w", serr)
+	}
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close queue file: %w", cerr)
+	}
+	return err
 }
 
 // commit publishes the pending frame when the engine logged it, and removes
@@ -806,26 +983,42 @@ func (q *queue) sync() error {
 	if err := f.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
 		return fmt.Errorf("sync queue file: %w", err)
 	}
+	// The fsync cleaned the mapped pages: writing them faults again, unless
+	// they are mapped ahead once more.
+	// Not under wmu: rewind may wait for the prefaulter's chunk, and the
+	// writer must not wait for that (a rewind of a file rolled meanwhile
+	// only maps some pages again).
+	q.wmu.Lock()
+	mapped, off := q.amap != nil, q.wsize
+	q.wmu.Unlock()
+	if mapped {
+		q.pf.rewind(off)
+	}
 	return nil
 }
 
-// close syncs and closes the active file and the cursor.
+// close finishes the active file (closeActive) and syncs and closes the
+// cursor.
 func (q *queue) close() error {
 	q.wmu.Lock()
 	defer q.wmu.Unlock()
 	var err error
-	for _, f := range []**os.File{&q.active, &q.cursorFile} {
-		if *f == nil {
-			continue
-		}
-		serr := (*f).Sync()
-		if cerr := (*f).Close(); serr == nil {
+	if q.active != nil {
+		err = q.closeActive()
+	}
+	if q.pf != nil {
+		q.pf.close()
+		q.pf = nil
+	}
+	if q.cursorFile != nil {
+		serr := q.cursorFile.Sync()
+		if cerr := q.cursorFile.Close(); serr == nil {
 			serr = cerr
 		}
-		if err == nil {
-			err = serr
+		if err == nil && serr != nil {
+			err = fmt.Errorf("close cursor: %w", serr)
 		}
-		*f = nil
+		q.cursorFile = nil
 	}
 	return err
 }

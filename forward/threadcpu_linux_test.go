@@ -15,3 +15,6 @@ func threadCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// syncAll writes back every file system's dirty data (sync(2)).
+func syncAll() { syscall.Sync() }
