@@ -93,9 +93,11 @@ type Options struct {
 	Headers    http.Header   // added to every request (e.g. Authorization)
 	Client     *http.Client  // default: a client of its own
 	Logger     *slog.Logger  // default slog.Default()
-	// SegmentBytes is the size past which the queue starts a new file
-	// (default: MaxBacklogBytes/16, between 64 KiB and 64 MiB). The backlog
-	// bounds drop whole files.
+	// SegmentBytes is the size of a queue file (default:
+	// MaxBacklogBytes/16, between 64 KiB and 64 MiB): the queue starts a new
+	// file when one reaches it, or, where files are preallocated (Linux),
+	// when the next frame would not fit; a larger frame gets a file of its
+	// own. The backlog bounds drop whole files.
 	SegmentBytes int64
 	// SyncInterval is how often the queue is fsynced in the background
 	// (default 1 s), so that a power loss loses at most that much of the
