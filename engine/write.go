@@ -134,14 +134,14 @@ func (db *DB) resolveLocked(points []Point) error {
 	for i := range points {
 		p := &points[i]
 		tags := p.Tags
-		var set *tagSet
-		var slot *setCacheEntry
-		if !slices.IsSortedFunc(tags, func(a, b Tag) int { return cmp.Compare(a.Key, b.Key) }) {
+		// A cache hit means tags equal a known set's, which are sorted;
+		// on a miss, unsorted tags are sorted into scratch, whose address
+		// is not cached.
+		set, slot := w.cachedSet(p.Measurement, tags)
+		if set == nil && !slices.IsSortedFunc(tags, func(a, b Tag) int { return cmp.Compare(a.Key, b.Key) }) {
 			w.tags = append(w.tags[:0], tags...)
 			point.SortTags(w.tags)
-			tags = w.tags
-		} else {
-			set, slot = w.cachedSet(p.Measurement, tags)
+			tags, slot = w.tags, nil
 		}
 		// Names equal to a known tag set's or field's were validated when
 		// it was created; values are always checked.
@@ -166,8 +166,10 @@ func (db *DB) resolveLocked(points []Point) error {
 			}
 			pointBytes += point.EntryBytes(p.Fields[j].Value)
 		}
-		if k, dup := point.DuplicateFieldKey(p.Fields); dup {
-			return &PointError{Index: i, Err: fmt.Errorf("%w: duplicate field key %q", ErrInvalid, k)}
+		if len(p.Fields) > 1 {
+			if k, dup := point.DuplicateFieldKey(p.Fields); dup {
+				return &PointError{Index: i, Err: fmt.Errorf("%w: duplicate field key %q", ErrInvalid, k)}
+			}
 		}
 		for _, f := range p.Fields {
 			kind := f.Value.Kind()

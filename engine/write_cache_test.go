@@ -28,8 +28,16 @@ func TestWriteReusedTagArray(t *testing.T) {
 	tags[0].Value = "a"
 	tags[1].Value = "x"
 	write("m", 6, 6) // back to the first series
+	tags[0], tags[1] = tags[1], tags[0]
+	write("m", 7, 7) // the same tags out of order: the same series
+	write("m", 8, 8)
+	tags[0], tags[1] = tags[1], tags[0]
+	write("m", 9, 9)
+	if tags[0].Key != "d" || tags[1].Key != "s" {
+		t.Fatalf("Write changed the caller's tags: %v", tags)
+	}
 	want := map[string][]int64{
-		"m,d=a,s=x v": {1, 2, 6},
+		"m,d=a,s=x v": {1, 2, 6, 7, 8, 9},
 		"m,d=b,s=x v": {3},
 		"m,d=b,s=y v": {5},
 		"n,d=b,s=x v": {4},
