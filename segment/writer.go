@@ -621,7 +621,7 @@ func (w *Writer) write(b []byte) error {
 // Streamed, only its compressed form (about a tenth) is held.
 func (w *Writer) streamIndex() error {
 	if w.zindex == nil {
-		enc, err := getEncoder()
+		enc, err := getStreamEncoder()
 		if err != nil {
 			return err
 		}
@@ -697,7 +697,7 @@ func (w *Writer) releaseIndex() {
 	w.index, w.indexRaw = nil, 0
 	if w.zindex != nil {
 		w.zindex.Reset(nil)
-		putEncoder(w.zindex)
+		streamEncoderPool.Put(w.zindex)
 		w.zindex = nil
 	}
 	if w.zout != nil {
@@ -933,3 +933,25 @@ func getEncoder() (*zstd.Encoder, error) {
 }
 
 func putEncoder(e *zstd.Encoder) { encoderPool.Put(e) }
+
+// streamEncoderPool holds the encoders of streamed indexes. They compress
+// on a goroutine of their own, so that a large flush (the one Close
+// waits for, with the other core idle) compresses its index while it
+// encodes the next blocks.
+var streamEncoderPool sync.Pool
+
+func getStreamEncoder() (*zstd.Encoder, error) {
+	if e, ok := streamEncoderPool.Get().(*zstd.Encoder); ok {
+		return e, nil
+	}
+	e, err := zstd.NewWriter(nil,
+		zstd.WithEncoderConcurrency(2),
+		zstd.WithEncoderCRC(false),
+		zstd.WithEncoderLevel(zstd.SpeedFastest),
+		zstd.WithWindowSize(256<<10),
+		zstd.WithLowerEncoderMem(true))
+	if err != nil {
+		return nil, fmt.Errorf("segment: zstd encoder: %w", err)
+	}
+	return e, nil
+}
