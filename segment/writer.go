@@ -913,24 +913,7 @@ func putIndexBuf(b []byte) {
 	}
 }
 
-func getEncoder() (*zstd.Encoder, error) {
-	if e, ok := encoderPool.Get().(*zstd.Encoder); ok {
-		return e, nil
-	}
-	e, err := zstd.NewWriter(nil,
-		zstd.WithEncoderConcurrency(1),
-		zstd.WithEncoderCRC(false), // blocks carry their own CRC-32C
-		zstd.WithEncoderLevel(zstd.SpeedFastest),
-		// Blocks are compressed one by one and the index against its
-		// neighbouring entries: a small window compresses them as well as
-		// the default and keeps each encoder's history to 384 KiB.
-		zstd.WithWindowSize(256<<10),
-		zstd.WithLowerEncoderMem(true))
-	if err != nil {
-		return nil, fmt.Errorf("segment: zstd encoder: %w", err)
-	}
-	return e, nil
-}
+func getEncoder() (*zstd.Encoder, error) { return pooledEncoder(&encoderPool, 1) }
 
 func putEncoder(e *zstd.Encoder) { encoderPool.Put(e) }
 
@@ -940,14 +923,21 @@ func putEncoder(e *zstd.Encoder) { encoderPool.Put(e) }
 // encodes the next blocks.
 var streamEncoderPool sync.Pool
 
-func getStreamEncoder() (*zstd.Encoder, error) {
-	if e, ok := streamEncoderPool.Get().(*zstd.Encoder); ok {
+func getStreamEncoder() (*zstd.Encoder, error) { return pooledEncoder(&streamEncoderPool, 2) }
+
+// pooledEncoder returns an encoder from pool, or a new one compressing on
+// concurrency goroutines (1: in the caller's).
+func pooledEncoder(pool *sync.Pool, concurrency int) (*zstd.Encoder, error) {
+	if e, ok := pool.Get().(*zstd.Encoder); ok {
 		return e, nil
 	}
 	e, err := zstd.NewWriter(nil,
-		zstd.WithEncoderConcurrency(2),
-		zstd.WithEncoderCRC(false),
+		zstd.WithEncoderConcurrency(concurrency),
+		zstd.WithEncoderCRC(false), // blocks carry their own CRC-32C
 		zstd.WithEncoderLevel(zstd.SpeedFastest),
+		// Blocks are compressed one by one and the index against its
+		// neighbouring entries: a small window compresses them as well as
+		// the default and keeps each encoder's history to 384 KiB.
 		zstd.WithWindowSize(256<<10),
 		zstd.WithLowerEncoderMem(true))
 	if err != nil {
