@@ -13,7 +13,7 @@ import (
 	"github.com/stratadb/strata/internal/testutil"
 )
 
-// The DESIGN.md baseline dataset: devices x steps points of measurement
+// The baseline dataset (docs/benchmarks.md): devices x steps points of measurement
 // sensor, tags device_id=dev-%04d and site=site-%02d (device i at site
 // i%10), field temperature: device i starts at 20 + i%7 and each following
 // step adds a uniform delta in [-0.25, 0.25) from a PCG seeded (904, i),

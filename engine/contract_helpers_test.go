@@ -1,7 +1,7 @@
 package engine_test
 
 // Black-box contract tests: they use only the exported API of package engine
-// and hold it to the sentences of DESIGN.md's "Public API" and "Opening a
+// and hold it to the sentences of docs/design.md's "Public API" and "Opening a
 // directory" sections. Each check runs against the same data in every state
 // the data can be in (memtable, segment, compacted, WAL replay, read-only),
 // since the contract is the same in all of them. None of these tests may
@@ -186,7 +186,7 @@ func cKeyEsc(s string, eq bool) string {
 	return b.String()
 }
 
-// cKey is the canonical series key, written from DESIGN.md's definition.
+// cKey is the canonical series key, written from its definition in docs/design.md.
 func cKey(m string, tags []engine.Tag, field string) string {
 	tags = slices.Clone(tags)
 	slices.SortFunc(tags, func(a, b engine.Tag) int { return strings.Compare(a.Key, b.Key) })

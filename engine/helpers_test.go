@@ -21,7 +21,7 @@ import (
 
 // Helpers shared by the engine tests: options, open/reopen, a crash clone,
 // a simple in-memory model of the data model that answers queries per
-// DESIGN.md, and a comparison of query results.
+// docs/design.md, and a comparison of query results.
 
 const (
 	minTime = math.MinInt64
@@ -286,7 +286,7 @@ func bucketStart(t, every int64) int64 {
 	return t - m
 }
 
-// query answers q per DESIGN.md; samples before cutoff are invisible.
+// query answers q per docs/design.md; samples before cutoff are invisible.
 func (m *model) query(q Query, cutoff int64) []Series {
 	keys := make([]string, 0, len(m.series))
 	for k := range m.series {

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// BenchmarkIngest10MCompaction ingests the DESIGN.md dataset ten times
+// BenchmarkIngest10MCompaction ingests the baseline dataset ten times
 // over (10,000 timestamps per device, 10M points) with background
 // compaction on and a memtable small enough that flushes and compactions
 // run during the ingest. It reports the ingest rate and the write

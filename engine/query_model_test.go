@@ -343,7 +343,7 @@ func sortedSet(m map[string]bool) []string {
 	return out
 }
 
-// groupQuery answers a grouped query per DESIGN.md "Grouping".
+// groupQuery answers a grouped query per docs/design.md, "Grouping".
 func (m *model) groupQuery(q Query, cutoff int64) []Series {
 	per := m.query(Query{Selector: q.Selector}, cutoff) // raw, sorted by key
 	type gsample struct {

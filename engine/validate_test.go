@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestWriteInvalid checks every invalid-point case of DESIGN.md: the error
+// TestWriteInvalid checks every invalid-point case of docs/design.md: the error
 // wraps ErrInvalid, is a *PointError with the bad point's index, names the
 // bad part, and nothing of the call is stored, not even the valid points
 // before the bad one.

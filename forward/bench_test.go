@@ -23,7 +23,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// baseline returns the DESIGN.md 1M-point dataset (devices x steps points
+// baseline returns the 1M-point baseline dataset (devices x steps points
 // of sensor,device_id,site temperature) in batches of 10,000.
 func baseline(devices, steps int) [][]engine.Point {
 	tags := make([][]engine.Tag, devices)

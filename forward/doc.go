@@ -1,6 +1,6 @@
 // Package forward delivers what a strata database stores to a central,
 // distributed engine over Prometheus remote write 1.0 or InfluxDB line
-// protocol (DESIGN.md, "Forwarding to a central cluster"). It lives in its
+// protocol (docs/design.md, "Forwarding"). It lives in its
 // own module so that the library stays free of its protocol dependencies.
 //
 // # Use

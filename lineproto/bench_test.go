@@ -16,7 +16,7 @@ import (
 	"github.com/stratadb/strata/lineproto"
 )
 
-// The DESIGN.md insert baseline: 1,000 devices x 1,000 timestamps.
+// The insert baseline of docs/benchmarks.md: 1,000 devices x 1,000 timestamps.
 const (
 	iotDevices = 1000
 	iotSteps   = 1000
@@ -24,7 +24,7 @@ const (
 	iotStart   = 1_700_000_000 // seconds
 )
 
-// iotDataset renders the DESIGN.md dataset as line protocol with nanosecond
+// iotDataset renders the baseline dataset as line protocol with nanosecond
 // timestamps: measurement sensor, tags device_id=dev-%04d and
 // site=site-%02d (device i is at site i%10), one float field temperature
 // that starts at 20+(i%7) and takes a random walk in steps drawn uniformly

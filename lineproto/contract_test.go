@@ -1,6 +1,6 @@
 package lineproto_test
 
-// Black-box tests of DESIGN.md's lineproto contract against a real
+// Black-box tests of the lineproto contract (docs/design.md) against a real
 // engine.DB: InfluxDB's partial write, line numbering, counts, precision
 // and the Now clock.
 

@@ -10,7 +10,7 @@ import (
 	"github.com/stratadb/strata/internal/point"
 )
 
-// iotBatches builds the DESIGN.md baseline as entries: devices x steps
+// iotBatches builds the insert baseline as entries: devices x steps
 // samples, all devices at t0, then all at t1, ..., split into batches of
 // batchSize entries. Series id i is device i's temperature.
 func iotBatches(devices, steps, batchSize int) [][]point.Entry {

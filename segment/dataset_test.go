@@ -8,7 +8,7 @@ import (
 	"github.com/stratadb/strata/internal/point"
 )
 
-// iotDataset generates the IoT benchmark dataset of DESIGN.md: devices
+// iotDataset generates the IoT benchmark dataset (docs/benchmarks.md): devices
 // series of `sensor,device_id=dev-NNNN,site=site-NN temperature`, each with
 // steps samples at 1 s intervals from 1,700,000,000 s. Device i starts at
 // 20.0 + (i % 7) and each step adds a uniform delta in [-0.25, 0.25) drawn

@@ -16,7 +16,7 @@ import (
 	"github.com/stratadb/strata/engine"
 )
 
-// baselineBodies renders the 1M-point IoT baseline (DESIGN.md: 1,000 devices
+// baselineBodies renders the 1M-point IoT baseline (docs/benchmarks.md: 1,000 devices
 // x 1,000 timestamps, measurement sensor, tags device_id and site, field
 // temperature as a seeded random walk rounded to 0.01, 1 s apart from
 // 1,700,000,000 s) as line-protocol request bodies of linesPer lines, in

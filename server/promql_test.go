@@ -23,7 +23,7 @@ import (
 
 // The PromQL tests load the same data into strata, through the server's
 // write endpoints, and into a Prometheus TSDB, with the labels that
-// DESIGN.md's mapping gives (metric m_f, sanitized label names, ms
+// docs/design.md's mapping gives (metric m_f, sanitized label names, ms
 // timestamps floored, the later sample of a millisecond winning, bools as
 // 0/1, strings invisible), and require the same PromQL engine to give
 // identical answers over both.
@@ -332,7 +332,7 @@ func TestPromMetadataEqualsPrometheus(t *testing.T) {
 	type window struct{ start, end int64 }
 	// Prometheus' head answers metadata for every series it holds whose
 	// life overlaps the window, even where the series has no sample inside
-	// it; strata answers exactly (DESIGN.md: series with a visible sample in
+	// it; strata answers exactly (docs/design.md: series with a visible sample in
 	// the range). The windows compared are those where both agree: all
 	// time, the data's span, and windows before and after it.
 	windows := []window{

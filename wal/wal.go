@@ -5,7 +5,7 @@ package wal
 // A file is a header followed by records, back to back, with no padding:
 //
 //	+-----------------+----------+----------+-----+----------+
-//	| file header 20B | record 1 | record 2 | ... | record n |
+//	| file header 28B | record 1 | record 2 | ... | record n |
 //	+-----------------+----------+----------+-----+----------+
 //
 // File header (28 bytes):
