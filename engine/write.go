@@ -20,6 +20,7 @@ const (
 	MaxStringLen  = point.MaxStringLen  // bytes of a string field value
 	MaxKeyLen     = point.MaxKeyLen     // bytes of a canonical series key
 	MaxTags       = point.MaxTags       // tags of a point
+	MaxFields     = point.MaxFields     // fields of a point
 	MaxPointBytes = point.MaxPointBytes // encoded bytes of a point's values and new series keys
 	MaxWriteBytes = point.MaxWriteBytes // encoded bytes of the points of one Write call
 )
@@ -156,8 +157,8 @@ func (db *DB) resolveLocked(points []Point) error {
 				return &PointError{Index: i, Err: err}
 			}
 		}
-		if len(p.Fields) == 0 {
-			return &PointError{Index: i, Err: fmt.Errorf("%w: no fields", ErrInvalid)}
+		if err := point.ValidateFieldCount(len(p.Fields)); err != nil {
+			return &PointError{Index: i, Err: err}
 		}
 		pointBytes := 0
 		for j := range p.Fields {
