@@ -87,7 +87,9 @@ var (
 //
 // Outputs are in key order and do not overlap. On error or ctx cancellation
 // every output created so far is aborted or removed and nothing is returned
-// except the error. Merge polls ctx every 128 series. The readers stay open;
+// except the error. Merge polls ctx every 128 series and before every block
+// it reads or copies, so it stops within one block of a cancellation and
+// returns ctx's error. The readers stay open;
 // closing them is the caller's job.
 func Merge(ctx context.Context, inputs []Input, opts MergeOptions) ([]segment.Meta, MergeStats, error) {
 	if opts.NewOutput == nil {
@@ -140,6 +142,7 @@ type inputState struct {
 }
 
 type merger struct {
+	ctx     context.Context // polled before every block read or copied
 	opts    MergeOptions
 	ins     []*inputState
 	heap    []*inputState // inputs with series left, by (key, idx)
@@ -167,6 +170,7 @@ func newMerger(inputs []Input, opts MergeOptions) *merger {
 }
 
 func (m *merger) run(ctx context.Context) error {
+	m.ctx = ctx
 	for nseries := 0; len(m.heap) > 0; nseries++ {
 		if nseries%checkContextEvery == 0 {
 			if err := ctx.Err(); err != nil {
@@ -372,6 +376,9 @@ func (m *merger) advance(s *inputState, key []byte) error {
 		s.ok = false
 		if s.block >= len(s.cur.Blocks) {
 			return nil
+		}
+		if err := m.ctx.Err(); err != nil {
+			return err
 		}
 		b := &s.cur.Blocks[s.block]
 		if b.MinTime > b.MaxTime || (s.started && b.MinTime <= s.lastT) {

@@ -96,8 +96,16 @@ type tagSet struct {
 	tags        []Tag    // sorted by key
 	first       uint32   // id of the set's first series
 	more        []uint32 // ids of its other series (other fields)
-	next        *tagSet  // hash collision chain
+	// byField holds every series of the set by field name once it has
+	// more than fieldScanMax, so that resolving the fields of a wide point
+	// costs O(1) per field, not O(fields): nil for narrow sets.
+	byField map[string]uint32
+	next    *tagSet // hash collision chain
 }
+
+// fieldScanMax is the most series of a tag set that field scans; a set
+// with more looks fields up in its byField map.
+const fieldScanMax = 8
 
 // catalog maps series to dense ids and indexes them by measurement and tag.
 // The single writer (holding DB.commitMu) reads without mu and takes mu to
@@ -171,6 +179,10 @@ func (c *catalog) findSet(h uint64, measurement string, tags []Tag) *tagSet {
 
 // field returns the id of the series of set s with field name.
 func (c *catalog) field(s *tagSet, name string) (uint64, bool) {
+	if s.byField != nil {
+		id, ok := s.byField[name]
+		return uint64(id), ok
+	}
 	if c.series[s.first].field == name {
 		return uint64(s.first), true
 	}
@@ -284,6 +296,16 @@ func (c *catalog) addParts(key string, kind Kind, measurement string, tags []Tag
 		set.more = append(set.more, uint32(id))
 	}
 	c.series = append(c.series, seriesMeta{key: key, kind: kind, set: set, field: field})
+	switch {
+	case set.byField != nil:
+		set.byField[field] = uint32(id)
+	case len(set.more) > fieldScanMax:
+		set.byField = make(map[string]uint32, 2*len(set.more))
+		set.byField[c.series[set.first].field] = set.first
+		for _, id := range set.more {
+			set.byField[c.series[id].field] = id
+		}
+	}
 	if !c.indexLater {
 		c.idx.add(id, set.measurement, set.tags) // set's own strings; tags may be scratch
 	}

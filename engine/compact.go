@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -14,7 +15,9 @@ import (
 
 // Compact runs compaction until the policy finds no work left: L0 below its
 // trigger, every level within its target, expired data and applied
-// tombstones purged. Writes continue meanwhile.
+// tombstones purged. Writes continue meanwhile. Close stops it within one
+// block of merging, leaving the database as it was before the compaction
+// that was running; Compact then returns an error wrapping ErrClosed.
 func (db *DB) Compact() error {
 	if err := db.checkOpen(); err != nil {
 		return err
@@ -25,6 +28,11 @@ func (db *DB) Compact() error {
 	for {
 		did, err := db.compactOnce()
 		if err != nil {
+			if db.closed.Load() && errors.Is(err, context.Canceled) {
+				// Close cancelled it: the merge's outputs are removed and
+				// the manifest still names its inputs.
+				return fmt.Errorf("%w: compaction stopped: %w", ErrClosed, err)
+			}
 			return err
 		}
 		if !did {
@@ -166,7 +174,11 @@ func (db *DB) compactOnce() (bool, error) {
 			cin[i] = compaction.Input{Reader: h.r, Drop: db.dropFunc(applied, tombs)}
 		}
 		tombApplied := max(snapMax, inputsMin)
-		metas, mst, err := compaction.Merge(db.bgCtx, cin, compaction.MergeOptions{
+		ctx := db.bgCtx
+		if wrap := db.testCompactionContext; wrap != nil {
+			ctx = wrap(ctx)
+		}
+		metas, mst, err := compaction.Merge(ctx, cin, compaction.MergeOptions{
 			MinTime:            cutoff,
 			TargetSegmentBytes: db.opts.TargetSegmentBytes,
 			BlockSamples:       db.opts.BlockSamples,

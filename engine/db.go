@@ -202,6 +202,13 @@ type DB struct {
 	// testAfterQuerySnapshot, when set by a test, runs in Query right after
 	// the query has taken its snapshot.
 	testAfterQuerySnapshot func()
+	// testOnBlockDecode, when set by a test, runs before every segment
+	// block a read decodes (after its context check); it may be called
+	// from several goroutines at once.
+	testOnBlockDecode func()
+	// testCompactionContext, when set by a test, wraps the context that
+	// compactOnce passes to the merge.
+	testCompactionContext func(context.Context) context.Context
 }
 
 // writeScratch holds the buffers the write path reuses.

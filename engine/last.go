@@ -222,9 +222,9 @@ func (w *lastWorker) visit(i int, si *segment.SeriesIndex) error {
 		}
 		var err error
 		if w.br != nil {
-			w.buf, err = w.br.ReadBlock(si, b, w.buf[:0])
+			w.buf, err = v.db.decodeBlock(v.ctx, w.br, si, b, w.buf[:0])
 		} else {
-			w.buf, err = w.h.r.ReadBlock(si, b, w.buf[:0])
+			w.buf, err = v.db.decodeBlock(v.ctx, w.h.r, si, b, w.buf[:0])
 		}
 		if err != nil {
 			return err

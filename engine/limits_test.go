@@ -29,7 +29,12 @@ func TestLimitsRoundTrip(t *testing.T) {
 	// "k,k=" + value + " f" is MaxKeyLen bytes.
 	longValue := strings.Repeat("v", MaxKeyLen-len("k,k= f"))
 
+	maxFields := make([]Field, MaxFields)
+	for i := range maxFields {
+		maxFields[i] = Field{Key: fmt.Sprintf("f%05d", MaxFields-i), Value: Int(int64(i))}
+	}
 	good := []Point{
+		{Measurement: "fields", Fields: maxFields, Time: 4},
 		pt("str", nil, "f", String(bigString), 1),
 		pt("tags", maxTags, "f", Int(2), 2),
 		pt("k", []Tag{{Key: "k", Value: longValue}}, "f", Int(3), 3),
@@ -47,6 +52,7 @@ func TestLimitsRoundTrip(t *testing.T) {
 	}{
 		{"string", pt("str", nil, "f", String(bigString+"s"), 10)},
 		{"tags", pt("tags", tooManyTags, "f", Int(1), 10)},
+		{"fields", Point{Measurement: "fields", Fields: append(maxFields[:MaxFields:MaxFields], Field{Key: "f00000", Value: Int(1)}), Time: 10}},
 		{"key", pt("k", []Tag{{Key: "k", Value: longValue + "v"}}, "f", Int(1), 10)},
 		{"key by field", pt("k", []Tag{{Key: "k", Value: longValue}}, "ff", Int(1), 10)},
 		{"point", Point{Measurement: "str", Fields: []Field{{Key: "a", Value: String(bigString)}, {Key: "b", Value: String(bigString)}}, Time: 10}},
@@ -82,6 +88,16 @@ func TestLimitsRoundTrip(t *testing.T) {
 		res = mustQuery(t, db, rawAll("tags"))
 		if len(res) != 1 || len(res[0].Tags) != MaxTags || samplesOf(t, res)[0].Value.Int() != 2 {
 			t.Fatalf("%s: max tags not read back", when)
+		}
+		res = mustQuery(t, db, rawAll("fields"))
+		n := 0
+		for _, s := range res {
+			if len(s.Samples) == 1 && s.Samples[0].Value.Int() == int64(MaxFields-1-n) {
+				n++ // sorted by key: f00001 holds MaxFields-1, and so on
+			}
+		}
+		if len(res) != MaxFields || n != MaxFields {
+			t.Fatalf("%s: max fields not read back: %d series, %d as written", when, len(res), n)
 		}
 		res = mustQuery(t, db, rawAll("k"))
 		if len(res) != 1 || res[0].Tags[0].Value != longValue || samplesOf(t, res)[0].Value.Int() != 3 {

@@ -63,7 +63,11 @@ func (db *DB) TagKeys(ctx context.Context, s Selector) ([]string, error) {
 		seen := make(map[*tagSet]bool)
 		keys := make(map[string]bool)
 		v.db.cat.mu.RLock()
-		for _, id := range ids {
+		for i, id := range ids {
+			if i%(16*checkContextEvery) == 0 && v.ctx.Err() != nil {
+				v.db.cat.mu.RUnlock()
+				return v.ctx.Err()
+			}
 			set := v.db.cat.series[id].set
 			if seen[set] {
 				continue
@@ -173,6 +177,10 @@ func (db *DB) SeriesInfo(ctx context.Context, s Selector) ([]SeriesInfo, error) 
 		out = make([]SeriesInfo, len(ids))
 		v.db.cat.mu.RLock()
 		for i, id := range ids {
+			if i%(16*checkContextEvery) == 0 && v.ctx.Err() != nil {
+				v.db.cat.mu.RUnlock()
+				return v.ctx.Err()
+			}
 			m := &v.db.cat.series[id]
 			out[i] = SeriesInfo{Measurement: m.set.measurement, Tags: slices.Clone(m.set.tags), Field: m.field, Kind: m.kind}
 		}
@@ -218,13 +226,14 @@ func (db *DB) withVisibility(ctx context.Context, s *Selector, f func(v *visibil
 		return nil
 	}
 	v := newVisibility(db, snap, mint, maxt)
-	v.sel, v.ms = s, ms
+	v.ctx, v.sel, v.ms = ctx, s, ms
 	return f(v)
 }
 
 // visibility answers which series have a visible sample in [mint, maxt] in
 // one snapshot.
 type visibility struct {
+	ctx        context.Context // polled before every block, every few series
 	db         *DB
 	snap       *snapshot
 	mint, maxt int64
@@ -249,7 +258,7 @@ type ctomb struct {
 type timeRange struct{ mint, maxt int64 }
 
 func newVisibility(db *DB, snap *snapshot, mint, maxt int64) *visibility {
-	v := &visibility{db: db, snap: snap, mint: mint, maxt: maxt}
+	v := &visibility{ctx: context.Background(), db: db, snap: snap, mint: mint, maxt: maxt}
 	for i := range snap.tombstones {
 		t := &snap.tombstones[i]
 		ms, ok := mustCompileSelector(&t.sel)
@@ -335,6 +344,9 @@ func (v *visibility) filter(ids []uint64) ([]uint64, error) {
 			continue
 		}
 		for i, id := range ids {
+			if i%checkContextEvery == 0 && v.ctx.Err() != nil {
+				return nil, v.ctx.Err()
+			}
 			if visible[i] {
 				continue
 			}
@@ -423,7 +435,7 @@ func (v *visibility) segVisible(h *segHandle, si *segment.SeriesIndex, ranges []
 			return true, nil
 		}
 		var err error
-		v.buf, err = h.r.ReadBlock(si, b, v.buf[:0])
+		v.buf, err = v.db.decodeBlock(v.ctx, h.r, si, b, v.buf[:0])
 		if err != nil {
 			return false, err
 		}
@@ -482,7 +494,10 @@ func (v *visibility) eachSeriesID(h *segHandle, ids []uint64, skip func(i int) b
 	if len(ids)*16 >= h.r.NumSeries() {
 		if byPos, ok := v.db.segSeriesIDs(h); ok {
 			idx := v.indexOf(ids)
-			for _, id := range byPos {
+			for pos, id := range byPos {
+				if pos%(16*checkContextEvery) == 0 && v.ctx.Err() != nil {
+					return v.ctx.Err()
+				}
 				if id >= uint64(len(idx)) {
 					continue
 				}
@@ -511,6 +526,9 @@ func (v *visibility) eachSeries(h *segHandle, ids []uint64, skip func(i int) boo
 	}
 	if !ok {
 		for i, id := range ids {
+			if i%checkContextEvery == 0 && v.ctx.Err() != nil {
+				return v.ctx.Err()
+			}
 			if skip(i) {
 				continue
 			}
@@ -531,6 +549,9 @@ func (v *visibility) eachSeries(h *segHandle, ids []uint64, skip func(i int) boo
 	idx := v.indexOf(ids)
 	var si segment.SeriesIndex
 	for pos, id := range byPos {
+		if pos%checkContextEvery == 0 && v.ctx.Err() != nil {
+			return v.ctx.Err()
+		}
 		if id >= uint64(len(idx)) {
 			continue
 		}

@@ -136,7 +136,7 @@ func (db *DB) query(ctx context.Context, q Query, part int, emit func(Series) bo
 		metas, ids = metas[:n], ids[:n]
 	}
 
-	r := seriesReader{db: db, snap: snap}
+	r := seriesReader{ctx: ctx, db: db, snap: snap}
 	if groupBy != nil {
 		return r.queryGroups(ctx, &q, groupBy, metas, ids, mint, maxt, emit)
 	}
@@ -190,6 +190,9 @@ func (r *seriesReader) readParts(id uint64, meta *seriesMeta, mint, maxt int64, 
 		lo = hi + 1
 		if len(merged) == 0 {
 			continue
+		}
+		if err := r.ctx.Err(); err != nil {
+			return false, err
 		}
 		if !emit(meta.result(slices.Clone(merged))) {
 			return false, nil
@@ -379,6 +382,7 @@ func validateQuery(q *Query) error {
 // are reused from series to series, so what sources and mergeSources
 // return is valid until the next series is read.
 type seriesReader struct {
+	ctx      context.Context // polled before every block and window
 	db       *DB
 	snap     *snapshot
 	bufs     [][]point.Sample       // per source
@@ -445,19 +449,30 @@ func (r *seriesReader) read(id uint64, meta *seriesMeta, mint, maxt int64, q *Qu
 		r.accOut = st.out
 		return finishAccs(st.out, q.Agg, q.Every, nil), nil
 	}
-	merged, err := r.merged(id, meta, mint, maxt)
-	if err != nil {
-		return nil, err
-	}
-	return slices.Clone(merged), nil
-}
-
-// merged returns the visible samples of one series in [mint, maxt], merged
-// from every source (newest wins) with tombstones applied. The result
-// aliases r's buffers: it is valid until the next call.
-func (r *seriesReader) merged(id uint64, meta *seriesMeta, mint, maxt int64) ([]point.Sample, error) {
+	// Window by window, polling ctx between them, so that cancelling a
+	// query over a long series stops within one window of merging.
 	srcs, tombs := r.sourcesAndTombs(id, meta, mint, maxt)
-	return r.mergeSources(id, srcs, tombs, mint, maxt)
+	if len(srcs) == 0 {
+		return nil, nil
+	}
+	var out []point.Sample
+	lo := mint
+	r.ends = windowEnds(r.ends[:0], srcs, mint, maxt, partSamples)
+	for _, hi := range r.ends {
+		merged, err := r.mergeSources(id, srcs, tombs, lo, hi)
+		if err != nil {
+			return nil, err
+		}
+		if err := r.ctx.Err(); err != nil {
+			return nil, err
+		}
+		if len(r.ends) == 1 {
+			return slices.Clone(merged), nil
+		}
+		out = append(out, merged...)
+		lo = hi + 1
+	}
+	return out, nil
 }
 
 // sourcesAndTombs returns where series id has samples in [mint, maxt] and
@@ -478,6 +493,9 @@ func (r *seriesReader) sourcesAndTombs(id uint64, meta *seriesMeta, mint, maxt i
 	return srcs, tombs
 }
 
+// mergeSources returns the visible samples of one series in [mint, maxt],
+// merged from srcs (newest wins) with tombs applied. The result aliases
+// r's buffers: it is valid until the next call.
 func (r *seriesReader) mergeSources(id uint64, srcs []source, tombs []tombstone, mint, maxt int64) ([]point.Sample, error) {
 	for len(r.bufs) < len(srcs) {
 		r.bufs = append(r.bufs, nil)
@@ -487,7 +505,7 @@ func (r *seriesReader) mergeSources(id uint64, srcs []source, tombs []tombstone,
 		buf := r.bufs[i][:0]
 		if s.seg != nil {
 			var err error
-			if buf, err = s.seg.r.AppendRange(s.idx, mint, maxt, buf); err != nil {
+			if buf, err = r.db.appendRange(r.ctx, s.seg.r, s.idx, mint, maxt, buf); err != nil {
 				return nil, err
 			}
 			buf = deleteTombstoned(buf, tombs, s.tombApplied)
@@ -529,6 +547,9 @@ func (r *seriesReader) accumulate(id uint64, meta *seriesMeta, mint, maxt int64,
 	for _, hi := range r.ends {
 		merged, err := r.mergeSources(id, srcs, tombs, lo, hi)
 		if err != nil {
+			return err
+		}
+		if err := r.ctx.Err(); err != nil {
 			return err
 		}
 		for _, s := range merged {
@@ -578,6 +599,13 @@ func (r *seriesReader) aggregateSegment(s source, kind Kind, mint, maxt int64, q
 		if bm.MaxTime < mint || bm.MinTime > maxt {
 			continue
 		}
+		if b%checkContextEvery == 0 {
+			// Blocks answered from their stats alone are cheap; decoded
+			// ones are checked one by one in decodeBlock.
+			if err := r.ctx.Err(); err != nil {
+				return err
+			}
+		}
 		if bm.MinTime >= mint && bm.MaxTime <= maxt && st.b.bucket(bm.MinTime) == st.b.bucket(bm.MaxTime) {
 			a := st.at(bm.MinTime)
 			use := true
@@ -605,7 +633,7 @@ func (r *seriesReader) aggregateSegment(s source, kind Kind, mint, maxt int64, q
 			}
 		}
 		var err error
-		buf, err = s.seg.r.ReadBlock(s.idx, b, buf[:0])
+		buf, err = r.db.decodeBlock(r.ctx, s.seg.r, s.idx, b, buf[:0])
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"testing"
@@ -101,7 +102,7 @@ func TestStatsLevels(t *testing.T) {
 			nonEmpty++
 		}
 	}
-	r := seriesReader{db: db, snap: snap}
+	r := seriesReader{ctx: context.Background(), db: db, snap: snap}
 	for id := range uint64(st.Series) {
 		key := []byte(db.cat.series[id].key)
 		segs := 0

@@ -65,7 +65,7 @@ func (db *DB) Verify(ctx context.Context) (VerifyReport, error) {
 					return rep, fmt.Errorf("%w: segment %s stores series %q as %s, the catalog says %s", ErrCorrupt, name, s.Key, s.Kind, kind)
 				}
 				for b := range s.Blocks {
-					buf, err = h.r.ReadBlock(s, b, buf[:0])
+					buf, err = db.decodeBlock(ctx, h.r, s, b, buf[:0])
 					if err != nil {
 						return rep, err
 					}

@@ -31,6 +31,7 @@ package engine
 // brings an overwritten value back.
 
 import (
+	"context"
 	"math"
 	"slices"
 	"sync"
@@ -215,7 +216,8 @@ func (db *DB) applyDeleteToMem(t *memtable.Table, sel *Selector) {
 // seq hides, once no reader reads as of an older sequence number (readers
 // that start later mask them anyway). With an older reader live, they stay
 // masked until the flush drops them.
-func (db *DB) reclaimDeleted(sel *Selector, seq uint64) {
+// A cancelled ctx stops it: what it leaves stays masked.
+func (db *DB) reclaimDeleted(ctx context.Context, sel *Selector, seq uint64) {
 	if db.vis.oldest() < seq {
 		return
 	}
@@ -227,7 +229,10 @@ func (db *DB) reclaimDeleted(sel *Selector, seq uint64) {
 	db.cat.mu.RUnlock()
 	mint, maxt := sel.TimeRange()
 	for _, m := range mems {
-		for _, id := range ids {
+		for i, id := range ids {
+			if i%checkContextEvery == 0 && ctx.Err() != nil {
+				return
+			}
 			m.t.DeleteBefore(id, mint, maxt, seq)
 		}
 	}

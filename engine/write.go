@@ -20,6 +20,7 @@ const (
 	MaxStringLen  = point.MaxStringLen  // bytes of a string field value
 	MaxKeyLen     = point.MaxKeyLen     // bytes of a canonical series key
 	MaxTags       = point.MaxTags       // tags of a point
+	MaxFields     = point.MaxFields     // fields of a point
 	MaxPointBytes = point.MaxPointBytes // encoded bytes of a point's values and new series keys
 	MaxWriteBytes = point.MaxWriteBytes // encoded bytes of the points of one Write call
 )
@@ -156,8 +157,8 @@ func (db *DB) resolveLocked(points []Point) error {
 				return &PointError{Index: i, Err: err}
 			}
 		}
-		if len(p.Fields) == 0 {
-			return &PointError{Index: i, Err: fmt.Errorf("%w: no fields", ErrInvalid)}
+		if err := point.ValidateFieldCount(len(p.Fields)); err != nil {
+			return &PointError{Index: i, Err: err}
 		}
 		pointBytes := 0
 		for j := range p.Fields {
@@ -299,6 +300,10 @@ func (db *DB) newMemRef(tombApplied uint64) *memRef {
 // Delete removes the samples s selects that were written before it; later
 // writes into the range are kept. It is applied to reads at once, as a
 // tombstone (see visibility.go), and physically by flush and compaction.
+// A ctx cancelled before the delete is logged makes it return ctx's error
+// with nothing deleted; once logged, the delete is done and Delete returns
+// its outcome (a cancellation then only cuts short the freeing of memtable
+// samples, which stay hidden until flushed).
 func (db *DB) Delete(ctx context.Context, s Selector) error {
 	if err := validateSelector(&s); err != nil {
 		return err
@@ -319,6 +324,10 @@ func (db *DB) Delete(ctx context.Context, s Selector) error {
 
 	db.commitMu.Lock()
 	if err := db.checkOpen(); err != nil {
+		db.commitMu.Unlock()
+		return err
+	}
+	if err := ctx.Err(); err != nil { // cancelled while waiting for writers
 		db.commitMu.Unlock()
 		return err
 	}
@@ -346,7 +355,7 @@ func (db *DB) Delete(ctx context.Context, s Selector) error {
 	db.st.deletes.Add(1)
 	db.vis.resolve(seq)
 	db.vis.wait(seq)
-	db.reclaimDeleted(&sel, seq)
+	db.reclaimDeleted(ctx, &sel, seq)
 	return nil
 }
 

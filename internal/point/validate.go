@@ -21,6 +21,9 @@ const (
 	MaxKeyLen = 65535
 	// MaxTags is the most tags a point may have.
 	MaxTags = 1024
+	// MaxFields is the most fields a point may have. A point's cost grows
+	// linearly with its tags and fields up to these limits.
+	MaxFields = 1 << 16
 	// MaxPointBytes bounds the encoded size of one point: its fields'
 	// values and the keys of the series it creates.
 	MaxPointBytes = 64 << 20
@@ -47,7 +50,8 @@ func Validate(p *Point) error {
 
 // ValidateSeries checks the measurement and tags of p. A caller that finds
 // p's measurement and tag set equal to one it validated before may skip it.
-// It takes O(n log n) time in the number of tags.
+// It takes O(n) expected time in the number of tags (a sort more when the
+// key may be longer than MaxKeyLen).
 func ValidateSeries(p *Point) error {
 	if p.Measurement == "" {
 		return fmt.Errorf("%w: empty measurement", base.ErrInvalid)
@@ -94,8 +98,8 @@ func sortedCopy(tags []Tag) []Tag {
 }
 
 // duplicateTagKey returns a key that occurs twice in tags. Few tags are
-// compared pairwise; more are sorted (by key, in a copy unless they already
-// are) and scanned, so the check is O(n log n).
+// compared pairwise; sorted ones are scanned; others go through a hash set,
+// so the check is O(n).
 func duplicateTagKey(tags []Tag) (string, bool) {
 	const pairwise = 16
 	if len(tags) <= pairwise {
@@ -123,23 +127,39 @@ func duplicateTagKey(tags []Tag) (string, bool) {
 	if sorted {
 		return "", false
 	}
-	keys := make([]string, len(tags))
-	for i, t := range tags {
-		keys[i] = t.Key
-	}
-	slices.Sort(keys)
-	for i := 1; i < len(keys); i++ {
-		if keys[i-1] == keys[i] {
-			return keys[i], true
+	return firstDuplicate(len(tags), func(i int) string { return tags[i].Key })
+}
+
+// firstDuplicate returns the first of n keys (key(0), key(1), ...) equal
+// to an earlier one, in O(n) expected time and space.
+func firstDuplicate(n int, key func(i int) string) (string, bool) {
+	seen := make(map[string]struct{}, n)
+	for i := range n {
+		k := key(i)
+		if _, dup := seen[k]; dup {
+			return k, true
 		}
+		seen[k] = struct{}{}
 	}
 	return "", false
 }
 
+// ValidateFieldCount checks that a point's n fields are at least one and
+// at most MaxFields.
+func ValidateFieldCount(n int) error {
+	switch {
+	case n == 0:
+		return fmt.Errorf("%w: no fields", base.ErrInvalid)
+	case n > MaxFields:
+		return fmt.Errorf("%w: %d fields, more than %d", base.ErrInvalid, n, MaxFields)
+	}
+	return nil
+}
+
 // ValidateFields checks the fields of p.
 func ValidateFields(p *Point) error {
-	if len(p.Fields) == 0 {
-		return fmt.Errorf("%w: no fields", base.ErrInvalid)
+	if err := ValidateFieldCount(len(p.Fields)); err != nil {
+		return err
 	}
 	size := 0
 	for i := range p.Fields {
@@ -174,25 +194,15 @@ func duplicateFieldKey(fields []Field) (string, bool) {
 		}
 		return "", false
 	}
-	keys := make([]string, len(fields))
-	for i, f := range fields {
-		keys[i] = f.Key
-	}
-	slices.Sort(keys)
-	for i := 1; i < len(keys); i++ {
-		if keys[i-1] == keys[i] {
-			return keys[i], true
-		}
-	}
-	return "", false
+	return firstDuplicate(len(fields), func(i int) string { return fields[i].Key })
 }
 
-// DuplicateTagKey returns a tag key that occurs twice in tags, in
-// O(n log n) time.
+// DuplicateTagKey returns a tag key that occurs twice in tags, in O(n)
+// time.
 func DuplicateTagKey(tags []Tag) (string, bool) { return duplicateTagKey(tags) }
 
 // DuplicateFieldKey returns a field key that occurs twice in fields, in
-// O(n log n) time.
+// O(n) time.
 func DuplicateFieldKey(fields []Field) (string, bool) { return duplicateFieldKey(fields) }
 
 // ValidateFieldKey checks a field key.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -67,10 +68,24 @@ func TestValidateLimits(t *testing.T) {
 	bad(Point{Measurement: "m", Fields: []Field{{Key: "s", Value: String(big + "s")}}}, "string")
 	bad(Point{Measurement: "m", Fields: []Field{{Key: "a", Value: String(big)}, {Key: "b", Value: String(big)}}}, "point of")
 	bad(Point{Measurement: "m", Fields: []Field{{Key: strings.Repeat("f", MaxKeyLen+1), Value: Int(1)}}}, "field key")
+
+	fields := make([]Field, MaxFields+1)
+	for i := range fields {
+		fields[i] = Field{Key: fmt.Sprintf("f%06d", len(fields)-i), Value: Int(int64(i))}
+	}
+	ok(Point{Measurement: "m", Fields: fields[:MaxFields]})
+	bad(Point{Measurement: "m", Fields: fields}, "fields")
+	bad(Point{Measurement: "m"}, "no fields")
+	// Past the pairwise check, a duplicate anywhere is found.
+	for _, at := range []int{0, 17, MaxFields - 1} {
+		dup := slices.Clone(fields[:MaxFields])
+		dup[at].Key = dup[MaxFields/2].Key
+		bad(Point{Measurement: "m", Fields: dup}, "duplicate field key")
+	}
 }
 
 // BenchmarkValidateSeriesTags shows validation time per tag staying about
-// flat as the tag count grows (sort-then-scan, not pairwise).
+// flat as the tag count grows (hashing, not pairwise).
 func BenchmarkValidateSeriesTags(b *testing.B) {
 	for _, n := range []int{16, 64, 256, 1024} {
 		p := Point{Measurement: "m", Tags: manyTags(n, true), Fields: []Field{{Key: "f", Value: Int(1)}}}
