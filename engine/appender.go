@@ -324,7 +324,8 @@ func (a *Appender) fits(eb, newKey int) error {
 		return fmt.Errorf("%w: sample of %d bytes, more than %d", ErrInvalid, n, MaxPointBytes)
 	}
 	if n := a.bytes + eb + newKey; n > MaxWriteBytes {
-		return fmt.Errorf("%w: the pending batch would take %d bytes, more than %d for one Commit", ErrInvalid, n, MaxWriteBytes)
+		return fmt.Errorf("%w: %w: the pending batch would take %d bytes, more than %d for one Commit",
+			ErrInvalid, point.ErrBatchFull, n, MaxWriteBytes)
 	}
 	return nil
 }

@@ -1,5 +1,7 @@
 package point
 
+import "errors"
+
 // SeriesRef names a series for an appender without its names: 0 means
 // unknown. package engine re-exports it as engine.SeriesRef; what a ref
 // holds is the engine's business (see engine/appender.go).
@@ -28,3 +30,8 @@ type SampleAppender interface {
 
 // CompareTags orders tags by key, as a canonical series key does.
 func CompareTags(a, b Tag) int { return cmpTag(a, b) }
+
+// ErrBatchFull is matched (besides ErrInvalid) by an appender's refusal of
+// a sample that would take its pending batch past MaxWriteBytes: commit
+// the batch and append the sample again.
+var ErrBatchFull = errors.New("batch full")
