@@ -27,7 +27,11 @@ var scaleShapes = []struct{ series, points int }{
 // BenchmarkScale inserts the IoT dataset of each shape into strata
 // (SyncNever) and into the Prometheus TSDB head (refs cached per series,
 // one appender commit per batch of 10,000), from before Open to after
-// Close, in one process so that their ratios come from one run:
+// Close, in one process so that their ratios come from one run. strata
+// runs three ways: Write with the dataset's tag slice per device
+// (strata), its Appender with refs cached per series as Prometheus' are
+// (strata-appender), and Write with a fresh tag slice per point, as a
+// decoder makes them (strata-freshtags):
 //
 //	go test -run '^$' -bench Scale -count 5 ./bench/ | tee scale.txt
 //
@@ -42,7 +46,8 @@ func BenchmarkScale(b *testing.B) {
 		for _, eng := range []struct {
 			name   string
 			insert func(dir string, ds *bench.Dataset) error
-		}{{"strata", insertStrata}, {"prometheus", insertPrometheus}} {
+		}{{"strata", insertStrata}, {"strata-appender", insertStrataAppender},
+			{"strata-freshtags", insertStrataFreshTags}, {"prometheus", insertPrometheus}} {
 			b.Run(fmt.Sprintf("%s/series=%d/points=%d", eng.name, sh.series, sh.points), func(b *testing.B) {
 				var dir string
 				var before, after runtime.MemStats
@@ -70,6 +75,66 @@ func insertStrata(dir string, ds *bench.Dataset) error {
 		return err
 	}
 	for batch := range ds.Batches(10_000) {
+		if err := db.Write(batch); err != nil {
+			db.Close()
+			return err
+		}
+	}
+	return db.Close()
+}
+
+// insertStrataAppender writes through an Appender, one Commit per batch
+// of 10,000, with the refs it returns cached per series.
+func insertStrataAppender(dir string, ds *bench.Dataset) error {
+	db, err := engine.Open(dir, &engine.Options{Sync: engine.SyncNever, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	refs := make([]engine.SeriesRef, ds.Devices)
+	field := ds.Fields[0]
+	app := db.Appender()
+	n := ds.Len()
+	for off := 0; off < n; off += 10_000 {
+		for i := off; i < min(off+10_000, n); i++ {
+			dev, step := i%ds.Devices, i/ds.Devices
+			ref, err := app.Append(refs[dev], ds.Measurement, ds.Tags(dev), field, ds.Time(step), engine.Float(ds.Value(0, dev, step)))
+			if err != nil {
+				app.Rollback()
+				db.Close()
+				return err
+			}
+			refs[dev] = ref
+		}
+		if err := app.Commit(); err != nil {
+			db.Close()
+			return err
+		}
+	}
+	return db.Close()
+}
+
+// insertStrataFreshTags writes with Write, each point with a tag slice of
+// its own (strings shared), as a line-protocol or protobuf decoder hands
+// them over.
+func insertStrataFreshTags(dir string, ds *bench.Dataset) error {
+	db, err := engine.Open(dir, &engine.Options{Sync: engine.SyncNever, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	var tags []engine.Tag
+	for batch := range ds.Batches(10_000) {
+		tags = tags[:0]
+		for i := range batch {
+			tags = append(tags, batch[i].Tags...)
+		}
+		// The batch's tags move to one fresh array per batch, as a
+		// decoder's are: no address repeats from batch to batch.
+		fresh := make([]engine.Tag, len(tags))
+		copy(fresh, tags)
+		for i := range batch {
+			n := len(batch[i].Tags)
+			batch[i].Tags, fresh = fresh[:n:n], fresh[n:]
+		}
 		if err := db.Write(batch); err != nil {
 			db.Close()
 			return err

@@ -196,6 +196,8 @@ type DB struct {
 
 	feed feed // change feed subscribers (feed.go)
 
+	refs refTable // appenders' series refs (appender.go)
+
 	// testAfterCompactionSnapshot, when set by a test, runs in compactOnce
 	// right after the compaction has taken its snapshot.
 	testAfterCompactionSnapshot func()

@@ -48,46 +48,62 @@ func (db *DB) Write(points []Point) error {
 		db.commitMu.Unlock()
 		return err
 	}
-	w := &db.w
 	if err := db.resolveLocked(points); err != nil {
 		db.commitMu.Unlock()
 		return err
 	}
+	_, err := db.commitLocked(db.w.entries, db.w.pend, len(points))
+	return err
+}
+
+// commitLocked stores entries as one batch: the write path that Write and
+// Appender.Commit share. pend are the series the batch creates, whose ids
+// follow the catalog's in order; entries name them by those ids. The batch
+// is logged as one WAL record (fed to the change feed), its series are
+// added to the catalog, its samples applied, and the call waits for the
+// durability Options.Sync asks for. points is what Stats counts as points
+// written.
+//
+// The caller holds commitMu; commitLocked releases it. logged reports
+// whether the record reached the WAL: then pend are in the catalog, even
+// when the fsync failed (and the samples were taken back).
+func (db *DB) commitLocked(entries []point.Entry, pend []pendingSeries, points int) (logged bool, _ error) {
+	w := &db.w
 	seq := db.seq.Load() + 1
 	if !db.mu.mem.t.Fits(seq) {
 		// The memtable has seen 2^32 sequence numbers: start a new one
 		// before this write is logged into the current WAL file.
 		if err := db.sealLocked(true); err != nil {
 			db.commitMu.Unlock()
-			return err
+			return false, err
 		}
 	}
 	base := uint64(len(db.cat.series))
 	w.defs = w.defs[:0]
 	w.key = w.key[:0]
-	for i := range w.pend {
-		w.key = append(w.key, w.pend[i].key...)
+	for i := range pend {
+		w.key = append(w.key, pend[i].key...)
 	}
 	keys := w.key
-	for i := range w.pend {
-		n := len(w.pend[i].key)
-		w.defs = append(w.defs, wal.SeriesDef{ID: base + uint64(i), Kind: w.pend[i].kind, Key: keys[:n:n]})
+	for i := range pend {
+		n := len(pend[i].key)
+		w.defs = append(w.defs, wal.SeriesDef{ID: base + uint64(i), Kind: pend[i].kind, Key: keys[:n:n]})
 		keys = keys[n:]
 	}
-	b := wal.Batch{Seq: seq, Series: w.defs, Entries: w.entries}
+	b := wal.Batch{Seq: seq, Series: w.defs, Entries: entries}
 	w.buf = b.Marshal(w.buf[:0])
-	subs := db.feedPrepare(seq, len(w.entries), w.buf) // change feed (feed.go)
+	subs := db.feedPrepare(seq, len(entries), w.buf) // change feed (feed.go)
 	pos, err := db.wal.Write(wal.RecordBatch, w.buf)
 	if err != nil {
 		feedCommit(subs, seq, false)
 		db.commitMu.Unlock()
-		return err // wal errors name the log and file
+		return false, err // wal errors name the log and file
 	}
 	db.seq.Store(seq)
-	if len(w.pend) > 0 {
+	if len(pend) > 0 {
 		db.cat.mu.Lock()
-		for i := range w.pend {
-			db.cat.add(w.pend[i].key, w.pend[i].kind)
+		for i := range pend {
+			db.cat.add(pend[i].key, pend[i].kind)
 		}
 		db.cat.mu.Unlock()
 	}
@@ -97,11 +113,11 @@ func (db *DB) Write(points []Point) error {
 	// commitMu holders replace mem; Fits was checked above, and sequence
 	// numbers only grow, so ApplySeq cannot refuse.
 	mem := db.mu.mem
-	if err := mem.t.ApplySeq(w.entries, seq); err != nil {
+	if err := mem.t.ApplySeq(entries, seq); err != nil {
 		panic(fmt.Sprintf("engine: apply write %d: %v", seq, err))
 	}
-	db.st.pointsWritten.Add(int64(len(points)))
-	db.st.samplesWritten.Add(int64(len(w.entries)))
+	db.st.pointsWritten.Add(int64(points))
+	db.st.samplesWritten.Add(int64(len(entries)))
 	if mem.t.Bytes()+mem.keyBytes >= db.opts.MemTableBytes || mem.keyBytes >= maxMemKeyBytes {
 		// This write is logged and applied; a failed seal is the WAL's
 		// sticky failure, which SyncTo and the next writes report.
@@ -114,11 +130,11 @@ func (db *DB) Write(points []Point) error {
 		// Not durable: undo the write before anyone may see it.
 		mem.t.DropSeq(seq)
 		db.vis.resolve(seq)
-		return err
+		return true, err
 	}
 	db.vis.resolve(seq)
 	db.vis.wait(seq) // earlier writes sharing the fsync publish first
-	return nil
+	return true, nil
 }
 
 // resolveLocked maps every field of points to a series id, checking kinds,

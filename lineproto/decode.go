@@ -79,6 +79,7 @@ func (w *writer) decodeEntry(d *lineprotocol.Decoder, e entry) error {
 	}
 	w.points = append(w.points, p)
 	w.lines = append(w.lines, e.line)
+	s := e.series
 	if e.prefix > 0 {
 		// Remember the series section for the lines to come.
 		cost := e.prefix + len(p.Measurement) + entryCost*(1+len(p.Tags))
@@ -87,10 +88,11 @@ func (w *writer) decodeEntry(d *lineprotocol.Decoder, e entry) error {
 			w.seriesBytes = 0
 		}
 		w.seriesBytes += cost
-		w.series[string(w.chunk[e.off:e.off+e.prefix])] = &series{
-			measurement: p.Measurement,
-			tags:        slices.Clone(p.Tags),
-		}
+		s = &series{measurement: p.Measurement, tags: slices.Clone(p.Tags)}
+		w.series[string(w.chunk[e.off:e.off+e.prefix])] = s
+	}
+	if w.app != nil {
+		w.sers = append(w.sers, s)
 	}
 	return nil
 }

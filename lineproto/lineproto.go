@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/stratadb/strata/internal/base"
@@ -22,6 +24,17 @@ import (
 // returns (they are reused for the next batch); it may keep the strings.
 type DB interface {
 	Write(points []point.Point) error
+}
+
+// AppenderDB is a DB that also takes samples through an appender with
+// series refs; *engine.DB is one. Write then hands each batch to one
+// appender Commit (atomic as one db.Write) and remembers the ref of each
+// series section and field it has seen, so that a line of a known series
+// is stored without resolving its names again. Refs are remembered across
+// Write calls on the same db (a comparable value, such as a pointer).
+type AppenderDB interface {
+	DB
+	SampleAppender() point.SampleAppender
 }
 
 // Precision is the unit of the timestamps in the input.
@@ -217,23 +230,72 @@ func Write(ctx context.Context, db DB, r io.Reader, opts Options) (Result, error
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
-	w := &writer{
-		ctx:    ctx,
-		db:     db,
-		opts:   o,
-		unit:   int64(o.Precision.Duration()),
-		names:  make(map[string]string),
-		series: make(map[string]*series),
-
-		chunkEntries: 1,
-		points:       make([]point.Point, 0, min(o.BatchSize, 64)),
-	}
+	w := writerPool.Get().(*writer)
+	w.start(ctx, db, o)
+	defer w.release()
 	in := newInput(ctx, r)
 	defer in.close()
 	w.in = in
 	err = w.run(in)
 	return w.res, err
 }
+
+// writerPool keeps writers between Write calls: their buffers, and their
+// tables of names and series sections (with the refs of a DB's series),
+// so that a server's requests do not build them again each time.
+var writerPool = sync.Pool{New: func() any {
+	return &writer{
+		names:  make(map[string]string),
+		series: make(map[string]*series),
+	}
+}}
+
+// start readies w, from the pool, for a Write call.
+func (w *writer) start(ctx context.Context, db DB, o Options) {
+	w.ctx, w.db, w.opts = ctx, db, o
+	w.unit = int64(o.Precision.Duration())
+	w.res = Result{}
+	w.phys, w.open, w.skipping, w.cur, w.pieces = 0, false, false, splitEntry{}, 0
+	w.chunkEntries = 1
+	w.nowSet, w.retries = false, 0
+	w.app = nil
+	adb, ok := db.(AppenderDB)
+	if !ok || !reflect.TypeOf(db).Comparable() {
+		return
+	}
+	if w.owner != db {
+		// The refs remembered are another DB's.
+		for _, s := range w.series {
+			s.refs = nil
+		}
+		w.owner, w.ownerApp = db, adb.SampleAppender()
+	}
+	w.app = w.ownerApp
+}
+
+// release returns w to the pool, holding no caller memory but the DB whose
+// refs its tables remember.
+func (w *writer) release() {
+	if w.app != nil {
+		w.app.Rollback()
+	}
+	clear(w.points)
+	clear(w.sers)
+	w.points, w.sers, w.lines = w.points[:0], w.sers[:0], w.lines[:0]
+	w.tags, w.fields = w.tags[:0], w.fields[:0]
+	w.chunk, w.entries = w.chunk[:0], w.entries[:0]
+	if cap(w.chunk) > 4*chunkBytes {
+		w.chunk = nil
+	}
+	if cap(w.points) > maxPooledPoints {
+		w.points, w.sers, w.lines, w.tags, w.fields = nil, nil, nil, nil, nil
+	}
+	w.ctx, w.db, w.in, w.app, w.res = nil, nil, nil, nil, Result{}
+	writerPool.Put(w)
+}
+
+// maxPooledPoints is the largest batch whose buffers a pooled writer keeps.
+const maxPooledPoints = 1 << 16
 
 const (
 	// The entries split so far are decoded when they fill chunkBytes or
@@ -287,6 +349,25 @@ type entry struct {
 type series struct {
 	measurement string
 	tags        []point.Tag
+	refs        []fieldRef // the appender's refs of its fields
+}
+
+// fieldRef is the ref of one field of a series section.
+type fieldRef struct {
+	field string
+	ref   point.SeriesRef
+}
+
+// maxFieldRefs bounds the refs a series section remembers.
+const maxFieldRefs = 64
+
+func (s *series) ref(field string) point.SeriesRef {
+	for _, r := range s.refs {
+		if r.field == field {
+			return r.ref
+		}
+	}
+	return 0
 }
 
 // writer is the state of one Write call. The splitter (split.go) turns the
@@ -330,6 +411,15 @@ type writer struct {
 
 	in   *input   // sets the linger deadline of what is pending
 	keys []string // scratch space of validate
+
+	// With an AppenderDB: sers holds the series section of each point of
+	// the batch (nil when not remembered), app the appender of owner, the
+	// DB whose refs the series sections hold.
+	sers     []*series
+	app      point.SampleAppender
+	owner    DB
+	ownerApp point.SampleAppender
+	okIdx    []int // scratch of appendBatch: the points appended
 }
 
 // reject records that the entry at line was not written. Rejected keeps the
@@ -477,12 +567,17 @@ func (w *writer) flush() error {
 		w.in.deadline = time.Time{}
 	}
 	if len(w.points) > 0 {
-		if err := w.write(w.points, w.lines); err != nil {
+		write := w.write
+		if w.app != nil {
+			write = w.appendBatch
+		}
+		if err := write(w.points, w.lines); err != nil {
 			return err
 		}
 	}
 	clear(w.points) // drop references to strings for the GC
-	w.points, w.lines = w.points[:0], w.lines[:0]
+	clear(w.sers)
+	w.points, w.lines, w.sers = w.points[:0], w.lines[:0], w.sers[:0]
 	w.tags, w.fields = w.tags[:0], w.fields[:0]
 	w.nowSet = false
 	w.retries = 0
@@ -518,4 +613,108 @@ func (w *writer) write(pts []point.Point, lines []int) error {
 		pts, lines = slices.Delete(pts, i, i+1), slices.Delete(lines, i, i+1)
 	}
 	return nil
+}
+
+// refused reports whether err is the DB refusing a point (which rejects its
+// line) rather than a failure.
+func refused(err error) bool {
+	return errors.Is(err, base.ErrInvalid) || errors.Is(err, base.ErrFieldTypeConflict)
+}
+
+// appendBatch hands pts to the appender, a line whole or not at all, and
+// commits them as one batch. A line the appender refuses is rejected; a
+// Commit refused because another writer created one of the series with
+// another kind meanwhile writes the lines through db.Write instead, which
+// names the refused ones.
+func (w *writer) appendBatch(pts []point.Point, lines []int) error {
+	app := w.app
+	ok := w.okIdx[:0]
+	defer func() { w.okIdx = ok[:0] }()
+	for i := range pts {
+		mark := app.Pending()
+		err := w.appendPoint(&pts[i], w.sers[i])
+		if err != nil && errors.Is(err, point.ErrBatchFull) && len(ok) > 0 {
+			// The batch is full: store it and start the next with this line.
+			app.Truncate(mark)
+			if err := w.commitAppended(pts, lines, ok); err != nil {
+				return err
+			}
+			ok, mark = ok[:0], 0
+			err = w.appendPoint(&pts[i], w.sers[i])
+		}
+		if err != nil {
+			app.Truncate(mark)
+			if !refused(err) {
+				app.Rollback()
+				return err
+			}
+			w.reject(lines[i], err)
+			continue
+		}
+		ok = append(ok, i)
+	}
+	return w.commitAppended(pts, lines, ok)
+}
+
+// appendPoint appends the fields of p, whose series section is s (or nil).
+func (w *writer) appendPoint(p *point.Point, s *series) error {
+	for _, f := range p.Fields {
+		var ref point.SeriesRef
+		if s != nil {
+			ref = s.ref(f.Key)
+		}
+		r, err := w.app.Append(ref, p.Measurement, p.Tags, f.Key, p.Time, f.Value)
+		if err != nil && ref != 0 && !errors.Is(err, point.ErrBatchFull) && refused(err) {
+			// A ref of a series whose batch was not stored, or a kind
+			// conflict: resolve the names again, which also names them in
+			// the error.
+			r, err = w.app.Append(0, p.Measurement, p.Tags, f.Key, p.Time, f.Value)
+		}
+		if err != nil {
+			return err
+		}
+		if s != nil && r != ref {
+			w.setRef(s, f.Key, r)
+		}
+	}
+	return nil
+}
+
+// setRef remembers ref for field of s, within the bounds of the table.
+func (w *writer) setRef(s *series, field string, ref point.SeriesRef) {
+	for i := range s.refs {
+		if s.refs[i].field == field {
+			s.refs[i].ref = ref
+			return
+		}
+	}
+	if len(s.refs) < maxFieldRefs && w.seriesBytes+entryCost <= maxSeriesBytes {
+		w.seriesBytes += entryCost
+		s.refs = append(s.refs, fieldRef{field: field, ref: ref})
+	}
+}
+
+// commitAppended commits the appender's batch, which holds the points of
+// pts at the indexes ok.
+func (w *writer) commitAppended(pts []point.Point, lines []int, ok []int) error {
+	if len(ok) == 0 {
+		return w.app.Rollback()
+	}
+	err := w.app.Commit()
+	if err == nil {
+		w.res.Points += len(ok)
+		return nil
+	}
+	var pe *base.PointError
+	if !errors.As(err, &pe) || !refused(pe.Err) {
+		return err
+	}
+	// Rare: write these points through Write, which rejects the lines
+	// it refuses one by one.
+	rp := make([]point.Point, len(ok))
+	rl := make([]int, len(ok))
+	for j, i := range ok {
+		rp[j], rl[j] = pts[i], lines[i]
+	}
+	return w.write(rp, rl)
 }
