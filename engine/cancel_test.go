@@ -39,6 +39,14 @@ func (c *expiringCtx) Err() error {
 // samples at times 0.., in one segment of cancelBlock-sample blocks.
 func longSeriesDB(t *testing.T) *DB {
 	t.Helper()
+	db := memSeriesDB(t)
+	mustFlush(t, db)
+	return db
+}
+
+// memSeriesDB is longSeriesDB with the series in the memtable.
+func memSeriesDB(t *testing.T) *DB {
+	t.Helper()
 	opts := quietOptions()
 	opts.BlockSamples = cancelBlock
 	opts.DisableBackgroundCompaction = true
@@ -52,7 +60,6 @@ func longSeriesDB(t *testing.T) *DB {
 			batch = batch[:0]
 		}
 	}
-	mustFlush(t, db)
 	return db
 }
 
@@ -111,7 +118,11 @@ func TestCancelQuerySeqWithinSeries(t *testing.T) {
 	old := partSamples
 	partSamples = 1000
 	defer func() { partSamples = old }()
-	db := longSeriesDB(t)
+	t.Run("segment", func(t *testing.T) { testCancelQuerySeq(t, longSeriesDB(t)) })
+	t.Run("memtable", func(t *testing.T) { testCancelQuerySeq(t, memSeriesDB(t)) })
+}
+
+func testCancelQuerySeq(t *testing.T, db *DB) {
 
 	// Uncancelled: the whole series, in many parts, no error.
 	parts, n := 0, 0
@@ -391,4 +402,112 @@ type pollCtx struct {
 func (c *pollCtx) Err() error {
 	c.poll()
 	return c.Context.Err()
+}
+
+// TestCancelQueryMemtable cancels Query over one long series held in the
+// memtable, where no block is decoded: the read goes window by window
+// (about PartSamples samples each) and polls its context between them.
+func TestCancelQueryMemtable(t *testing.T) {
+	old := partSamples
+	partSamples = 1000
+	defer func() { partSamples = old }()
+	db := memSeriesDB(t)
+	for _, agg := range []Aggregate{AggNone, AggSum} {
+		q := rawAll("m")
+		q.Agg = agg
+		// Uncancelled, the read polls once per window.
+		var polls atomic.Int64
+		ctx := &pollCtx{Context: context.Background(), poll: func() { polls.Add(1) }}
+		if _, err := db.Query(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+		if windows := int64(cancelSamples / partSamples); polls.Load() < windows {
+			t.Fatalf("%v: %d polls for %d windows", agg, polls.Load(), windows)
+		}
+		// Cancelled at the fifth poll: the next one stops it.
+		cctx, cancel := context.WithCancel(context.Background())
+		polls.Store(0)
+		ctx = &pollCtx{Context: cctx, poll: func() {
+			if polls.Add(1) == 5 {
+				cancel()
+			}
+		}}
+		res, err := db.Query(ctx, q)
+		if !errors.Is(err, context.Canceled) || res != nil {
+			t.Fatalf("%v: Query = %d series, %v; want context.Canceled", agg, len(res), err)
+		}
+		if polls.Load() != 5 {
+			t.Errorf("%v: %d polls after the cancel, want 0", agg, polls.Load()-5)
+		}
+	}
+}
+
+// TestCancelMetadataMemtable cancels the metadata calls and Last while they look
+// for a visible sample of one long memtable series whose samples are all
+// deleted but one in the middle (kept, masked, because a reader was live
+// when the deletes ran): the memtable is read window by window, polling
+// the context between windows.
+func TestCancelMetadataMemtable(t *testing.T) {
+	old := partSamples
+	partSamples = 1000
+	defer func() { partSamples = old }()
+	db := memSeriesDB(t)
+	const mid = cancelSamples / 2
+	snap, err := db.acquireSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustDelete(t, db, Selector{Measurement: "m", Start: 0, End: mid})
+	mustDelete(t, db, Selector{Measurement: "m", Start: mid + 1, End: cancelSamples})
+	db.releaseSnapshot(snap)
+
+	calls := []struct {
+		name string
+		f    func(ctx context.Context) (any, error)
+		want string
+	}{
+		{"Measurements", func(ctx context.Context) (any, error) { return orNil(db.Measurements(ctx)) }, "[m]"},
+		{"TagKeys", func(ctx context.Context) (any, error) { return orNil(db.TagKeys(ctx, Selector{Measurement: "m"})) }, "[host]"},
+		{"TagValues", func(ctx context.Context) (any, error) { return orNil(db.TagValues(ctx, "host", Selector{})) }, "[a]"},
+		{"SeriesInfo", func(ctx context.Context) (any, error) {
+			res, err := db.SeriesInfo(ctx, Selector{Measurement: "m"})
+			if len(res) == 0 {
+				return nil, err
+			}
+			return len(res), err
+		}, "1"},
+		{"Last", func(ctx context.Context) (any, error) {
+			res, err := db.Last(ctx, Selector{Measurement: "m"})
+			if len(res) == 0 {
+				return nil, err
+			}
+			return samplesOf(t, res), err
+		}, fmt.Sprint([]Sample{{Time: mid, Value: Float(mid / 8)}})},
+	}
+	const cancelAtPoll = 6
+	for _, call := range calls {
+		var polls atomic.Int64
+		got, err := call.f(&pollCtx{Context: context.Background(), poll: func() { polls.Add(1) }})
+		if err != nil || fmt.Sprint(got) != call.want {
+			t.Fatalf("%s = %v, %v; want %s", call.name, got, err, call.want)
+		}
+		// About one poll per window up to the visible sample.
+		if polls.Load() < mid/int64(partSamples) {
+			t.Fatalf("%s polled %d times reading %d samples in windows of %d", call.name, polls.Load(), mid, partSamples)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		polls.Store(0)
+		got, err = call.f(&pollCtx{Context: ctx, poll: func() {
+			if polls.Add(1) == cancelAtPoll {
+				cancel()
+			}
+		}})
+		cancel()
+		if !errors.Is(err, context.Canceled) || got != nil {
+			t.Fatalf("%s = %v, %v; want context.Canceled", call.name, got, err)
+		}
+		if late := polls.Load() - cancelAtPoll; late != 0 {
+			t.Errorf("%s polled %d more times after the cancel", call.name, late)
+		}
+	}
 }

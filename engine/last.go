@@ -119,7 +119,9 @@ func (v *visibility) newest(ctx context.Context, ids []uint64, best *lastSet) er
 				v.buf = v.db.memSamples(v.snap, m, id, hi, hi, v.buf)
 			}
 			if len(v.buf) == 0 {
-				v.buf = v.db.memSamples(v.snap, m, id, v.mint, v.maxt, v.buf)
+				if err := v.memNewest(m, id); err != nil {
+					return err
+				}
 			}
 			if j := len(v.buf) - 1; j >= 0 {
 				if s := v.buf[j]; best.beats(i, s.Time, rank) {
@@ -243,5 +245,37 @@ func (w *lastWorker) visit(i int, si *segment.SeriesIndex) error {
 			return nil
 		}
 	}
+	return nil
+}
+
+// memNewest leaves in v.buf the visible samples of id in memtable m of the
+// newest window of [mint, maxt] that has one (none when no window has):
+// a long series is read window by window from its end (about PartSamples
+// samples each, polling ctx between them).
+func (v *visibility) memNewest(m *memRef, id uint64) error {
+	if m.t.SeriesLen(id) <= partSamples {
+		v.buf = v.db.memSamples(v.snap, m, id, v.mint, v.maxt, v.buf[:0])
+		return nil
+	}
+	v.spans = m.t.Spans(id, v.mint, v.maxt, v.snap.oldest, v.spans[:0])
+	to, n := v.maxt, 0
+	for i := len(v.spans) - 1; i >= 0; i-- {
+		if n += v.spans[i].Count; n < partSamples && i > 0 {
+			continue
+		}
+		if err := v.ctx.Err(); err != nil {
+			return err
+		}
+		from := v.mint
+		if i > 0 {
+			from = v.spans[i-1].MaxTime + 1
+		}
+		v.buf = v.db.memSamples(v.snap, m, id, from, to, v.buf[:0])
+		if len(v.buf) > 0 {
+			return nil
+		}
+		to, n = from-1, 0
+	}
+	v.buf = v.buf[:0]
 	return nil
 }

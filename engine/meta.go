@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/stratadb/strata/internal/point"
+	"github.com/stratadb/strata/memtable"
 	"github.com/stratadb/strata/segment"
 )
 
@@ -241,6 +242,7 @@ type visibility struct {
 	sel        *Selector
 	ms         []matcher
 	buf        []point.Sample
+	spans      []memtable.Span
 	ranges     []timeRange
 	idx        []int32  // indexOf's map
 	idxFor     []uint64 // the ids idx was built for
@@ -350,7 +352,11 @@ func (v *visibility) filter(ids []uint64) ([]uint64, error) {
 			if visible[i] {
 				continue
 			}
-			if v.memVisible(m, id) {
+			vis, err := v.memVisible(m, id)
+			if err != nil {
+				return nil, err
+			}
+			if vis {
 				visible[i] = true
 				left--
 			}
@@ -449,14 +455,34 @@ func (v *visibility) segVisible(h *segHandle, si *segment.SeriesIndex, ranges []
 }
 
 // memVisible reports whether memtable m holds a sample of id in [mint,
-// maxt] that the snapshot sees (see DB.memSamples).
-func (v *visibility) memVisible(m *memRef, id uint64) bool {
+// maxt] that the snapshot sees (see DB.memSamples). A long series is read
+// window by window (about PartSamples samples each, polling ctx between
+// them) until one holds a visible sample.
+func (v *visibility) memVisible(m *memRef, id uint64) (bool, error) {
 	lo, hi, ok := m.t.Bounds(id)
 	if !ok || hi < v.mint || lo > v.maxt {
-		return false
+		return false, nil
 	}
-	v.buf = v.db.memSamples(v.snap, m, id, v.mint, v.maxt, v.buf[:0])
-	return len(v.buf) > 0
+	if m.t.SeriesLen(id) <= partSamples {
+		v.buf = v.db.memSamples(v.snap, m, id, v.mint, v.maxt, v.buf[:0])
+		return len(v.buf) > 0, nil
+	}
+	v.spans = m.t.Spans(id, v.mint, v.maxt, v.snap.oldest, v.spans[:0])
+	from, n := v.mint, 0
+	for i, sp := range v.spans {
+		if n += sp.Count; n < partSamples && i < len(v.spans)-1 {
+			continue
+		}
+		if err := v.ctx.Err(); err != nil {
+			return false, err
+		}
+		v.buf = v.db.memSamples(v.snap, m, id, from, sp.MaxTime, v.buf[:0])
+		if len(v.buf) > 0 {
+			return true, nil
+		}
+		from, n = sp.MaxTime+1, 0
+	}
+	return false, nil
 }
 
 // segIDs maps a segment's series to catalog ids, built on first use.

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/stratadb/strata/internal/point"
+	"github.com/stratadb/strata/memtable"
 	"github.com/stratadb/strata/segment"
 )
 
@@ -181,7 +182,7 @@ func (r *seriesReader) readParts(id uint64, meta *seriesMeta, mint, maxt int64, 
 		return true, nil
 	}
 	lo := mint
-	r.ends = windowEnds(r.ends[:0], srcs, mint, maxt, part)
+	r.ends = r.windowEnds(id, srcs, mint, maxt, part)
 	for _, hi := range r.ends {
 		merged, err := r.mergeSources(id, srcs, tombs, lo, hi)
 		if err != nil {
@@ -202,14 +203,16 @@ func (r *seriesReader) readParts(id uint64, meta *seriesMeta, mint, maxt int64, 
 }
 
 // windowEnds splits [mint, maxt] into consecutive windows, each holding
-// about limit samples of the segment sources, and appends their inclusive
-// ends to dst; the last is maxt. Windows end where blocks end, so a block
-// is decoded at most twice. Memtable samples are not counted: a memtable
-// is bounded by the memory budget already.
-func windowEnds(dst []int64, srcs []source, mint, maxt int64, limit int) []int64 {
+// about limit samples of series id's sources, and returns their inclusive
+// ends (in r.ends); the last is maxt. Windows end where segment blocks and
+// memtable chunks end, so a block is decoded at most twice, and a reader
+// polling its context between windows polls it every limit samples or so,
+// wherever they live.
+func (r *seriesReader) windowEnds(id uint64, srcs []source, mint, maxt int64, limit int) []int64 {
 	total := 0
 	for _, s := range srcs {
 		if s.idx == nil {
+			total += s.mem.t.SeriesLen(id) // a bound: all of its times
 			continue
 		}
 		for b := range s.idx.Blocks {
@@ -218,30 +221,29 @@ func windowEnds(dst []int64, srcs []source, mint, maxt int64, limit int) []int64
 			}
 		}
 	}
+	dst := r.ends[:0]
 	if total <= limit {
 		return append(dst, maxt)
 	}
-	type end struct {
-		t int64
-		n int
-	}
-	var ends []end
+	spans := r.spans[:0]
 	for _, s := range srcs {
 		if s.idx == nil {
+			spans = s.mem.t.Spans(id, mint, maxt, r.snap.oldest, spans)
 			continue
 		}
 		for b := range s.idx.Blocks {
 			if bm := &s.idx.Blocks[b]; bm.MaxTime >= mint && bm.MinTime <= maxt {
-				ends = append(ends, end{bm.MaxTime, bm.Count})
+				spans = append(spans, memtable.Span{MaxTime: bm.MaxTime, Count: bm.Count})
 			}
 		}
 	}
-	slices.SortFunc(ends, func(a, b end) int { return cmp.Compare(a.t, b.t) })
-	n, first := 0, len(dst)
-	for _, e := range ends {
-		n += e.n
-		if n >= limit && e.t < maxt && (len(dst) == first || e.t > dst[len(dst)-1]) {
-			dst = append(dst, e.t)
+	r.spans = spans
+	slices.SortFunc(spans, func(a, b memtable.Span) int { return cmp.Compare(a.MaxTime, b.MaxTime) })
+	n := 0
+	for _, e := range spans {
+		n += e.Count
+		if n >= limit && e.MaxTime < maxt && (len(dst) == 0 || e.MaxTime > dst[len(dst)-1]) {
+			dst = append(dst, e.MaxTime)
 			n = 0
 		}
 	}
@@ -391,6 +393,7 @@ type seriesReader struct {
 	srcs     []source
 	merge    [2][]point.Sample // mergeNewer's outputs, used in turn
 	ends     []int64           // windowEnds' result
+	spans    []memtable.Span   // windowEnds' scratch
 	accOut   []acc             // read's per-bucket states
 }
 
@@ -457,7 +460,7 @@ func (r *seriesReader) read(id uint64, meta *seriesMeta, mint, maxt int64, q *Qu
 	}
 	var out []point.Sample
 	lo := mint
-	r.ends = windowEnds(r.ends[:0], srcs, mint, maxt, partSamples)
+	r.ends = r.windowEnds(id, srcs, mint, maxt, partSamples)
 	for _, hi := range r.ends {
 		merged, err := r.mergeSources(id, srcs, tombs, lo, hi)
 		if err != nil {
@@ -543,7 +546,7 @@ func (r *seriesReader) accumulate(id uint64, meta *seriesMeta, mint, maxt int64,
 	}
 	// Window by window, so that a long series is never read whole.
 	lo := mint
-	r.ends = windowEnds(r.ends[:0], srcs, mint, maxt, partSamples)
+	r.ends = r.windowEnds(id, srcs, mint, maxt, partSamples)
 	for _, hi := range r.ends {
 		merged, err := r.mergeSources(id, srcs, tombs, lo, hi)
 		if err != nil {
