@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -230,7 +231,7 @@ func Write(ctx context.Context, db DB, r io.Reader, opts Options) (Result, error
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
-	w := writerPool.Get().(*writer)
+	w := getWriter()
 	w.start(ctx, db, o)
 	defer w.release()
 	in := newInput(ctx, r)
@@ -240,15 +241,43 @@ func Write(ctx context.Context, db DB, r io.Reader, opts Options) (Result, error
 	return w.res, err
 }
 
-// writerPool keeps writers between Write calls: their buffers, and their
-// tables of names and series sections (with the refs of a DB's series),
-// so that a server's requests do not build them again each time.
-var writerPool = sync.Pool{New: func() any {
+// writers keeps idle writers between Write calls: their buffers, and
+// their tables of names and series sections (with the refs of a DB's
+// series), so that a server's requests do not build them again each time.
+// It is a bounded free list rather than a sync.Pool, which every garbage
+// collection empties: a server allocating steadily would lose its tables
+// every few requests.
+var writers struct {
+	sync.Mutex
+	free []*writer
+}
+
+// maxIdleWriters bounds the idle writers kept: each holds at most
+// maxInternBytes + maxSeriesBytes of tables and a batch of buffers.
+var maxIdleWriters = max(2, runtime.GOMAXPROCS(0))
+
+func getWriter() *writer {
+	writers.Lock()
+	defer writers.Unlock()
+	if n := len(writers.free); n > 0 {
+		w := writers.free[n-1]
+		writers.free[n-1] = nil
+		writers.free = writers.free[:n-1]
+		return w
+	}
 	return &writer{
 		names:  make(map[string]string),
 		series: make(map[string]*series),
 	}
-}}
+}
+
+func putWriter(w *writer) {
+	writers.Lock()
+	defer writers.Unlock()
+	if len(writers.free) < maxIdleWriters {
+		writers.free = append(writers.free, w)
+	}
+}
 
 // start readies w, from the pool, for a Write call.
 func (w *writer) start(ctx context.Context, db DB, o Options) {
@@ -291,7 +320,7 @@ func (w *writer) release() {
 		w.points, w.sers, w.lines, w.tags, w.fields = nil, nil, nil, nil, nil
 	}
 	w.ctx, w.db, w.in, w.app, w.res = nil, nil, nil, nil, Result{}
-	writerPool.Put(w)
+	putWriter(w)
 }
 
 // maxPooledPoints is the largest batch whose buffers a pooled writer keeps.

@@ -90,7 +90,7 @@ func (s *Server) remoteWrite(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "writes are stalled; retry later", http.StatusServiceUnavailable)
 		return
 	}
-	rejected, err := s.storeRemote(&req)
+	rejected, err := s.appendRemote(&req)
 	switch {
 	case errors.Is(err, engine.ErrClosed):
 		s.unavailable(w)
