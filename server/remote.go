@@ -120,4 +120,3 @@ func (s *Server) remoteWrite(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	}
 }
-
