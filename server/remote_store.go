@@ -340,7 +340,7 @@ func wireSeriesName(labels []wireLabel) string {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		if utf8.Valid(l.name) {
+		if len(l.name) > 0 && utf8.Valid(l.name) {
 			fmt.Fprintf(&b, "%s=%q", l.name, l.value)
 		} else {
 			fmt.Fprintf(&b, "%q=%q", l.name, l.value)
