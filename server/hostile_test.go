@@ -316,3 +316,55 @@ func FuzzRemoteDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestLineProtocolHostileMemory: line-protocol bodies at the limit (8 MiB
+// here, to keep the test short; the bound is relative) cost a small
+// multiple of their size whatever their lines: the body buffer, each
+// line's garbage, and lineproto's name and series tables, which it bounds
+// in bytes (4 and 8 MiB). What stored points cost is the engine's, bounded
+// by its memtable size.
+func TestLineProtocolHostileMemory(t *testing.T) {
+	limit := 8 << 20
+	if raceEnabled {
+		limit = 2 << 20
+	}
+	ts := newTestServer(t, &Options{MaxBodyBytes: int64(limit)})
+	lines := func(format string) []byte {
+		var b bytes.Buffer
+		for i := 0; ; i++ {
+			n := b.Len()
+			fmt.Fprintf(&b, format, i)
+			if b.Len() > limit {
+				b.Truncate(n)
+				return b.Bytes()
+			}
+		}
+	}
+	cases := []struct {
+		name string
+		body []byte
+		want int
+	}{
+		// Distinct series sections, every line refused by the parser after
+		// its tags: the tables fill with sections that are never written.
+		{"distinct rejected series", lines("m,tag=%08d,other=xxxxxxxx v=1 notatime\n"), 400},
+		{"distinct rejected names", lines("m%08d,tag%08[1]d=v v=\n"), 400},
+		{"comments", repeatTo([]byte("#\n"), limit), 204},
+		{"blank lines", repeatTo([]byte("\n"), limit), 204},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var rec *httptest.ResponseRecorder
+			cost := heapCost(func() {
+				rec = serve(ts.h, httptest.NewRequest("POST", "/api/v2/write", bytes.NewReader(c.body)))
+			})
+			t.Logf("%d bytes: %d, %.1f MiB allocated", len(c.body), rec.Code, float64(cost)/(1<<20))
+			if rec.Code != c.want {
+				t.Errorf("status %d, want %d: %.300s", rec.Code, c.want, rec.Body)
+			}
+			if cost > 8*uint64(limit) {
+				t.Errorf("%.1f MiB allocated for a body of %d MiB", float64(cost)/(1<<20), limit>>20)
+			}
+		})
+	}
+}
