@@ -98,18 +98,42 @@ func (s *Server) parseForm(w http.ResponseWriter, r *http.Request) *apiError {
 	return nil
 }
 
-// parseTime parses a Unix time in (fractional) seconds or an RFC 3339 time
-// into ms.
+// The times the API accepts, Prometheus' MinTime and MaxTime: far enough
+// inside the int64 range of ms that a step, a range or a lookback added to
+// any of them does not overflow. Prometheus' clients send their RFC 3339
+// forms for "no bound".
+var (
+	minTime          = time.Unix(math.MinInt64/1000+62135596801, 0).UTC()
+	maxTime          = time.Unix(math.MaxInt64/1000-62135596801, 999999999).UTC()
+	minTimeMs        = minTime.UnixMilli()
+	maxTimeMs        = maxTime.UnixMilli()
+	minTimeFormatted = minTime.Format(time.RFC3339Nano)
+	maxTimeFormatted = maxTime.Format(time.RFC3339Nano)
+)
+
+// parseTime parses a Unix time in (fractional) seconds, rounded to the ms
+// as Prometheus does, or an RFC 3339 time, into ms. A time outside
+// [minTime, maxTime] (NaN and infinities too) is an error.
 func parseTime(s string) (int64, error) {
 	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		ms := math.Round(f * 1000)
-		if math.IsNaN(ms) || ms >= math.MaxInt64 || ms < math.MinInt64 {
-			return 0, fmt.Errorf("cannot parse %q to a valid timestamp", s)
+		sec, frac := math.Modf(f)
+		if !(sec >= float64(minTimeMs/1000) && sec <= float64(maxTimeMs/1000)) {
+			return 0, fmt.Errorf("cannot parse %q to a valid timestamp: out of range", s)
 		}
-		return int64(ms), nil
+		ms := int64(sec)*1000 + int64(math.Round(frac*1000))
+		if ms < minTimeMs || ms > maxTimeMs {
+			return 0, fmt.Errorf("cannot parse %q to a valid timestamp: out of range", s)
+		}
+		return ms, nil
 	}
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t.UnixMilli(), nil
+	}
+	switch s {
+	case minTimeFormatted:
+		return minTimeMs, nil
+	case maxTimeFormatted:
+		return maxTimeMs, nil
 	}
 	return 0, fmt.Errorf("cannot parse %q to a valid timestamp", s)
 }
@@ -245,16 +269,14 @@ func (s *Server) queryRange(w http.ResponseWriter, r *http.Request) {
 		apiFail(w, badData("invalid parameter \"end\": end timestamp must not be before start time"))
 		return
 	}
-	step, err := parseDuration(r.FormValue("step"))
-	if err != nil {
-		apiFail(w, badData("invalid parameter \"step\": %v", err))
+	step, e := stepParam(r)
+	if e != nil {
+		apiFail(w, e)
 		return
 	}
-	if step <= 0 {
-		apiFail(w, badData("invalid parameter \"step\": zero or negative query resolution step widths are not accepted. Try a positive integer"))
-		return
-	}
-	if float64(end-start)/float64(step.Milliseconds()+boolInt(step < time.Millisecond)) > maxPoints {
+	// Count the steps as the engine will take them, in whole ms. end >=
+	// start, so the difference fits in a uint64.
+	if uint64(end-start)/uint64(step.Milliseconds()) > maxPoints {
 		apiFail(w, badData("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"))
 		return
 	}
@@ -273,11 +295,24 @@ func (s *Server) queryRange(w http.ResponseWriter, r *http.Request) {
 	s.answer(w, qry.Exec(ctx))
 }
 
-func boolInt(b bool) int64 {
-	if b {
-		return 1
+// stepParam reads the step of a range query: (fractional) seconds or a
+// duration, at least 1ms, since PromQL evaluates in whole ms.
+func stepParam(r *http.Request) (time.Duration, *apiError) {
+	v := r.FormValue("step")
+	if v == "" {
+		return 0, badData("invalid parameter \"step\": missing")
 	}
-	return 0
+	step, err := parseDuration(v)
+	if err != nil {
+		return 0, badData("invalid parameter \"step\": %v", err)
+	}
+	if step <= 0 {
+		return 0, badData("invalid parameter \"step\": zero or negative query resolution step widths are not accepted. Try a positive integer")
+	}
+	if step < time.Millisecond {
+		return 0, badData("invalid parameter \"step\": query resolution step widths under 1ms are not accepted")
+	}
+	return step, nil
 }
 
 // answer writes a query result or its error.
@@ -441,7 +476,10 @@ func isPlainJSON(s string) bool {
 // promParser parses the match[] selectors.
 var promParser = parser.NewParser(parser.Options{})
 
-// matchSets parses the match[] parameters.
+// matchSets parses the match[] parameters. As in Prometheus, each selector
+// needs a matcher that does not match the empty string: one that matches
+// every series ({__name__=~".*"}, {job!="x"}) would read the whole
+// database.
 func matchSets(r *http.Request) ([][]*labels.Matcher, *apiError) {
 	var out [][]*labels.Matcher
 	for _, s := range r.Form["match[]"] {
@@ -449,9 +487,23 @@ func matchSets(r *http.Request) ([][]*labels.Matcher, *apiError) {
 		if err != nil {
 			return nil, badData("invalid parameter \"match[]\": %v", err)
 		}
+		if !selective(ms) {
+			return nil, badData("match[] must contain at least one non-empty matcher")
+		}
 		out = append(out, ms)
 	}
 	return out, nil
+}
+
+// selective reports whether ms has a matcher that the empty string fails,
+// so that ms cannot select every series.
+func selective(ms []*labels.Matcher) bool {
+	for _, m := range ms {
+		if m != nil && !m.Matches("") {
+			return true
+		}
+	}
+	return false
 }
 
 // metaRange reads start and end of the metadata endpoints: all time by

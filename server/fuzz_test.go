@@ -5,7 +5,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/golang/snappy"
 	"github.com/prometheus/prometheus/prompb"
@@ -86,7 +88,8 @@ func FuzzRemoteWrite(f *testing.F) {
 	})
 }
 
-// FuzzQueryParams: any query parameters are answered 200 or a 4xx.
+// FuzzQueryParams: any query parameters are answered 200 or a 4xx; a 400
+// has Prometheus' error body, and no answer comes from a recovered panic.
 func FuzzQueryParams(f *testing.F) {
 	h := fuzzHandler(f)
 	rec := serve(h, httptest.NewRequest("POST", "/api/v2/write?precision=s",
@@ -94,21 +97,38 @@ func FuzzQueryParams(f *testing.F) {
 	if rec.Code != http.StatusNoContent {
 		f.Fatalf("seed write: %d %s", rec.Code, rec.Body)
 	}
-	f.Add("rate(cpu_usage[1m])", "160", "100", "200", "15", `{__name__=~"cpu.*"}`, "host")
-	f.Add("sum by (host) (cpu_usage)", "2023-11-14T22:13:20Z", "0", "1e10", "1m", "cpu_usage", "__name__")
-	f.Add("cpu_usage{host!~\"(\"}", "x", "200", "100", "0", "{", "")
-	f.Add("1 +", "NaN", "-Inf", "+Inf", "-1", `{host=""}`, "U__a_2e_b")
-	f.Add("absent(nope)", "1e300", "-1e300", "1e300", "1e-9", "up{", "a\x00")
-	f.Add("count_over_time(cpu_usage[5m:10s])", "", "", "", "1h", "", "host")
-	f.Fuzz(func(t *testing.T, query, at, start, end, step, match, name string) {
+	f.Add("rate(cpu_usage[1m])", "160", "100", "200", "15", `{__name__=~"cpu.*"}`, "host", "5s", "", "")
+	f.Add("sum by (host) (cpu_usage)", "2023-11-14T22:13:20Z", "0", "1e10", "1m", "cpu_usage", "__name__", "", "1", "1m")
+	f.Add("cpu_usage{host!~\"(\"}", "x", "200", "100", "0", "{", "", "abc", "-1", "x")
+	f.Add("1 +", "NaN", "-Inf", "+Inf", "-1", `{host=""}`, "U__a_2e_b", "NaN", "1.5", "-1h")
+	f.Add("absent(nope)", "1e300", "-1e300", "1e300", "1e-9", "up{", "a\x00", "1e300", "99999999999999999999", "1e300")
+	f.Add("count_over_time(cpu_usage[5m:10s])", "", "", "", "1h", "", "host", "", "", "")
+	f.Add("1", "0", "0", "0.5", "0.0001", `{host=~".*"}`, "host", "", "", "")
+	f.Add("cpu_usage", "9.2e15", "-9.2e15", "9.2e15", "292y", `{__name__=~".*"}`, "host", "", "", "")
+	f.Add("cpu_usage @ 1e18 offset -100y", "292277025-08-18T07:12:54.999999999Z", "-292273086-05-16T16:47:06Z",
+		"292277025-08-18T07:12:54.999999999Z", "9e12", `{rack!="x"}`, "host", "", "", "9e9")
+	f.Add("timestamp(cpu_usage)[1000y:1y]", "9.2e12", "-9.2e12", "9.2e12", "1y", "{}", "", "", "", "")
+	f.Fuzz(func(t *testing.T, query, at, start, end, step, match, name, timeout, limit, lookback string) {
 		v := url.Values{"query": {query}, "time": {at}, "start": {start}, "end": {end}, "step": {step},
-			"match[]": {match}, "timeout": {"5s"}}
+			"match[]": {match}, "limit": {limit}, "lookback_delta": {lookback}}
+		// A long timeout would only slow the fuzzer down.
+		v.Set("timeout", timeout)
+		if d, err := parseDuration(timeout); err == nil && d > 5*time.Second {
+			v.Set("timeout", "5s")
+		}
 		for _, path := range []string{"/api/v1/query", "/api/v1/query_range", "/api/v1/series", "/api/v1/labels",
 			"/api/v1/label/" + url.PathEscape(name) + "/values"} {
 			req := httptest.NewRequest("GET", path+"?"+v.Encode(), nil)
 			rec := serve(h, req)
-			if c := rec.Code; c != http.StatusOK && (c < 400 || c >= 500) {
-				t.Fatalf("%s %v: status %d: %s", path, v, c, rec.Body)
+			c, body := rec.Code, rec.Body.String()
+			if c != http.StatusOK && (c < 400 || c >= 500) {
+				t.Fatalf("%s %v: status %d: %s", path, v, c, body)
+			}
+			if strings.Contains(body, "runtime error") || strings.Contains(body, "unexpected error") {
+				t.Fatalf("%s %v: a recovered panic: %d %s", path, v, c, body)
+			}
+			if c == http.StatusBadRequest && !strings.Contains(body, `"errorType":"bad_data"`) {
+				t.Fatalf("%s %v: 400 without Prometheus' error body: %s", path, v, body)
 			}
 		}
 	})

@@ -25,6 +25,13 @@ type metrics struct {
 	remoteSamples   prometheus.Counter
 	remoteSkipped   *prometheus.CounterVec
 	remoteNonFinite prometheus.Counter
+	// remoteStale and remoteOutOfRange are remoteSkipped's other reasons.
+	remoteStale      prometheus.Counter
+	remoteOutOfRange prometheus.Counter
+	// remoteRefused counts refused remote-write series by reason (see
+	// refusedReasons).
+	remoteRefusedVec *prometheus.CounterVec
+	remoteRefused    [numRefused]prometheus.Counter
 }
 
 func newMetrics(db *engine.DB, extra prometheus.Registerer, more []prometheus.Collector) (*metrics, error) {
@@ -56,15 +63,23 @@ func newMetrics(db *engine.DB, extra prometheus.Registerer, more []prometheus.Co
 		}),
 		remoteSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_remote_write_samples_skipped_total",
-			Help: "Remote-write samples not stored, by reason: stale (staleness markers) or non_finite (NaN, +Inf, -Inf).",
+			Help: "Remote-write samples not stored, by reason: stale (staleness markers), non_finite (NaN, +Inf, -Inf) or out_of_range (a timestamp that ns cannot hold).",
+		}, []string{"reason"}),
+		remoteRefusedVec: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_remote_write_series_refused_total",
+			Help: "Remote-write series refused, none of their samples stored, by reason: missing_name, empty_label_name, invalid_utf8, duplicate_label, too_many_labels (Prometheus' receiver's rules), or invalid, type_conflict, engine (refused by the database).",
 		}, []string{"reason"}),
 	}
 	m.remoteNonFinite = m.remoteSkipped.WithLabelValues("non_finite")
-	m.remoteSkipped.WithLabelValues("stale")
+	m.remoteStale = m.remoteSkipped.WithLabelValues("stale")
+	m.remoteOutOfRange = m.remoteSkipped.WithLabelValues("out_of_range")
+	for i, r := range refusedReasons {
+		m.remoteRefused[i] = m.remoteRefusedVec.WithLabelValues(r)
+	}
 
 	reg := prometheus.NewRegistry()
 	cs := []prometheus.Collector{
-		m.requests, m.latency, m.pointsWritten, m.linesRejected, m.stalled, m.remoteSamples, m.remoteSkipped,
+		m.requests, m.latency, m.pointsWritten, m.linesRejected, m.stalled, m.remoteSamples, m.remoteSkipped, m.remoteRefusedVec,
 		&statsCollector{db: db},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -7,13 +7,10 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/golang/snappy"
-	"github.com/prometheus/prometheus/model/value"
-	"github.com/prometheus/prometheus/prompb"
 
 	"github.com/stratadb/strata/engine"
 )
@@ -29,10 +26,20 @@ const remoteBatch = 5000
 // __name__, the other labels as tags (empty values, which Prometheus treats
 // as absent, are dropped) and the float field "value", at its ms timestamp
 // in ns. Staleness markers and other NaN or infinite samples are skipped
-// and counted. A body that does not decode is 400 with nothing stored; a
-// series that cannot be stored (no __name__, a bad label) is left out, the
-// others stored, and the answer is 400 naming it, which Prometheus does not
-// retry.
+// and counted. A body that does not decode is 400 with nothing stored. A
+// body is decoded in place (remote_decode.go), so that no message shape
+// costs more than a small multiple of its size.
+//
+// A series is refused, none of it stored, where Prometheus' own receiver
+// refuses it (no metric name, a label name or value that is not UTF-8, an
+// empty or duplicate label name), where it has more labels than the engine
+// takes, and where the engine refuses it; refusals are counted by reason
+// in strata_remote_write_series_refused_total. The other series of the
+// request are stored and the answer is 400 naming the first refusals:
+// what Prometheus' remote-write 2.0 receiver answers, and what its 1.0
+// receiver's authors say the 1.0 spec asks (that receiver answers 204 and
+// only counts). A sender does not retry a 400, so nothing stored is sent
+// twice, and its operator sees the refusal.
 func (s *Server) remoteWrite(w http.ResponseWriter, r *http.Request) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, params, _ := strings.Cut(ct, ";"); strings.TrimSpace(mt) != "application/x-protobuf" ||
@@ -80,8 +87,8 @@ func (s *Server) remoteWrite(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "snappy: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	var req prompb.WriteRequest
-	if err := req.Unmarshal(raw); err != nil {
+	nSamples, err := checkWriteRequest(raw)
+	if err != nil {
 		http.Error(w, "protobuf: "+err.Error(), http.StatusBadRequest)
 		return
 	}
@@ -90,7 +97,9 @@ func (s *Server) remoteWrite(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "writes are stalled; retry later", http.StatusServiceUnavailable)
 		return
 	}
-	rejected, err := s.appendRemote(&req)
+	st := newRemoteStore(s, nSamples)
+	err = st.store(raw)
+	st.count()
 	switch {
 	case errors.Is(err, engine.ErrClosed):
 		s.unavailable(w)
@@ -100,138 +109,14 @@ func (s *Server) remoteWrite(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.opts.Logger.Error("remote write", "err", err)
 		http.Error(w, err.Error(), http.StatusInternalServerError)
-	case len(rejected) > 0:
-		msg := rejected
-		if len(msg) > maxReportedLines {
-			msg = append(msg[:maxReportedLines:maxReportedLines], fmt.Sprintf("and %d more", len(rejected)-maxReportedLines))
+	case st.nRejected > 0:
+		msg := strings.Join(st.msgs, "; ")
+		if more := st.nRejected - len(st.msgs); more > 0 {
+			msg += fmt.Sprintf("; and %d more", more)
 		}
-		http.Error(w, "partial write: "+strings.Join(msg, "; "), http.StatusBadRequest)
+		s.opts.Logger.Warn("remote write: series or samples refused", "refused", st.nRejected, "first", st.msgs[0])
+		http.Error(w, "partial write: "+msg, http.StatusBadRequest)
 	default:
 		w.WriteHeader(http.StatusNoContent)
 	}
-}
-
-// storeRemote writes the samples of req. It returns why the series it left
-// out were refused, and an engine failure.
-func (s *Server) storeRemote(req *prompb.WriteRequest) (rejected []string, err error) {
-	pts := make([]engine.Point, 0, min(remoteBatch, countSamples(req)))
-	fields := make([]engine.Field, 0, cap(pts))
-	series := make([]int, 0, cap(pts)) // index in req.Timeseries of each point
-	flush := func() error {
-		for len(pts) > 0 {
-			err := s.db.Write(pts)
-			if err == nil {
-				s.metrics.remoteSamples.Add(float64(len(pts)))
-				break
-			}
-			var pe *engine.PointError
-			if !errors.As(err, &pe) || pe.Index < 0 || pe.Index >= len(pts) {
-				return err
-			}
-			i := pe.Index
-			rejected = append(rejected, fmt.Sprintf("series %s: %v", seriesName(&req.Timeseries[series[i]]), pe.Err))
-			// Drop every point of the refused series: they share its fault.
-			bad := series[i]
-			k := 0
-			for j := range pts {
-				if series[j] != bad {
-					pts[k], series[k] = pts[j], series[j]
-					k++
-				}
-			}
-			pts, series = pts[:k], series[:k]
-		}
-		pts, fields, series = pts[:0], fields[:0], series[:0]
-		return nil
-	}
-	for i := range req.Timeseries {
-		ts := &req.Timeseries[i]
-		name, tags, err := remoteTags(ts.Labels)
-		if err != nil {
-			rejected = append(rejected, fmt.Sprintf("series %s: %v", seriesName(ts), err))
-			continue
-		}
-		for _, smp := range ts.Samples {
-			v := smp.Value
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				if value.IsStaleNaN(v) {
-					s.metrics.remoteSkipped.WithLabelValues("stale").Inc()
-				} else {
-					s.metrics.remoteNonFinite.Inc()
-				}
-				continue
-			}
-			if smp.Timestamp > math.MaxInt64/msNanos || smp.Timestamp < math.MinInt64/msNanos {
-				rejected = append(rejected, fmt.Sprintf("series %s: timestamp %d ms out of range", seriesName(ts), smp.Timestamp))
-				continue
-			}
-			fields = append(fields, engine.Field{Key: "value", Value: engine.Float(v)})
-			pts = append(pts, engine.Point{
-				Measurement: name,
-				Tags:        tags,
-				Fields:      fields[len(fields)-1:],
-				Time:        smp.Timestamp * msNanos,
-			})
-			series = append(series, i)
-			if len(pts) == cap(pts) {
-				if err := flush(); err != nil {
-					return rejected, err
-				}
-			}
-		}
-	}
-	return rejected, flush()
-}
-
-func countSamples(req *prompb.WriteRequest) int {
-	n := 0
-	for i := range req.Timeseries {
-		n += len(req.Timeseries[i].Samples)
-	}
-	return max(n, 1)
-}
-
-// remoteTags splits labels into the metric name and the other labels as
-// tags, sorted, without empty values.
-func remoteTags(labels []prompb.Label) (string, []engine.Tag, error) {
-	var name string
-	tags := make([]engine.Tag, 0, len(labels))
-	for _, l := range labels {
-		switch {
-		case l.Name == "__name__":
-			name = l.Value
-		case l.Name == "":
-			return "", nil, errors.New("empty label name")
-		case l.Value != "":
-			tags = append(tags, engine.Tag{Key: l.Name, Value: l.Value})
-		}
-	}
-	if name == "" {
-		return "", nil, errors.New("no __name__ label")
-	}
-	slices.SortFunc(tags, func(a, b engine.Tag) int { return strings.Compare(a.Key, b.Key) })
-	for i := 1; i < len(tags); i++ {
-		if tags[i].Key == tags[i-1].Key {
-			return "", nil, fmt.Errorf("duplicate label %q", tags[i].Key)
-		}
-	}
-	return name, tags, nil
-}
-
-// seriesName formats the labels of ts for an error message.
-func seriesName(ts *prompb.TimeSeries) string {
-	var b strings.Builder
-	b.WriteByte('{')
-	for i, l := range ts.Labels {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, "%s=%q", l.Name, l.Value)
-		if b.Len() > 200 {
-			b.WriteString("...")
-			break
-		}
-	}
-	b.WriteByte('}')
-	return b.String()
 }

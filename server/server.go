@@ -144,6 +144,10 @@ type Server struct {
 	store   *Storage
 	token   []byte
 
+	// public holds the paths served without the token (see register).
+	public map[string]bool
+	// unauthorized answers a request that lacks the token.
+	unauthorized       http.HandlerFunc
 	labelValuesHandler http.HandlerFunc
 }
 
@@ -154,11 +158,12 @@ func New(db *engine.DB, opts *Options) (http.Handler, error) {
 		return nil, fmt.Errorf("%w: nil db", ErrInvalidOptions)
 	}
 	o := opts.withDefaults()
-	s := &Server{db: db, opts: o, mux: http.NewServeMux(), token: []byte(o.Token)}
+	s := &Server{db: db, opts: o, mux: http.NewServeMux(), token: []byte(o.Token), public: map[string]bool{}}
 	var err error
 	if s.metrics, err = newMetrics(db, o.Registerer, o.Collectors); err != nil {
 		return nil, err
 	}
+	s.unauthorized = s.metrics.instrument("unauthorized", s.deny)
 	s.store = NewStorage(db)
 	s.engine = promql.NewEngine(promql.EngineOpts{
 		Logger:               o.Logger,
@@ -179,7 +184,7 @@ func New(db *engine.DB, opts *Options) (http.Handler, error) {
 	s.handle("/api/v1/query_range", "prom_query_range", true, s.queryRange, http.MethodGet, http.MethodPost)
 	s.handle("/api/v1/series", "prom_series", true, s.series, http.MethodGet, http.MethodPost)
 	s.handle("/api/v1/labels", "prom_labels", true, s.labels, http.MethodGet, http.MethodPost)
-	s.labelValuesHandler = s.wrap("prom_label_values", true, s.labelValues, http.MethodGet, http.MethodPost)
+	s.labelValuesHandler = s.wrap("prom_label_values", s.labelValues, http.MethodGet, http.MethodPost)
 	s.handle("/api/v1/status/buildinfo", "prom_buildinfo", true, s.buildInfo, http.MethodGet)
 	return s, nil
 }
@@ -187,8 +192,15 @@ func New(db *engine.DB, opts *Options) (http.Handler, error) {
 // labelValuesPrefix starts the path /api/v1/label/<name>/values.
 const labelValuesPrefix = "/api/v1/label/"
 
-// ServeHTTP serves one request.
+// ServeHTTP serves one request. With a token set, the token is checked
+// before anything else looks at the request: an unauthenticated request to
+// any path but a public one (see handle) is 401 whatever its method, and
+// whether or not the path exists.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if len(s.token) > 0 && !s.public[r.URL.Path] && !s.authorized(r) {
+		s.unauthorized(w, r)
+		return
+	}
 	// A label name may hold what ServeMux would clean away ("", "..").
 	if strings.HasPrefix(r.URL.Path, labelValuesPrefix) && strings.HasSuffix(r.URL.Path, "/values") {
 		s.labelValuesHandler(w, r)
@@ -197,14 +209,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// handle registers h for path (see wrap).
+// handle registers h for path (see wrap). A path registered with auth
+// false is public: served without the token, whatever the method (the
+// method check then answers 405 as for anyone). Only the exact path is
+// public, never a path under it. The operator page's static files (GET /
+// and its assets) are to be registered here with auth false, so that the
+// page loads without the token; its data requests carry it.
 func (s *Server) handle(path, name string, auth bool, h http.HandlerFunc, methods ...string) {
-	s.mux.HandleFunc(path, s.wrap(name, auth, h, methods...))
+	if !auth {
+		s.public[path] = true
+	}
+	s.mux.HandleFunc(path, s.wrap(name, h, methods...))
 }
 
-// wrap returns h behind a check of the method and, when auth, of the
-// token, counting the request and its latency under name.
-func (s *Server) wrap(name string, auth bool, h http.HandlerFunc, methods ...string) http.HandlerFunc {
+// wrap returns h behind a check of the method, counting the request and
+// its latency under name. The token was checked before (ServeHTTP).
+func (s *Server) wrap(name string, h http.HandlerFunc, methods ...string) http.HandlerFunc {
 	allow := strings.Join(methods, ", ")
 	return s.metrics.instrument(name, func(w http.ResponseWriter, r *http.Request) {
 		if !containsMethod(methods, r.Method) {
@@ -212,14 +232,16 @@ func (s *Server) wrap(name string, auth bool, h http.HandlerFunc, methods ...str
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
-		if auth && !s.authorized(r) {
-			w.Header().Set("WWW-Authenticate", `Token realm="strata"`)
-			writeJSON(w, http.StatusUnauthorized, map[string]string{
-				"code": "unauthorized", "message": "unauthorized access", "error": "unauthorized access",
-			})
-			return
-		}
 		h(w, r)
+	})
+}
+
+// deny answers 401 with a body that InfluxDB's clients (code, message) and
+// Prometheus' (error) both read.
+func (s *Server) deny(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("WWW-Authenticate", `Token realm="strata"`)
+	writeJSON(w, http.StatusUnauthorized, map[string]string{
+		"code": "unauthorized", "message": "unauthorized access", "error": "unauthorized access",
 	})
 }
 

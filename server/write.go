@@ -268,7 +268,9 @@ func (s *Server) readBody(r *http.Request) (*bytes.Buffer, int, error) {
 			return buf, http.StatusRequestEntityTooLarge, fmt.Errorf("%w: %d bytes, limit %d", errTooLarge, r.ContentLength, limit)
 		}
 		if r.ContentLength > 0 {
-			buf.Grow(int(r.ContentLength))
+			// ReadFrom wants MinRead bytes free to see the end: without
+			// them a body of the announced length would double the buffer.
+			buf.Grow(int(r.ContentLength) + bytes.MinRead)
 		}
 	case "gzip", "x-gzip":
 		zr, _ := gzipPool.Get().(*gzip.Reader)
