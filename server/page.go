@@ -34,7 +34,14 @@ type pageAsset struct {
 var (
 	pageOnce   sync.Once
 	pageAssets map[string]*pageAsset // by URL path
+	// pageIndexToken is "/" for a server with a token: the page then asks
+	// for it before its first data request instead of meeting a 401.
+	pageIndexToken *pageAsset
 )
+
+// pageAuthMark is the attribute of ui/index.html that tells the page
+// whether the server wants a token.
+const pageAuthMark = `data-auth=""`
 
 // pageIndex is the file served for "/".
 const pageIndex = "ui/index.html"
@@ -54,6 +61,7 @@ func loadPage() map[string]*pageAsset {
 			urlPath := "/" + name
 			if name == pageIndex {
 				urlPath = "/"
+				pageIndexToken = newPageAsset(name, bytes.Replace(raw, []byte(pageAuthMark), []byte(`data-auth="token"`), 1))
 			}
 			pageAssets[urlPath] = newPageAsset(name, raw)
 			return nil
@@ -109,6 +117,9 @@ const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-sr
 // page serves the page's files; any other path the mux routes here is 404.
 func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 	a, ok := loadPage()[r.URL.Path]
+	if ok && r.URL.Path == "/" && len(s.token) > 0 {
+		a = pageIndexToken
+	}
 	if !ok {
 		http.NotFound(w, r)
 		return

@@ -40,6 +40,13 @@ func TestPageWithoutToken(t *testing.T) {
 	if !strings.HasPrefix(hdr.Get("Content-Type"), "text/html") || !strings.Contains(body, "/ui/app.js") {
 		t.Fatalf("GET /: %v %.200s", hdr, body)
 	}
+	// The page knows to ask for a token before its first data request.
+	if !strings.Contains(body, `data-auth="token"`) {
+		t.Errorf("GET / of a server with a token: no data-auth mark")
+	}
+	if _, _, body := newTestServer(t, nil).do(http.MethodGet, "/", nil); !strings.Contains(body, pageAuthMark) {
+		t.Errorf("GET / of a server without a token: no empty data-auth mark")
+	}
 	// Data stays behind the token, and so does everything not in the list.
 	for _, p := range []string{StatusPath, "/api/v1/query_range?query=up", "/api/v1/series?match[]=up", "/api/v1/labels", "/metrics"} {
 		if code, _, _ := ts.do(http.MethodGet, p, nil); code != http.StatusUnauthorized {

@@ -9,7 +9,7 @@
   const MAX_POINTS = 1000; // per series and chart; the step follows
   const TOKEN_KEY = "strata.token";
   const COLORS = ["#0b5fcc", "#d1495b", "#2a9d8f", "#e9a23b", "#6a4c93", "#1982c4", "#8ac926", "#ff595e", "#3d405b", "#b5838d"];
-  const STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800];
+  const STEPS = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800];
   const TZ = (Intl.DateTimeFormat().resolvedOptions().timeZone) || "local time";
 
   const $ = (id) => document.getElementById(id);
@@ -122,9 +122,10 @@
   const tf = new Intl.DateTimeFormat(undefined, { dateStyle: "short", timeStyle: "medium" });
   function fmtTime(sec) { return tf.format(new Date(sec * 1000)); }
   function fmtAgo(sec) {
-    const d = Date.now() / 1000 - sec;
-    if (d < 0) return "in " + fmtSeconds(-d);
-    return fmtSeconds(d) + " ago";
+    const d = Math.round(Date.now() / 1000 - sec);
+    const a = Math.abs(d);
+    const s = a < 60 ? a + " s" : a < 3600 ? Math.round(a / 60) + " min" : a < 86400 ? Math.round(a / 3600) + " h" : Math.round(a / 86400) + " d";
+    return d < 0 ? "in " + s : s + " ago";
   }
 
   // The unit of a series, guessed from Prometheus' naming conventions.
@@ -184,9 +185,10 @@
     h.className = "pill " + (cls || "");
   }
 
+  // cards fills dl with [label, value, class, id, group] items.
   function cards(dl, items) {
-    dl.replaceChildren(...items.map(([label, value, cls, id]) =>
-      el("div", id ? { dataset: { stat: id } } : null, el("dt", { text: label }), el("dd", { text: value, className: cls || "" }))));
+    dl.replaceChildren(...items.map(([label, value, cls, id, group]) =>
+      el("div", { dataset: { stat: id }, className: group ? "group" : "" }, el("dt", { text: label }), el("dd", { text: value, className: cls || "" }))));
   }
 
   async function refreshStatus() {
@@ -210,45 +212,46 @@
     const db = d.db;
     setHealth(db.stalled ? "writes stalled" : "ok", db.stalled ? "bad" : "ok");
     $("updated").textContent = "updated " + new Date(d.time).toLocaleTimeString();
-    const segs = (d.levels || []).map((l) => l.segments).join(" / ");
-    cards($("stats"), [
+    const levels = (d.levels || []).map((l, i) => [i, l.segments]).filter(([, n]) => n > 0);
+    const segs = levels.reduce((a, [, n]) => a + n, 0);
+    const items = [
       ["Ingest", fmtRate(db.pointsPerSecond), "", "ingest"],
       ["Samples", fmtRate(db.samplesPerSecond), "", "samples"],
       ["Series", fmtNum(db.series), "", "series"],
       ["Disk", fmtBytes(db.diskBytes), "", "disk"],
       ["Bytes / sample", db.bytesPerSample ? nf.format(db.bytesPerSample) + " B" : "–", "", "bps"],
       ["WAL", fmtBytes(db.walBytes), "", "wal"],
-      ["Memtable", fmtBytes(db.memTableBytes) + (db.immutableMemTables ? " (+" + db.immutableMemTables + " sealed)" : ""), "", "memtable"],
-      ["Segments / level", segs || "–", "", "segments"],
-      ["Compactions", fmtNum(db.compactions) + (db.pendingCompactionBytes ? ", " + fmtBytes(db.pendingCompactionBytes) + " due" : ""), "", "compactions"],
-      ["Flushes", fmtNum(db.flushes), "", "flushes"],
+      ["Memtable", fmtBytes(db.memTableBytes) + (db.immutableMemTables ? " +" + db.immutableMemTables : ""), db.immutableMemTables > 1 ? "bad" : "", "memtable"],
+      ["Segments", segs + (levels.length ? " (" + levels.map(([l, n]) => "L" + l + ":" + n).join(" ") + ")" : ""), "", "segments"],
+      ["Compactions", fmtNum(db.compactions), "", "compactions"],
+      ["Compaction due", fmtBytes(db.pendingCompactionBytes), "", "pending"],
       ["Write stalls", fmtNum(db.writeStalls), db.writeStalls ? "bad" : "", "stalls"],
-      ["Points written", fmtNum(db.pointsWritten), "", "points"],
-    ]);
+      ["Written", fmtNum(db.pointsWritten) + " pts", "", "points"],
+    ];
     const fw = d.forward;
-    $("forward").hidden = !fw;
     if (fw) {
-      cards($("forward").querySelector("dl"), [
-        ["Lag", fmtSeconds(fw.lagSeconds), fw.lagSeconds > 60 ? "bad" : "", "fwd-lag"],
-        ["Backlog", fmtNum(fw.backlogSamples) + " samples, " + fmtBytes(fw.backlogBytes), "", "fwd-backlog"],
-        ["Sent", fmtNum(fw.samplesSent), "", "fwd-sent"],
-        ["Dropped", fmtNum(fw.samplesDropped), fw.samplesDropped ? "bad" : "", "fwd-dropped"],
-        ["Retries", fmtNum(fw.retries), "", "fwd-retries"],
-        ["Last success", fw.lastSuccess ? fmtAgo(Date.parse(fw.lastSuccess) / 1000) : "never", "", "fwd-success"],
-      ].concat(fw.lastError ? [["Last error", fw.lastError, "bad", "fwd-error"]] : []));
+      items.push(
+        ["Forward lag", fmtSeconds(fw.lagSeconds), fw.lagSeconds > 60 ? "bad" : "", "fwd-lag", true],
+        ["Backlog", fmtNum(fw.backlogSamples), "", "fwd-backlog", true],
+        ["Backlog bytes", fmtBytes(fw.backlogBytes), "", "fwd-backlog-bytes", true],
+        ["Forwarded", fmtNum(fw.samplesSent), "", "fwd-sent", true],
+        ["Fwd dropped", fmtNum(fw.samplesDropped), fw.samplesDropped ? "bad" : "", "fwd-dropped", true],
+        ["Fwd retries", fmtNum(fw.retries), "", "fwd-retries", true],
+        ["Fwd success", fw.lastSuccess ? fmtAgo(Date.parse(fw.lastSuccess) / 1000) : "never", "", "fwd-success", true]);
+      if (fw.lastError) items.push(["Fwd error", fw.lastError, "bad", "fwd-error", true]);
     }
     const mq = d.mqtt;
-    $("mqtt").hidden = !mq;
     if (mq) {
-      cards($("mqtt").querySelector("dl"), [
-        ["State", mq.connected ? "connected" : "disconnected", mq.connected ? "ok" : "bad", "mqtt-state"],
-        ["Broker", mq.broker || "–", "", "mqtt-broker"],
-        ["Messages", fmtNum(mq.messages), "", "mqtt-messages"],
-        ["Points", fmtNum(mq.points), "", "mqtt-points"],
-        ["Errors", fmtNum(mq.errors), mq.errors ? "bad" : "", "mqtt-errors"],
-        ["Last message", mq.lastMessage ? fmtAgo(Date.parse(mq.lastMessage) / 1000) : "never", "", "mqtt-last"],
-      ].concat(mq.lastError ? [["Last error", mq.lastError, "bad", "mqtt-error"]] : []));
+      items.push(
+        ["MQTT", mq.connected ? "connected" : "disconnected", mq.connected ? "ok" : "bad", "mqtt-state", true],
+        ["Broker", mq.broker || "–", "", "mqtt-broker", true],
+        ["MQTT messages", fmtNum(mq.messages), "", "mqtt-messages", true],
+        ["MQTT points", fmtNum(mq.points), "", "mqtt-points", true],
+        ["MQTT errors", fmtNum(mq.errors), mq.errors ? "bad" : "", "mqtt-errors", true],
+        ["Last message", mq.lastMessage ? fmtAgo(Date.parse(mq.lastMessage) / 1000) : "never", "", "mqtt-last", true]);
+      if (mq.lastError) items.push(["MQTT error", mq.lastError, "bad", "mqtt-error", true]);
     }
+    cards($("stats"), items);
     if (JSON.stringify(d.measurements) !== JSON.stringify(state.measurements)) {
       state.measurements = d.measurements;
       renderMeasurements();
@@ -363,10 +366,9 @@
       return;
     }
     let [from, to] = chartRange();
-    // A step of whole seconds (ms below a minute of range), aligned so that
-    // refreshes plot the same instants.
-    let step = (to - from) / MAX_POINTS;
-    step = step >= 1 ? niceStep(step) : Math.max(0.001, Math.ceil(step * 1000) / 1000);
+    // A round step, and a range aligned to it so that refreshes plot the
+    // same instants.
+    const step = niceStep((to - from) / MAX_POINTS);
     const start = Math.floor(from / step) * step, end = Math.ceil(to / step) * step;
     try {
       const res = await Promise.all(sel.map((s) => api("/api/v1/query_range",
@@ -425,8 +427,8 @@
     const axis = (i) => {
       const u = mixed && i === 1 ? { unit: "", fmt: fmtNum } : units[i];
       return {
-        scale: "y" + i, side: i ? 1 : 3, label: mixed && i ? "" : u.unit, labelSize: u.unit ? 18 : 0,
-        size: 64, values: (self, splits) => splits.map((v) => (u.fmt === fmtNum ? fmtNum(v) : u.fmt(v))),
+        scale: "y" + i, side: i ? 1 : 3, size: 64,
+        values: (self, splits) => splits.map(u.fmt), // the values carry their unit
         grid: { show: i === 0 },
       };
     };
@@ -439,7 +441,7 @@
         value: (self, v) => (v == null ? "–" : unitOf(s.name).fmt(v)),
         points: { show: false },
       }))),
-      axes: [{ values: axisTimes }].concat(units.slice(0, 2).map((u, i) => axis(i))),
+      axes: [{ values: axisTimes, space: 80 }].concat(units.slice(0, 2).map((u, i) => axis(i))),
       cursor: { drag: { x: true, y: false, setScale: false } },
       hooks: { setSelect: [onSelect] },
       legend: { live: true },
@@ -490,15 +492,12 @@
 
   // benchDraw draws n synthetic points through the same path as real data
   // and returns the milliseconds setData took; the real chart comes back
-  // with the next refresh.
+  // with the next load of the chart.
   state.benchDraw = function (n) {
     const x = new Array(n), y = new Array(n);
     const t0 = Math.floor(Date.now() / 1000) - n;
     for (let i = 0; i < n; i++) { x[i] = t0 + i; y[i] = Math.sin(i / 50) * 10 + (i % 7); }
-    state.plotKeys = ""; // force a fresh plot, then time setData alone
-    const ms = draw(x, [y], [{ key: "bench{}", name: "bench" }]);
-    state.plotKeys = "";
-    return ms;
+    return draw(x, [y], [{ key: "bench{}", name: "bench" }]); // a new plot the first time only
   };
 
   // ---- start ------------------------------------------------------------
@@ -510,6 +509,7 @@
 
   async function start() {
     stopTimers();
+    if (document.documentElement.dataset.auth === "token" && !state.token) return askToken("");
     $("login").hidden = true;
     try {
       await refreshStatus();
