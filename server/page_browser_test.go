@@ -354,6 +354,32 @@ func TestPageBrowser(t *testing.T) {
 		}
 	}
 
+	// The tag filter and the text filter narrow the list.
+	must(chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('#tagfilters select[data-tag="room"]');
+		s.value = "kitchen"; s.dispatchEvent(new Event("change")); })()`)))
+	var listed []string
+	must(json.Unmarshal(eval(`[...document.querySelectorAll("#series button")].map(b => b.dataset.key)`), &listed))
+	if len(listed) != 2 || !strings.Contains(listed[0], `room="kitchen"`) || !strings.Contains(listed[1], `room="kitchen"`) {
+		t.Errorf("room=kitchen lists %q", listed)
+	}
+	must(chromedp.Do(ctx, chromedp.SendKeys(chromedp.ID("filter"), "humid")))
+	must(json.Unmarshal(eval(`[...document.querySelectorAll("#series button")].map(b => b.dataset.key)`), &listed))
+	if len(listed) != 1 || listed[0] != `climate_humidity{host="gw1",room="kitchen"}` {
+		t.Errorf("room=kitchen and \"humid\" list %q", listed)
+	}
+	must(chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('#tagfilters select[data-tag="room"]');
+		s.value = "\u0000"; s.dispatchEvent(new Event("change")); const f = document.getElementById("filter");
+		f.value = ""; f.dispatchEvent(new Event("input")); })()`)))
+	poll(`document.querySelectorAll("#series button").length === 4`)
+
+	// The figures refresh by themselves: new points show up.
+	before := ts.db.Stats().PointsWritten
+	if err := ts.db.Write([]engine.Point{{Measurement: "power", Tags: []engine.Tag{{Key: "phase", Value: "L1"}},
+		Fields: []engine.Field{{Key: "watts", Value: engine.Float(1)}}, Time: now.UnixNano()}}); err != nil {
+		t.Fatal(err)
+	}
+	poll(fmt.Sprintf(`document.querySelector('[data-stat="points"] dd').textContent === %q`, strconv.FormatInt(before+1, 10)+" pts"))
+
 	// Zoom: select a stretch of the chart; the page asks for it alone.
 	var zoom struct{ From, To float64 }
 	must(json.Unmarshal(eval(`(() => { const u = window.strata.plot, w = u.bbox.width / devicePixelRatio;

@@ -93,6 +93,15 @@ func TestIsPagePath(t *testing.T) {
 	if n > 8 {
 		t.Errorf("%d page assets: the allow-list should stay small", n)
 	}
+	// The binary carries the files as they are (the gzip copies are made
+	// at run time): they must stay well under the 500 KB the page may add.
+	raw := 0
+	for _, a := range loadPage() {
+		raw += len(a.raw)
+	}
+	if raw > 200<<10 {
+		t.Errorf("page files %d bytes", raw)
+	}
 }
 
 // TestPageGzip checks that the page's files come gzip-compressed when the

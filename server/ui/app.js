@@ -100,6 +100,8 @@
     if (a !== 0 && (a >= 1e15 || a < 1e-4)) return v.toExponential(3);
     return nf.format(v);
   }
+  const intf = new Intl.NumberFormat(undefined, { maximumFractionDigits: 0 });
+  const fmtInt = (v) => (v == null ? "–" : intf.format(v)); // counts, exact
   function fmtBytes(v) {
     if (v == null) return "–";
     const u = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
@@ -217,26 +219,26 @@
     const items = [
       ["Ingest", fmtRate(db.pointsPerSecond), "", "ingest"],
       ["Samples", fmtRate(db.samplesPerSecond), "", "samples"],
-      ["Series", fmtNum(db.series), "", "series"],
+      ["Series", fmtInt(db.series), "", "series"],
       ["Disk", fmtBytes(db.diskBytes), "", "disk"],
       ["Bytes / sample", db.bytesPerSample ? nf.format(db.bytesPerSample) + " B" : "–", "", "bps"],
       ["WAL", fmtBytes(db.walBytes), "", "wal"],
       ["Memtable", fmtBytes(db.memTableBytes) + (db.immutableMemTables ? " +" + db.immutableMemTables : ""), db.immutableMemTables > 1 ? "bad" : "", "memtable"],
       ["Segments", segs + (levels.length ? " (" + levels.map(([l, n]) => "L" + l + ":" + n).join(" ") + ")" : ""), "", "segments"],
-      ["Compactions", fmtNum(db.compactions), "", "compactions"],
+      ["Compactions", fmtInt(db.compactions), "", "compactions"],
       ["Compaction due", fmtBytes(db.pendingCompactionBytes), "", "pending"],
-      ["Write stalls", fmtNum(db.writeStalls), db.writeStalls ? "bad" : "", "stalls"],
-      ["Written", fmtNum(db.pointsWritten) + " pts", "", "points"],
+      ["Write stalls", fmtInt(db.writeStalls), db.writeStalls ? "bad" : "", "stalls"],
+      ["Written", fmtInt(db.pointsWritten) + " pts", "", "points"],
     ];
     const fw = d.forward;
     if (fw) {
       items.push(
         ["Forward lag", fmtSeconds(fw.lagSeconds), fw.lagSeconds > 60 ? "bad" : "", "fwd-lag", true],
-        ["Backlog", fmtNum(fw.backlogSamples), "", "fwd-backlog", true],
+        ["Backlog", fmtInt(fw.backlogSamples), "", "fwd-backlog", true],
         ["Backlog bytes", fmtBytes(fw.backlogBytes), "", "fwd-backlog-bytes", true],
-        ["Forwarded", fmtNum(fw.samplesSent), "", "fwd-sent", true],
-        ["Fwd dropped", fmtNum(fw.samplesDropped), fw.samplesDropped ? "bad" : "", "fwd-dropped", true],
-        ["Fwd retries", fmtNum(fw.retries), "", "fwd-retries", true],
+        ["Forwarded", fmtInt(fw.samplesSent), "", "fwd-sent", true],
+        ["Fwd dropped", fmtInt(fw.samplesDropped), fw.samplesDropped ? "bad" : "", "fwd-dropped", true],
+        ["Fwd retries", fmtInt(fw.retries), "", "fwd-retries", true],
         ["Fwd success", fw.lastSuccess ? fmtAgo(Date.parse(fw.lastSuccess) / 1000) : "never", "", "fwd-success", true]);
       if (fw.lastError) items.push(["Fwd error", fw.lastError, "bad", "fwd-error", true]);
     }
@@ -245,9 +247,9 @@
       items.push(
         ["MQTT", mq.connected ? "connected" : "disconnected", mq.connected ? "ok" : "bad", "mqtt-state", true],
         ["Broker", mq.broker || "–", "", "mqtt-broker", true],
-        ["MQTT messages", fmtNum(mq.messages), "", "mqtt-messages", true],
-        ["MQTT points", fmtNum(mq.points), "", "mqtt-points", true],
-        ["MQTT errors", fmtNum(mq.errors), mq.errors ? "bad" : "", "mqtt-errors", true],
+        ["MQTT messages", fmtInt(mq.messages), "", "mqtt-messages", true],
+        ["MQTT points", fmtInt(mq.points), "", "mqtt-points", true],
+        ["MQTT errors", fmtInt(mq.errors), mq.errors ? "bad" : "", "mqtt-errors", true],
         ["Last message", mq.lastMessage ? fmtAgo(Date.parse(mq.lastMessage) / 1000) : "never", "", "mqtt-last", true]);
       if (mq.lastError) items.push(["MQTT error", mq.lastError, "bad", "mqtt-error", true]);
     }
