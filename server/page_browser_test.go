@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
@@ -448,13 +449,23 @@ func TestPageBrowser(t *testing.T) {
 		t.Errorf("setData of %d points took %.1f ms, budget %d", benchPoints, best, maxDrawMillis)
 	}
 
-	// A phone: 360 px wide, nothing wider than the screen.
+	// A phone: 360 px wide, nothing wider than the screen; and another
+	// time zone, which the chart follows.
+	if _, err := chromedp.Call(ctx, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Europe/Berlin"}); err != nil {
+		t.Fatal(err)
+	}
 	must(chromedp.Do(ctx, chromedp.EmulateViewport(360, 740, chromedp.EmulateMobile), chromedp.Reload()))
 	poll(`document.body.dataset.ready === "true"`) // the token is kept for the tab
 	must(chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector('#measurements button[data-measurement="climate"]').click()`)))
 	poll(`document.querySelectorAll("#series button").length === 4`)
 	must(chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll("#series button")].find(b => b.dataset.key === `+strconv.Quote(k1)+`).click()`)))
 	poll(`window.strata.plot !== null && window.strata.plot.data[0].length > 0 && [...document.querySelectorAll("#series button")].every(b => b.dataset.value !== undefined)`)
+	var note, legend string
+	must(json.Unmarshal(eval(`document.getElementById("chart-note").textContent`), &note))
+	must(json.Unmarshal(eval(`window.strata.plot.series[0].label`), &legend))
+	if !strings.Contains(note, "Europe/Berlin") || !strings.Contains(legend, "Europe/Berlin") {
+		t.Errorf("time zone: note %q, legend %q", note, legend)
+	}
 	var width struct{ Scroll, Client int }
 	must(json.Unmarshal(eval(`({scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth})`), &width))
 	if width.Scroll > 360 || width.Client != 360 {
@@ -466,6 +477,10 @@ func TestPageBrowser(t *testing.T) {
 	}
 
 	bl.check(t)
+
+	// A token the server refuses brings the form back, with a word why.
+	must(chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`sessionStorage.setItem("strata.token", "wrong")`), chromedp.Reload()))
+	poll(`!document.getElementById("login").hidden && document.getElementById("main").hidden && document.getElementById("login-error").textContent !== ""`)
 	if code, _, _ := ts.do(http.MethodGet, "/api/v1/labels", nil); code != http.StatusUnauthorized {
 		t.Errorf("labels without token: %d", code)
 	}
