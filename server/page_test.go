@@ -296,3 +296,19 @@ func TestStatusRate(t *testing.T) {
 		t.Fatalf("rates %v %v, want 250 500", db["pointsPerSecond"], db["samplesPerSecond"])
 	}
 }
+
+// FuzzPageHeaders feeds the request headers the page's handler parses.
+func FuzzPageHeaders(f *testing.F) {
+	for _, s := range []string{"gzip", "gzip;q=0", "br, gzip;q=0.5", "*", "identity", "GZIP ; Q=1", "gzip;q=", ";;,,", `W/"abc", "def"`, "*"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, h string) {
+		g := acceptsGzip(h)
+		if g && !strings.Contains(strings.ToLower(h), "gzip") && !strings.Contains(h, "*") {
+			t.Fatalf("acceptsGzip(%q) without gzip or *", h)
+		}
+		if etagMatch(h, `"x"`) && !strings.Contains(h, `"x"`) && !strings.Contains(h, "*") {
+			t.Fatalf("etagMatch(%q) without the tag or *", h)
+		}
+	})
+}
