@@ -31,6 +31,7 @@ type Stats struct {
 	BytesPerLevel      []int64 // index = level
 	DiskBytes          int64   // segments plus WAL
 	WALBytes           int64
+	SegmentSamples     int64 // samples held in segments (not yet in the memtables)
 	Tombstones         int
 
 	PointsWritten  int64
@@ -80,6 +81,7 @@ func (db *DB) Stats() Stats {
 			for _, h := range level {
 				s.BytesPerLevel[l] += h.meta.Size
 				s.DiskBytes += h.meta.Size
+				s.SegmentSamples += h.meta.Samples
 			}
 		}
 		s.PendingCompactionBytes = db.policy.PendingBytes(infos(v))

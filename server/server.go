@@ -76,6 +76,11 @@ type Options struct {
 	MaxSamples int
 	// LookbackDelta is PromQL's staleness window; default 5m.
 	LookbackDelta time.Duration
+	// ForwardStatus and MQTTStatus, when set, are called by the status
+	// endpoint (StatusPath), which the page shows: a forwarder's lag and
+	// backlog, an MQTT subscriber's connection.
+	ForwardStatus func() ForwardStatus
+	MQTTStatus    func() MQTTStatus
 }
 
 func (o *Options) withDefaults() Options {
@@ -143,6 +148,8 @@ type Server struct {
 	engine  *promql.Engine
 	store   *Storage
 	token   []byte
+	started time.Time
+	rate    rateMeter
 
 	// public holds the paths served without the token (see register).
 	public map[string]bool
@@ -186,6 +193,7 @@ func New(db *engine.DB, opts *Options) (http.Handler, error) {
 	s.handle("/api/v1/labels", "prom_labels", true, s.labels, http.MethodGet, http.MethodPost)
 	s.labelValuesHandler = s.wrap("prom_label_values", s.labelValues, http.MethodGet, http.MethodPost)
 	s.handle("/api/v1/status/buildinfo", "prom_buildinfo", true, s.buildInfo, http.MethodGet)
+	s.registerPage()
 	return s, nil
 }
 
