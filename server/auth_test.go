@@ -15,7 +15,8 @@ func TestAuthBeforeRouting(t *testing.T) {
 	paths := []string{
 		"/api/v2/write", "/write", "/api/v1/write", "/api/v1/query", "/api/v1/query_range",
 		"/api/v1/series", "/api/v1/labels", "/api/v1/label/job/values", "/api/v1/label//values",
-		"/api/v1/status/buildinfo", "/metrics", "/nope", "/", "/api/v1/admin/tsdb/snapshot",
+		"/api/v1/status/buildinfo", "/metrics", "/nope", "/api/v1/admin/tsdb/snapshot",
+		"/ui/nope.js", "/ui/", "/index.html", "/api/v1/status/strata",
 		"/ping/", "/health/x", "/ping/../metrics", "//metrics", "/api/v1/write?p=wrong",
 	}
 	for _, m := range methods {
@@ -26,13 +27,15 @@ func TestAuthBeforeRouting(t *testing.T) {
 			}
 		}
 	}
-	// The public paths answer anyone; a wrong method there is 405.
+	// The public paths answer anyone; a wrong method there is 405. The
+	// page's files are public for GET and HEAD only.
 	for _, c := range []struct {
 		method, path string
 		want         int
 	}{
 		{"GET", "/ping", 204}, {"HEAD", "/ping", 204}, {"GET", "/health", 200}, {"HEAD", "/health", 200},
 		{"POST", "/ping", 405}, {"DELETE", "/health", 405},
+		{"GET", "/", 200}, {"HEAD", "/", 200}, {"POST", "/", 401}, {"PUT", "/", 401}, {"DELETE", "/", 401},
 	} {
 		if code, _, _ := ts.do(c.method, c.path, nil); code != c.want {
 			t.Errorf("%s %s without the token: %d, want %d", c.method, c.path, code, c.want)

@@ -56,13 +56,22 @@ func TestPageWithoutToken(t *testing.T) {
 	if code, _, _ := ts.do(http.MethodGet, StatusPath, nil, "Authorization", "Token s3cret"); code != http.StatusOK {
 		t.Errorf("GET %s with token: %d", StatusPath, code)
 	}
+	// Anything else is 401 without the token (checked before routing), and
+	// 404 (or 405 for another method on /) with it.
+	tok := []string{"Authorization", "Token s3cret"}
 	for _, p := range []string{"/ui/", "/ui", "/index.html", "/ui/index.html", "/ui/vendor/", "/ui/../server.go", "/nope", "/ui/vendor/README.md"} {
-		if code, _, _ := ts.do(http.MethodGet, p, nil); code != http.StatusNotFound {
-			t.Errorf("GET %s: %d, want 404", p, code)
+		if code, _, _ := ts.do(http.MethodGet, p, nil); code != http.StatusUnauthorized {
+			t.Errorf("GET %s without token: %d, want 401", p, code)
+		}
+		if code, _, _ := ts.do(http.MethodGet, p, nil, tok...); code != http.StatusNotFound {
+			t.Errorf("GET %s with token: %d, want 404", p, code)
 		}
 	}
-	if code, _, _ := ts.do(http.MethodPost, "/", []byte("x")); code != http.StatusMethodNotAllowed {
-		t.Errorf("POST /: %d, want 405", code)
+	if code, _, _ := ts.do(http.MethodPost, "/", []byte("x")); code != http.StatusUnauthorized {
+		t.Errorf("POST / without token: %d, want 401", code)
+	}
+	if code, _, _ := ts.do(http.MethodPost, "/", []byte("x"), tok...); code != http.StatusMethodNotAllowed {
+		t.Errorf("POST / with token: %d, want 405", code)
 	}
 }
 

@@ -37,7 +37,8 @@ const (
 // Options configure the handler. A nil *Options and every zero field mean
 // the default.
 type Options struct {
-	// Token, when set, is required by every endpoint but /ping and /health:
+	// Token, when set, is required by every endpoint but /ping, /health and
+	// the operator page's own files (GET and HEAD of / and /ui/...):
 	// as "Authorization: Token T" (or "Bearer T"), as the password of
 	// "Authorization: Basic", or as the p query parameter. It is compared
 	// in constant time.
@@ -203,9 +204,10 @@ const labelValuesPrefix = "/api/v1/label/"
 // ServeHTTP serves one request. With a token set, the token is checked
 // before anything else looks at the request: an unauthenticated request to
 // any path but a public one (see handle) is 401 whatever its method, and
-// whether or not the path exists.
+// whether or not the path exists. The operator page's own files (no data)
+// are public too: exactly GET and HEAD of the paths isPagePath lists.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if len(s.token) > 0 && !s.public[r.URL.Path] && !s.authorized(r) {
+	if len(s.token) > 0 && !s.public[r.URL.Path] && !isPagePath(r.Method, r.URL.Path) && !s.authorized(r) {
 		s.unauthorized(w, r)
 		return
 	}
