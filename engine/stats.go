@@ -20,6 +20,7 @@ type stats struct {
 	writeStalls            atomic.Int64
 	writeSlowdowns         atomic.Int64
 	blocksPushedDown       atomic.Int64
+	seriesLimitRefusals    atomic.Int64
 }
 
 // Stats is a point-in-time view of a DB's state and counters.
@@ -53,6 +54,10 @@ type Stats struct {
 	WriteStalls      int64 // writes that waited for a flush or compaction
 	WriteSlowdowns   int64 // writes delayed to let background work catch up
 	BlocksPushedDown int64 // segment blocks aggregated from their stats alone
+
+	// SeriesLimitRefusals counts new series refused for MaxSeries or
+	// MaxSeriesPerMeasurement (each refusal fails one Write call).
+	SeriesLimitRefusals int64
 }
 
 // Stats returns the DB's current statistics.
@@ -106,5 +111,6 @@ func (db *DB) Stats() Stats {
 	s.WriteStalls = db.st.writeStalls.Load()
 	s.WriteSlowdowns = db.st.writeSlowdowns.Load()
 	s.BlocksPushedDown = db.st.blocksPushedDown.Load()
+	s.SeriesLimitRefusals = db.st.seriesLimitRefusals.Load()
 	return s
 }

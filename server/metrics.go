@@ -169,6 +169,7 @@ var (
 		gauge("write_amplification", "(flushed + compaction-written bytes) / flushed bytes.", func(s *engine.Stats) float64 { return s.WriteAmplification }),
 		counter("write_stalls_total", "Writes that waited for a flush or compaction.", func(s *engine.Stats) float64 { return float64(s.WriteStalls) }),
 		counter("write_slowdowns_total", "Writes delayed to let background work catch up.", func(s *engine.Stats) float64 { return float64(s.WriteSlowdowns) }),
+		counter("series_limit_refusals_total", "New series refused for MaxSeries or MaxSeriesPerMeasurement.", func(s *engine.Stats) float64 { return float64(s.SeriesLimitRefusals) }),
 		counter("blocks_pushed_down_total", "Segment blocks aggregated from their stats alone.", func(s *engine.Stats) float64 { return float64(s.BlocksPushedDown) }),
 	}
 	segmentsDesc   = prometheus.NewDesc("strata_segments", "Segments per level.", []string{"level"}, nil)

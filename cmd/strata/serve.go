@@ -83,6 +83,8 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 	syncInterval := fs.Duration("sync-interval", engine.DefaultSyncInterval, "fsync interval for --sync interval")
 	memtable := fs.Int64("memtable-bytes", engine.DefaultMemTableBytes, "memtable size at which it is flushed to a segment")
 	retention := fs.Duration("retention", 0, "drop samples older than this (0 keeps everything)")
+	maxSeries := fs.Int("max-series", 0, "refuse writes that would create a series past this many (0: no bound), e.g. --max-series 100000")
+	maxSeriesMeas := fs.Int("max-series-per-measurement", 0, "the same per measurement (0: no bound), e.g. --max-series-per-measurement 20000")
 	readHeader := fs.Duration("read-header-timeout", 10*time.Second, "time allowed to read a request's headers")
 	readTimeout := fs.Duration("read-timeout", time.Minute, "time allowed to read a whole request, body included")
 	writeTimeout := fs.Duration("write-timeout", 0, "time allowed to write a response (0: no limit beyond --query-timeout)")
@@ -123,7 +125,11 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 	if *maxBody <= 0 {
 		return usageErr("--max-body-bytes must be positive")
 	}
-	dbOpts := &engine.Options{SyncInterval: *syncInterval, MemTableBytes: *memtable, Retention: *retention}
+	if *maxSeries < 0 || *maxSeriesMeas < 0 {
+		return usageErr("--max-series and --max-series-per-measurement must not be negative")
+	}
+	dbOpts := &engine.Options{SyncInterval: *syncInterval, MemTableBytes: *memtable, Retention: *retention,
+		MaxSeries: *maxSeries, MaxSeriesPerMeasurement: *maxSeriesMeas}
 	switch *syncMode {
 	case "always":
 		dbOpts.Sync = engine.SyncAlways
