@@ -58,6 +58,12 @@ type Stats struct {
 	// SeriesLimitRefusals counts new series refused for MaxSeries or
 	// MaxSeriesPerMeasurement (each refusal fails one Write call).
 	SeriesLimitRefusals int64
+
+	// OldestKept is the expiry floor, in Unix ns: samples older are gone
+	// for good, dropped by Retention or, past MaxDiskBytes, by the disk
+	// budget (the time the database now keeps). math.MinInt64 while
+	// nothing has been dropped.
+	OldestKept int64
 }
 
 // Stats returns the DB's current statistics.
@@ -112,5 +118,6 @@ func (db *DB) Stats() Stats {
 	s.WriteSlowdowns = db.st.writeSlowdowns.Load()
 	s.BlocksPushedDown = db.st.blocksPushedDown.Load()
 	s.SeriesLimitRefusals = db.st.seriesLimitRefusals.Load()
+	s.OldestKept = db.vis.floor.Load()
 	return s
 }

@@ -36,6 +36,9 @@ func TestSeriesLimitWrites(t *testing.T) {
 		t.Fatalf("remote stored %v", got)
 	}
 	_, _, metrics := ts.do("GET", "/metrics", nil)
+	if !strings.Contains(metrics, "strata_oldest_kept_timestamp_seconds 0") {
+		t.Errorf("no oldest-kept gauge:\n%s", grepLines(metrics, "oldest"))
+	}
 	if !strings.Contains(metrics, "strata_series_limit_refusals_total 3") {
 		t.Fatalf("refusals not counted:\n%s", grepLines(metrics, "series_limit"))
 	}
