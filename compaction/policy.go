@@ -378,3 +378,30 @@ func cmpFileNum(a, b SegmentInfo) int {
 }
 
 func cmpFirstKey(a, b SegmentInfo) int { return bytes.Compare(a.FirstKey, b.FirstKey) }
+
+// PickBelow returns a merge that drops data older than minTime when Pick
+// finds none: the engine uses it to enforce a disk budget, whose floor may
+// lie inside segments that are not yet mostly expired. L0 segments holding
+// such data go down to L1 with all of L0 (an L0 segment cannot be rewritten
+// in place without changing its rank among the others); otherwise the
+// oldest segment of a level >= 1 holding such data is rewritten in place.
+// It returns nil when no segment holds a sample before minTime.
+func (p Policy) PickBelow(levels [][]SegmentInfo, minTime int64) *Plan {
+	if minTime == math.MinInt64 {
+		return nil
+	}
+	below := func(s SegmentInfo) bool { return s.MinTime < minTime }
+	if len(levels) > 0 && slices.ContainsFunc(levels[0], below) {
+		var l1 []SegmentInfo
+		if len(levels) > 1 {
+			l1 = levels[1]
+		}
+		return pushL0(levels[0], l1, ReasonExpired)
+	}
+	for l := 1; l < len(levels); l++ {
+		if seg, ok := oldest(levels[l], below); ok {
+			return rewrite(l, seg, ReasonExpired)
+		}
+	}
+	return nil
+}

@@ -405,3 +405,30 @@ func checkQueryBound(t *testing.T, rng *rand.Rand, levels [][]SegmentInfo) {
 		}
 	}
 }
+
+func TestPickBelow(t *testing.T) {
+	p := Policy{}
+	seg := func(num uint64, l int, first, last string, mint, maxt int64) SegmentInfo {
+		return SegmentInfo{FileNum: num, Level: l, Size: 10, FirstKey: []byte(first), LastKey: []byte(last), MinTime: mint, MaxTime: maxt}
+	}
+	levels := [][]SegmentInfo{
+		{seg(9, 0, "b", "c", 50, 90)},
+		{seg(5, 1, "a", "b", 10, 60), seg(6, 1, "d", "e", 10, 60)},
+		{seg(2, 2, "a", "z", 0, 40)},
+	}
+	if plan := p.PickBelow(levels, 0); plan != nil {
+		t.Fatalf("nothing is below 0, got %+v", plan)
+	}
+	plan := p.PickBelow(levels, 55)
+	if plan == nil || plan.Level != 0 || plan.OutputLevel != 1 || len(plan.Inputs) != 2 {
+		t.Fatalf("L0 data below the floor: want L0 with the overlapping L1 segment into L1, got %+v", plan)
+	}
+	plan = p.PickBelow(levels, 30)
+	if plan == nil || plan.Level != 1 || plan.OutputLevel != 1 || len(plan.Inputs) != 1 || plan.Inputs[0].FileNum != 5 {
+		t.Fatalf("want the oldest L1 segment rewritten in place, got %+v", plan)
+	}
+	plan = p.PickBelow([][]SegmentInfo{nil, nil, {seg(2, 2, "a", "z", 0, 40)}}, 5)
+	if plan == nil || plan.Level != 2 || plan.Inputs[0].FileNum != 2 {
+		t.Fatalf("want the L2 segment rewritten, got %+v", plan)
+	}
+}

@@ -127,6 +127,8 @@ func (db *DB) compactOnce() (bool, error) {
 	}
 
 	cutoff := db.retentionCutoff()
+	budget := db.budgetFloor(v, 0) // math.MinInt64 within the budget (budget.go)
+	cutoff = max(cutoff, budget)
 	levels := infos(v)
 	byNum := make(map[uint64]*segHandle)
 	for l, level := range v.levels {
@@ -136,6 +138,23 @@ func (db *DB) compactOnce() (bool, error) {
 		}
 	}
 	plan := db.policy.Pick(levels, cutoff)
+	if plan != nil && plan.Kind == compaction.PlanMerge && db.opts.MaxDiskBytes > 0 {
+		// The merge's outputs sit beside its inputs until it ends: when
+		// that would pass the budget, drop older data first.
+		var in int64
+		for _, s := range plan.Inputs {
+			in += s.Size
+		}
+		if b := db.budgetFloor(v, in); b > cutoff {
+			budget, cutoff = b, b
+			plan = db.policy.Pick(levels, cutoff)
+		}
+	}
+	if plan == nil && budget != math.MinInt64 {
+		// Over the budget, with its floor inside segments that are not
+		// mostly expired: rewrite them anyway.
+		plan = db.policy.PickBelow(levels, budget)
+	}
 	if plan == nil {
 		return false, nil
 	}

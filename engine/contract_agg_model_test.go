@@ -202,7 +202,7 @@ func TestContractModelAggregates(t *testing.T) {
 			opts = cOpts(1000)
 			opts.Retention = 1020
 		}
-		steps, model := cmWorkload(seed+100, cutoff)
+		steps, model := cmWorkload(seed+100, cutoff, cmLimits{})
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			t.Parallel()
 			inStates(t, opts, steps, func(t *testing.T, db *engine.DB) {

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"regexp"
@@ -244,8 +245,12 @@ func cmSet(set map[string]bool) []string {
 	return out
 }
 
-// cmWorkload builds random steps and the model they lead to.
-func cmWorkload(seed uint64, cutoff int64) ([]cStep, *cModel) {
+// cmLimits are the series limits a workload runs under (0 = none).
+type cmLimits struct{ series, perMeasurement int }
+
+// cmWorkload builds random steps and the model they lead to. A write that
+// would create a series past a limit is refused whole.
+func cmWorkload(seed uint64, cutoff int64, lim cmLimits) ([]cStep, *cModel) {
 	r := rand.New(rand.NewPCG(seed, 7))
 	m := &cModel{series: map[string]*cmSeries{}, cutoff: cutoff}
 	var steps []cStep
@@ -295,6 +300,12 @@ func cmWorkload(seed uint64, cutoff int64) ([]cStep, *cModel) {
 				p.Fields = []engine.Field{{Key: "f", Value: cmValue(r, engine.KindFloat)}}
 			}
 			pts = append(pts, p)
+		}
+		if m.overLimit(pts, lim) {
+			steps = append(steps, cWriteRefused(pts...))
+			continue
+		}
+		for _, p := range pts {
 			tags := slices.Clone(p.Tags)
 			slices.SortFunc(tags, func(a, b engine.Tag) int { return strings.Compare(a.Key, b.Key) })
 			for _, f := range p.Fields {
@@ -312,9 +323,46 @@ func cmWorkload(seed uint64, cutoff int64) ([]cStep, *cModel) {
 	return steps, m
 }
 
+// overLimit reports whether pts would create a series past lim. Series
+// are never forgotten, even when their samples are deleted.
+func (m *cModel) overLimit(pts []engine.Point, lim cmLimits) bool {
+	total := len(m.series)
+	perMeas := map[string]int{}
+	for _, s := range m.series {
+		perMeas[s.m]++
+	}
+	seen := map[string]bool{}
+	for _, p := range pts {
+		for _, f := range p.Fields {
+			k := cKey(p.Measurement, p.Tags, f.Key)
+			if m.series[k] != nil || seen[k] {
+				continue
+			}
+			seen[k] = true
+			total++
+			perMeas[p.Measurement]++
+			if lim.series > 0 && total > lim.series || lim.perMeasurement > 0 && perMeas[p.Measurement] > lim.perMeasurement {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// cWriteRefused is a write that must fail whole for a series limit.
+func cWriteRefused(pts ...engine.Point) cStep {
+	return func(t *testing.T, db *engine.DB) {
+		t.Helper()
+		if err := db.Write(pts); !errors.Is(err, engine.ErrSeriesLimit) {
+			t.Fatalf("write past a series limit: err = %v, want ErrSeriesLimit", err)
+		}
+	}
+}
+
 func TestContractModelSelectors(t *testing.T) {
-	for seed := range uint64(3) {
-		// Odd seeds run with a retention whose cutoff lies inside the data.
+	for seed := range uint64(5) {
+		// Odd seeds run with a retention whose cutoff lies inside the data;
+		// seeds from 3 on under series limits that refuse some writes.
 		cutoff := int64(-1 << 62)
 		opts := cOpts(0)
 		if seed%2 == 1 {
@@ -322,7 +370,12 @@ func TestContractModelSelectors(t *testing.T) {
 			opts = cOpts(1000)
 			opts.Retention = 1020 // now - retention = -20
 		}
-		steps, model := cmWorkload(seed, cutoff)
+		var lim cmLimits
+		if seed >= 3 {
+			lim = cmLimits{series: 40 + int(seed), perMeasurement: 12}
+			opts.MaxSeries, opts.MaxSeriesPerMeasurement = lim.series, lim.perMeasurement
+		}
+		steps, model := cmWorkload(seed, cutoff, lim)
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			t.Parallel()
 			inStates(t, opts, steps, func(t *testing.T, db *engine.DB) {

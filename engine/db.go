@@ -164,6 +164,7 @@ type DB struct {
 	// and memtable apply order agree. The fields below are guarded by it.
 	commitMu sync.Mutex
 	w        writeScratch
+	lim      seriesLimiter
 
 	// compactMu lets one compaction run at a time.
 	compactMu sync.Mutex

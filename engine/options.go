@@ -92,6 +92,12 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: negative MemTableBytes", ErrInvalid)
 	case o.Retention < 0:
 		return fmt.Errorf("%w: negative Retention", ErrInvalid)
+	case o.MaxDiskBytes < 0:
+		return fmt.Errorf("%w: negative MaxDiskBytes", ErrInvalid)
+	case o.MaxSeries < 0:
+		return fmt.Errorf("%w: negative MaxSeries", ErrInvalid)
+	case o.MaxSeriesPerMeasurement < 0:
+		return fmt.Errorf("%w: negative MaxSeriesPerMeasurement", ErrInvalid)
 	case o.WALSegmentBytes < 0:
 		return fmt.Errorf("%w: negative WALSegmentBytes", ErrInvalid)
 	case o.BlockSamples < 1 || o.BlockSamples > segment.MaxBlockSamples:

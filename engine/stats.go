@@ -20,6 +20,7 @@ type stats struct {
 	writeStalls            atomic.Int64
 	writeSlowdowns         atomic.Int64
 	blocksPushedDown       atomic.Int64
+	seriesLimitRefusals    atomic.Int64
 }
 
 // Stats is a point-in-time view of a DB's state and counters.
@@ -54,6 +55,16 @@ type Stats struct {
 	WriteStalls      int64 // writes that waited for a flush or compaction
 	WriteSlowdowns   int64 // writes delayed to let background work catch up
 	BlocksPushedDown int64 // segment blocks aggregated from their stats alone
+
+	// SeriesLimitRefusals counts new series refused for MaxSeries or
+	// MaxSeriesPerMeasurement (each refusal fails one Write call).
+	SeriesLimitRefusals int64
+
+	// OldestKept is the expiry floor, in Unix ns: samples older are gone
+	// for good, dropped by Retention or, past MaxDiskBytes, by the disk
+	// budget (the time the database now keeps). math.MinInt64 while
+	// nothing has been dropped.
+	OldestKept int64
 }
 
 // Stats returns the DB's current statistics.
@@ -108,5 +119,7 @@ func (db *DB) Stats() Stats {
 	s.WriteStalls = db.st.writeStalls.Load()
 	s.WriteSlowdowns = db.st.writeSlowdowns.Load()
 	s.BlocksPushedDown = db.st.blocksPushedDown.Load()
+	s.SeriesLimitRefusals = db.st.seriesLimitRefusals.Load()
+	s.OldestKept = db.vis.floor.Load()
 	return s
 }

@@ -131,7 +131,10 @@ var (
 	ErrClosed            = base.ErrClosed
 	ErrFieldTypeConflict = base.ErrFieldTypeConflict
 	ErrInvalid           = base.ErrInvalid
-	ErrCorrupt           = base.ErrCorrupt
+	// ErrSeriesLimit: a write would create a series past MaxSeries or
+	// MaxSeriesPerMeasurement. It fails whole; writes to existing series go on.
+	ErrSeriesLimit = base.ErrSeriesLimit
+	ErrCorrupt     = base.ErrCorrupt
 	// ErrLocked is returned by Open when another DB, in this process or
 	// another, has the directory open.
 	ErrLocked = base.ErrLocked
@@ -244,6 +247,17 @@ type Options struct {
 	SyncInterval  time.Duration // for SyncInterval; default 100ms
 	MemTableBytes int64         // flush threshold; default 64 MiB
 	Retention     time.Duration // 0 = keep forever; older data is dropped by compaction
+
+	// MaxDiskBytes bounds the database's files; 0 = no bound. Past it,
+	// compaction drops the oldest samples (by time, over all series) until
+	// the files are under 90% of it. The time now kept is in Stats.
+	MaxDiskBytes int64
+	// MaxSeries bounds the series of the database; 0 = no bound. A Write
+	// that would create a series beyond it fails whole with a *PointError
+	// wrapping ErrSeriesLimit; writes to existing series go on.
+	MaxSeries int
+	// MaxSeriesPerMeasurement is MaxSeries per measurement.
+	MaxSeriesPerMeasurement int
 
 	// Logger receives recovery, flush and compaction events; default slog.Default().
 	Logger *slog.Logger

@@ -214,6 +214,9 @@ func (db *DB) resolveLocked(points []Point) error {
 						ErrFieldTypeConflict, f.Key, p.Measurement, have, kind)}
 				}
 			} else {
+				if err := db.admitSeries(p.Measurement, len(w.pend)); err != nil {
+					return &PointError{Index: i, Err: err}
+				}
 				idx = len(w.pend)
 				key := string(w.key)
 				w.pendByID[key] = idx

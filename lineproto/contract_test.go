@@ -133,3 +133,35 @@ func equalInts(a, b []int) bool {
 	}
 	return true
 }
+
+// A line that would create a series past the DB's limit is rejected like an
+// invalid one; the other lines of its batch land.
+func TestContractSeriesLimit(t *testing.T) {
+	db, err := engine.Open(t.TempDir(), &engine.Options{Sync: engine.SyncNever, MaxSeries: 2,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	in := strings.Join([]string{
+		`cpu,host=a value=1 1`, // 1
+		`cpu,host=b value=1 1`, // 2
+		`cpu,host=c value=1 1`, // 3: a third series, refused
+		`cpu,host=a value=2 2`, // 4
+		`cpu,host=d value=1 1`, // 5: refused
+		`cpu,host=b value=2 2`, // 6
+	}, "\n")
+	res, err := lineproto.Write(context.Background(), db, strings.NewReader(in), lineproto.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Points != 4 || len(res.Rejected) != 2 || res.Rejected[0].Line != 3 || res.Rejected[1].Line != 5 ||
+		!errors.Is(res.Rejected[0].Err, engine.ErrSeriesLimit) {
+		t.Fatalf("result %+v, rejected %v; want 4 points, lines 3 and 5 refused for the series limit", res, res.Rejected)
+	}
+	want := "cpu,host=a value: float(1)@1970-01-01T00:00:00.000000001Z float(2)@1970-01-01T00:00:00.000000002Z\n" +
+		"cpu,host=b value: float(1)@1970-01-01T00:00:00.000000001Z float(2)@1970-01-01T00:00:00.000000002Z\n"
+	if got := contractRead(t, db, "cpu"); got != want {
+		t.Fatalf("stored:\n%s\nwant:\n%s", got, want)
+	}
+}

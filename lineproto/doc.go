@@ -69,8 +69,9 @@
 // a syntax error (with its column when the entry is one line), a value out
 // of range, a point that fails validation, or a point the DB refused. Parser rejections match base.ErrInvalid
 // (engine.ErrInvalid) with errors.Is. The DB's Write is atomic; when it
-// refuses a point with a *base.PointError (wrapping ErrInvalid or
-// ErrFieldTypeConflict), that point's line is rejected and the rest of the
+// refuses a point with a *base.PointError (wrapping ErrInvalid,
+// ErrFieldTypeConflict or ErrSeriesLimit: a new series past the DB's
+// series limit), that point's line is rejected and the rest of the
 // batch is written again without it, so a kind conflict with an earlier line
 // of the same batch or with stored data costs only the conflicting line. Any
 // other error from the DB is a failure: Write returns it, and the points of

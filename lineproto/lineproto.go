@@ -19,9 +19,9 @@ import (
 //
 // Write must be atomic (all points or none). To refuse a point it returns an
 // error for which errors.As finds a *base.PointError whose Index is the
-// point's position in points and whose Err wraps base.ErrInvalid or
-// base.ErrFieldTypeConflict; any other error is a failure that ends the
-// ingest. Write must not keep points or their Tags and Fields slices after it
+// point's position in points and whose Err wraps base.ErrInvalid,
+// base.ErrFieldTypeConflict or base.ErrSeriesLimit; any other error is a
+// failure that ends the ingest. Write must not keep points or their Tags and Fields slices after it
 // returns (they are reused for the next batch); it may keep the strings.
 type DB interface {
 	Write(points []point.Point) error
@@ -624,7 +624,8 @@ func (w *writer) write(pts []point.Point, lines []int) error {
 		}
 		var pe *base.PointError
 		if !errors.As(err, &pe) || pe.Index < 0 || pe.Index >= len(pts) ||
-			!(errors.Is(pe.Err, base.ErrInvalid) || errors.Is(pe.Err, base.ErrFieldTypeConflict)) {
+			!(errors.Is(pe.Err, base.ErrInvalid) || errors.Is(pe.Err, base.ErrFieldTypeConflict) ||
+				errors.Is(pe.Err, base.ErrSeriesLimit)) {
 			return err
 		}
 		i := pe.Index

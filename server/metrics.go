@@ -1,6 +1,7 @@
 package server
 
 import (
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -184,6 +185,13 @@ var (
 		gauge("write_amplification", "(flushed + compaction-written bytes) / flushed bytes.", func(s *engine.Stats) float64 { return s.WriteAmplification }),
 		counter("write_stalls_total", "Writes that waited for a flush or compaction.", func(s *engine.Stats) float64 { return float64(s.WriteStalls) }),
 		counter("write_slowdowns_total", "Writes delayed to let background work catch up.", func(s *engine.Stats) float64 { return float64(s.WriteSlowdowns) }),
+		counter("series_limit_refusals_total", "New series refused for MaxSeries or MaxSeriesPerMeasurement.", func(s *engine.Stats) float64 { return float64(s.SeriesLimitRefusals) }),
+		gauge("oldest_kept_timestamp_seconds", "Samples older than this Unix time are dropped for good (by retention or the disk budget); 0 while none is.", func(s *engine.Stats) float64 {
+			if s.OldestKept == math.MinInt64 {
+				return 0
+			}
+			return float64(s.OldestKept) / 1e9
+		}),
 		counter("blocks_pushed_down_total", "Segment blocks aggregated from their stats alone.", func(s *engine.Stats) float64 { return float64(s.BlocksPushedDown) }),
 	}
 	segmentsDesc   = prometheus.NewDesc("strata_segments", "Segments per level.", []string{"level"}, nil)

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/alecthomas/units"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stratadb/strata/engine"
@@ -83,6 +84,9 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 	syncInterval := fs.Duration("sync-interval", engine.DefaultSyncInterval, "fsync interval for --sync interval")
 	memtable := fs.Int64("memtable-bytes", engine.DefaultMemTableBytes, "memtable size at which it is flushed to a segment")
 	retention := fs.Duration("retention", 0, "drop samples older than this (0 keeps everything)")
+	maxDisk := fs.String("max-disk", "", "disk budget: past it, compaction drops the oldest samples until the files are under 90% of it (default: no bound), e.g. --max-disk 10GiB")
+	maxSeries := fs.Int("max-series", 0, "refuse writes that would create a series past this many (0: no bound), e.g. --max-series 100000")
+	maxSeriesMeas := fs.Int("max-series-per-measurement", 0, "the same per measurement (0: no bound), e.g. --max-series-per-measurement 20000")
 	readHeader := fs.Duration("read-header-timeout", 10*time.Second, "time allowed to read a request's headers")
 	readTimeout := fs.Duration("read-timeout", time.Minute, "time allowed to read a whole request, body included")
 	writeTimeout := fs.Duration("write-timeout", 0, "time allowed to write a response (0: no limit beyond --query-timeout)")
@@ -123,7 +127,21 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 	if *maxBody <= 0 {
 		return usageErr("--max-body-bytes must be positive")
 	}
-	dbOpts := &engine.Options{SyncInterval: *syncInterval, MemTableBytes: *memtable, Retention: *retention}
+	if *maxSeries < 0 || *maxSeriesMeas < 0 {
+		return usageErr("--max-series and --max-series-per-measurement must not be negative")
+	}
+	var maxDiskBytes int64
+	if *maxDisk != "" {
+		// The units Prometheus' --storage.tsdb.retention.size takes: KB and
+		// KiB alike are 1024 bytes.
+		b, err := units.ParseBase2Bytes(*maxDisk)
+		if err != nil || b <= 0 {
+			return usageErr("--max-disk %q: want a positive size such as 500MiB or 10GiB", *maxDisk)
+		}
+		maxDiskBytes = int64(b)
+	}
+	dbOpts := &engine.Options{SyncInterval: *syncInterval, MemTableBytes: *memtable, Retention: *retention,
+		MaxSeries: *maxSeries, MaxSeriesPerMeasurement: *maxSeriesMeas, MaxDiskBytes: maxDiskBytes}
 	switch *syncMode {
 	case "always":
 		dbOpts.Sync = engine.SyncAlways

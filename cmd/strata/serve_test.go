@@ -39,7 +39,7 @@ func TestServeUsage(t *testing.T) {
 	}
 	for _, flag := range []string{"-db", "-listen", "-token", "-token-file", "-max-body-bytes", "-sync", "-sync-interval",
 		"-memtable-bytes", "-retention", "-read-header-timeout", "-read-timeout", "-write-timeout", "-idle-timeout",
-		"-query-timeout", "-shutdown-timeout", "127.0.0.1:8086", "/api/v2/write", "/api/v1/write", "/api/v1/query"} {
+		"-query-timeout", "-shutdown-timeout", "-max-disk", "10GiB", "-max-series", "-max-series-per-measurement", "127.0.0.1:8086", "/api/v2/write", "/api/v1/write", "/api/v1/query"} {
 		if !strings.Contains(help.String(), flag) {
 			t.Errorf("--help does not mention %s", flag)
 		}
@@ -48,6 +48,9 @@ func TestServeUsage(t *testing.T) {
 	run(2, `unexpected argument "x"`, "--db", filepath.Join(tmp, "db"), "x")
 	run(2, `--sync must be always, interval or never, not "x"`, "--db", filepath.Join(tmp, "db"), "--sync", "x")
 	run(2, "--max-body-bytes must be positive", "--db", filepath.Join(tmp, "db"), "--max-body-bytes", "0")
+	run(2, `--max-disk "10 apples"`, "--db", filepath.Join(tmp, "db"), "--max-disk", "10 apples")
+	run(2, `--max-disk "0"`, "--db", filepath.Join(tmp, "db"), "--max-disk", "0")
+	run(2, "must not be negative", "--db", filepath.Join(tmp, "db"), "--max-series", "-1")
 	run(2, "exclusive", "--db", filepath.Join(tmp, "db"), "--token", "a", "--token-file", "b")
 	empty := filepath.Join(tmp, "empty")
 	os.WriteFile(empty, []byte("\n"), 0o600)

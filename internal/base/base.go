@@ -28,6 +28,9 @@ var (
 	// ErrNotDatabase is returned by Open for a directory that holds no
 	// strata database and is not empty (or, read-only, is missing or empty).
 	ErrNotDatabase = errors.New("strata: not a strata database")
+	// ErrSeriesLimit is returned by a write that would create a series
+	// beyond the DB's MaxSeries or MaxSeriesPerMeasurement.
+	ErrSeriesLimit = errors.New("strata: series limit reached")
 )
 
 // CorruptionError reports damaged bytes at a position in a file. It matches
@@ -53,7 +56,7 @@ func Corruptf(path string, offset int64, format string, args ...any) error {
 }
 
 // PointError reports which point of a Write call was rejected and why. Err
-// wraps ErrInvalid or ErrFieldTypeConflict. Ingest code (lineproto) uses the
+// wraps ErrInvalid, ErrFieldTypeConflict or ErrSeriesLimit. Ingest code (lineproto) uses the
 // index to reject one line and retry the rest of its batch.
 type PointError struct {
 	Index int   // index of the point in the slice passed to Write
