@@ -372,6 +372,8 @@ func (a *Appender) Commit() error {
 	// Series of pend that others created since they were looked up are
 	// not created again.
 	recheck := len(db.cat.series) != a.catLen
+	// Series limits are checked where series are created, as Write does.
+	limited := db.opts.MaxSeries > 0 || db.opts.MaxSeriesPerMeasurement > 0
 	ids := a.ids[:0]
 	create := a.setPend[:0]
 	for i := range a.pend {
@@ -385,6 +387,16 @@ func (a *Appender) Commit() error {
 				}
 				ids = append(ids, id)
 				continue
+			}
+		}
+		if limited {
+			m, _, _, err := point.ParseSeriesKey([]byte(ps.key))
+			if err == nil {
+				err = db.admitSeries(m, len(create))
+			}
+			if err != nil {
+				db.commitMu.Unlock()
+				return &PointError{Index: ps.first, Err: err}
 			}
 		}
 		ids = append(ids, base+uint64(len(create)))

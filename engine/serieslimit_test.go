@@ -146,3 +146,59 @@ func BenchmarkWriteExistingSeriesLimited(b *testing.B) {
 		})
 	}
 }
+
+// TestAppenderSeriesLimit: the Appender creates series at Commit under the
+// same limits as Write: a Commit that would pass one fails whole, naming
+// the sample that created the refused series, and appends by ref to
+// existing series go on.
+func TestAppenderSeriesLimit(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		set  func(*Options)
+	}{
+		{"MaxSeries", func(o *Options) { o.MaxSeries = 2 }},
+		{"MaxSeriesPerMeasurement", func(o *Options) { o.MaxSeriesPerMeasurement = 2 }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			opts := quietOptions()
+			c.set(opts)
+			db := openDB(t, t.TempDir(), opts)
+			app := db.Appender()
+			host := func(h string) []Tag { return []Tag{{Key: "host", Value: h}} }
+			ra, err := app.Append(0, "cpu", host("a"), "u", 1, Float(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := app.Append(0, "cpu", host("b"), "u", 1, Float(1)); err != nil {
+				t.Fatal(err)
+			}
+			if err := app.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			// A third series of cpu: the whole Commit is refused.
+			if _, err := app.Append(ra, "", nil, "", 2, Float(2)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := app.Append(0, "cpu", host("c"), "u", 2, Float(2)); err != nil {
+				t.Fatal(err)
+			}
+			wantLimit(t, app.Commit(), 1)
+			if n, smp := countSeries(t, db, "cpu"); n != 2 || smp != 2 {
+				t.Fatalf("cpu: %d series, %d samples after a refused Commit; want 2, 2", n, smp)
+			}
+			if got := db.Stats().SeriesLimitRefusals; got != 1 {
+				t.Fatalf("SeriesLimitRefusals = %d, want 1", got)
+			}
+			// Existing series keep taking samples by ref.
+			if _, err := app.Append(ra, "", nil, "", 3, Float(3)); err != nil {
+				t.Fatal(err)
+			}
+			if err := app.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if _, smp := countSeries(t, db, "cpu"); smp != 3 {
+				t.Fatalf("cpu: %d samples, want 3", smp)
+			}
+		})
+	}
+}
