@@ -5,8 +5,9 @@ package server
 // unmarshalled into a prompb.WriteRequest: a generated Unmarshal allocates
 // a struct per message, so 32 MiB of empty messages ("0a 00" repeated)
 // became 16M TimeSeries of 96 bytes each, and several GB of heap. Here a
-// request costs its decompressed bytes plus a scratch that does not grow
-// with the body, whatever the message shape:
+// request costs its decompressed bytes, the strings of the series it
+// stores, and a scratch and a batch that do not grow with the body,
+// whatever the message shape:
 //
 //   - checkWriteRequest walks the whole body once, allocating nothing: it
 //     checks the wire format of every message strata reads and the framing
