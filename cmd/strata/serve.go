@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -199,6 +200,17 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 		// Shutdown runs this once its listeners are closed.
 		fmt.Fprintln(stderr, "strata serve: stopped accepting connections")
 	})
+	// serve.json tells 'strata backup' where to ask for a snapshot.
+	abs, _ := filepath.Abs(*dir)
+	removeInfo, err := writeServeInfo(*dir, serveInfo{
+		PID: os.Getpid(), Addr: ln.Addr().String(), DB: abs,
+		SnapshotDir: snapshotDirOf(abs), Token: *token != "",
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "strata serve: write %s (strata backup will take read-only copies): %v\n", serveInfoName, err)
+		removeInfo = func() {}
+	}
+	defer removeInfo()
 	fmt.Fprintf(stderr, "strata serve: listening on %s\n", ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
