@@ -300,7 +300,13 @@ func (pw *parquetWriter) write(s engine.Series) error {
 	}
 	ti := pw.idx[colTime]
 	for _, smp := range s.Samples {
-		row := make(parquet.Row, pw.cols)
+		// Rows are reused once written: the writer copies their values.
+		var row parquet.Row
+		if n := len(pw.rows); n < cap(pw.rows) && len(pw.rows[:n+1][n]) == pw.cols {
+			row = pw.rows[:n+1][n]
+		} else {
+			row = make(parquet.Row, pw.cols)
+		}
 		copy(row, base)
 		row[ti] = parquet.Int64Value(smp.Time).Level(0, 0, ti)
 		vi := pw.idx[parquetValueColumns[smp.Value.Kind()]]
@@ -318,7 +324,12 @@ func (pw *parquetWriter) write(s engine.Series) error {
 			v = parquet.ByteArrayValue([]byte(smp.Value.Str()))
 		}
 		row[vi] = v.Level(0, 1, vi)
-		pw.rows = append(pw.rows, row)
+		if n := len(pw.rows); n < cap(pw.rows) {
+			pw.rows = pw.rows[:n+1]
+			pw.rows[n] = row
+		} else {
+			pw.rows = append(pw.rows, row)
+		}
 		if len(pw.rows) >= 4096 {
 			if err := pw.flushRows(); err != nil {
 				return err

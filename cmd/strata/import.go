@@ -280,8 +280,15 @@ func importCSV(ctx context.Context, db *engine.DB, r io.Reader, res *importResul
 	return b.flush()
 }
 
-// importParquet loads a Parquet file as export writes it.
-func importParquet(ctx context.Context, db *engine.DB, r io.ReaderAt, size int64, res *importResult) error {
+// importParquet loads a Parquet file as export writes it. The Parquet
+// library may panic on a damaged file: that is reported as an error, with
+// the points read before it written.
+func importParquet(ctx context.Context, db *engine.DB, r io.ReaderAt, size int64, res *importResult) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("damaged parquet file (after row %d): %v", res.read, p)
+		}
+	}()
 	f, err := parquet.OpenFile(r, size)
 	if err != nil {
 		return fmt.Errorf("open parquet: %w", err)
