@@ -53,7 +53,12 @@ Serve the database in DIR (created if missing) over HTTP:
        /api/v1/label/<name>/values, /api/v1/status/buildinfo
                                 Prometheus HTTP query API (PromQL), for Grafana
   GET  /metrics                 Prometheus metrics of the engine and the server
+  POST /api/v1/admin/snapshot   a consistent online copy of the database in DIR.snapshots/<name>
+                                (Prometheus' admin snapshot; answers the name)
   GET  /ping, /health           liveness (never need the token)
+
+While it runs, serve keeps its address in DIR/serve.json, so that 'strata backup --db DIR'
+asks it for a snapshot; the file is removed at shutdown (a stale one is harmless).
 
 With --forward-url, everything the database stores from then on is also delivered
 to a remote (Prometheus remote write or InfluxDB line protocol), through a durable
