@@ -98,6 +98,9 @@ func inspectDir(fs vfs.FS, dir string) (dirKind, error) {
 	if err != nil {
 		return 0, fmt.Errorf("list %s: %w", dir, err)
 	}
+	if slices.Contains(names, checkpointMarker) {
+		return 0, errIncompleteCheckpoint(dir)
+	}
 	empty := true
 	for _, n := range names {
 		if !leftoverOfCreate(fs, dir, n) {

@@ -194,6 +194,7 @@ func New(db *engine.DB, opts *Options) (http.Handler, error) {
 	s.handle("/api/v1/labels", "prom_labels", true, s.labels, http.MethodGet, http.MethodPost)
 	s.labelValuesHandler = s.wrap("prom_label_values", s.labelValues, http.MethodGet, http.MethodPost)
 	s.handle("/api/v1/status/buildinfo", "prom_buildinfo", true, s.buildInfo, http.MethodGet)
+	s.handle("/api/v1/admin/snapshot", "admin_snapshot", true, s.snapshot, http.MethodPost, http.MethodPut)
 	s.registerPage()
 	return s, nil
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sync"
 	"syscall"
 	"time"
@@ -51,18 +52,32 @@ func ingestSignals(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	return ingestMain(ctx, args, stdin, stdout, stderr)
 }
 
+// Exit statuses of the ingest command.
+const (
+	ingestOK          = 0 // every line written
+	ingestRejected    = 1 // some lines rejected, the rest written
+	ingestFailed      = 2 // bad usage, a file or database that cannot be opened, I/O or database error
+	ingestInterrupted = 3 // a FILE ingest stopped by SIGINT/SIGTERM before the end of the file
+)
+
 // ingestMain is the ingest command. It prints the summary on stdout and
-// returns 0 when every line was written, 1 when some lines were rejected and
-// 2 on failure: bad usage, a file or database that cannot be opened, an I/O
-// or database error. Cancelling ctx (a signal) is no failure: the ingest
-// stops reading, writes every line it has read and reports as usual.
+// returns one of the ingest exit statuses. Cancelling ctx (a signal) stops
+// the ingest: every line read is written and the summary printed; an
+// ingest of a FILE that had not been read to its end then exits
+// ingestInterrupted, so that a script can tell it from a complete one. On
+// stdin a signal is the usual way to end, and the status is that of the
+// lines read.
 func ingestMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("ingest", "usage: strata ingest --db DIR [flags] [FILE|-]\n\n"+
 		"Write the InfluxDB line protocol in FILE (or stdin, for - or no FILE) into the database\n"+
 		"in DIR, creating it if missing. Valid lines are written, invalid ones reported with their\n"+
 		"line numbers. Lines are written in batches, and after --linger when the input is idle.\n"+
 		"SIGINT or SIGTERM stops the ingest: every complete line read is written first.\n"+
-		"Exit status: 0 all lines written, 1 some lines rejected, 2 failure.\n\n"+
+		"Exit status: 0 all lines written, 1 some lines rejected, 2 failure, 3 a FILE ingest\n"+
+		"interrupted by SIGINT or SIGTERM before the end of the file (what was read is written;\n"+
+		"on stdin a signal ends the input and the status is that of the lines read).\n"+
+		"Memory is bounded: the rejected lines are counted and the first 10 kept, and the Go\n"+
+		"heap has a soft limit (GOMEMLIMIT, when set, replaces it).\n\n"+
 		"example:\n  strata ingest --db ./data --precision s metrics.lp", stderr)
 	dir := fs.String("db", "", "database directory (required)")
 	precision := fs.String("precision", "ns", "unit of the timestamps: ns, us, ms or s")
@@ -116,6 +131,7 @@ func ingestMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if err != nil {
 		return fail(fmt.Errorf("open %s: %w", *dir, err))
 	}
+	defer setIngestMemoryLimit(nil)()
 
 	start := time.Now()
 	prog := newIngestProgress(stderr, in, size)
@@ -157,11 +173,35 @@ func ingestMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if err != nil {
 		return fail(err)
 	}
-	if res.RejectedCount > 0 {
-		return 1
+	if interrupted && name != "stdin" {
+		return ingestInterrupted
 	}
-	return 0
+	if res.RejectedCount > 0 {
+		return ingestRejected
+	}
+	return ingestOK
 }
+
+// setIngestMemoryLimit gives the process a soft heap limit for an ingest
+// (unless GOMEMLIMIT sets one): what the engine may hold by design (the
+// active and the immutable memtables) plus room for the input's buffers
+// and the garbage of rejected lines. The collector then runs when the heap
+// nears it whatever CPU the machine has to spare, so the ingest's memory is
+// bounded by construction, not by how fast the collector keeps up. opts nil
+// means the engine's defaults. It returns a function restoring the limit.
+func setIngestMemoryLimit(opts *engine.Options) func() {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return func() {}
+	}
+	o := opts.Clone()
+	o.EnsureDefaults()
+	limit := o.MemTableBytes*int64(o.MaxImmutableMemTables+1) + ingestHeapSlack
+	old := debug.SetMemoryLimit(limit)
+	return func() { debug.SetMemoryLimit(old) }
+}
+
+// ingestHeapSlack is the heap an ingest may use beyond the memtables.
+const ingestHeapSlack = 64 << 20
 
 // ingestProgress reads the input and, when stderr is a terminal, shows a
 // progress bar of the bytes read with the lines per second. Read may still

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -53,7 +54,12 @@ Serve the database in DIR (created if missing) over HTTP:
        /api/v1/label/<name>/values, /api/v1/status/buildinfo
                                 Prometheus HTTP query API (PromQL), for Grafana
   GET  /metrics                 Prometheus metrics of the engine and the server
+  POST /api/v1/admin/snapshot   a consistent online copy of the database in DIR.snapshots/<name>
+                                (Prometheus' admin snapshot; answers the name)
   GET  /ping, /health           liveness (never need the token)
+
+While it runs, serve keeps its address in DIR/serve.json, so that 'strata backup --db DIR'
+asks it for a snapshot; the file is removed at shutdown (a stale one is harmless).
 
 With --forward-url, everything the database stores from then on is also delivered
 to a remote (Prometheus remote write or InfluxDB line protocol), through a durable
@@ -217,6 +223,17 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 		// Shutdown runs this once its listeners are closed.
 		fmt.Fprintln(stderr, "strata serve: stopped accepting connections")
 	})
+	// serve.json tells 'strata backup' where to ask for a snapshot.
+	abs, _ := filepath.Abs(*dir)
+	removeInfo, err := writeServeInfo(*dir, serveInfo{
+		PID: os.Getpid(), Addr: ln.Addr().String(), DB: abs,
+		SnapshotDir: snapshotDirOf(abs), Token: *token != "",
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "strata serve: write %s (strata backup will take read-only copies): %v\n", serveInfoName, err)
+		removeInfo = func() {}
+	}
+	defer removeInfo()
 	fmt.Fprintf(stderr, "strata serve: listening on %s\n", ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
