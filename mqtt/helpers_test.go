@@ -117,7 +117,7 @@ func openDB(t *testing.T) *engine.DB {
 func runSubscriber(t *testing.T, w Writer, opts Options) (*Subscriber, func()) {
 	t.Helper()
 	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(testLogOut, nil))
+		opts.Logger = slog.New(slog.NewTextHandler(testLogOut(), nil))
 	}
 	s, err := New(w, &opts)
 	if err != nil {
@@ -181,7 +181,13 @@ func queryAll(t *testing.T, db *engine.DB, measurement string) []engine.Series {
 	return s
 }
 
-var testLogOut io.Writer = os.Stderr
+// testLogOut is where subscribers log: stderr with -v.
+func testLogOut() io.Writer {
+	if testing.Verbose() {
+		return os.Stderr
+	}
+	return io.Discard
+}
 
 // flushWatch is signalled after each batch a subscriber flushes.
 type flushWatch struct {

@@ -61,16 +61,27 @@ type spEntity struct {
 	bdSeq   int64                          // of the NBIRTH; -1 if none
 }
 
-type sparkplugDecoder struct {
-	s        *Subscriber
-	sub      *subscription
+// sparkplugState is the Sparkplug state of a Subscriber, shared by its
+// Sparkplug filters (births and data may come through different ones).
+type sparkplugState struct {
 	entities map[string]*spEntity // key: group/node or group/node/device
 	rebirth  map[string]time.Time // key: group/node; last request
 	payload  sparkplugb.Payload
 }
 
+// sparkplugDecoder decodes the messages of one filter; counters go to its
+// subscription.
+type sparkplugDecoder struct {
+	*sparkplugState
+	s   *Subscriber
+	sub *subscription
+}
+
 func newSparkplugDecoder(s *Subscriber, sub *subscription) *sparkplugDecoder {
-	return &sparkplugDecoder{s: s, sub: sub, entities: map[string]*spEntity{}, rebirth: map[string]time.Time{}}
+	if s.sparkplug == nil {
+		s.sparkplug = &sparkplugState{entities: map[string]*spEntity{}, rebirth: map[string]time.Time{}}
+	}
+	return &sparkplugDecoder{sparkplugState: s.sparkplug, s: s, sub: sub}
 }
 
 func (d *sparkplugDecoder) decode(topic string, payload []byte, recv time.Time, dst []engine.Point) ([]engine.Point, error) {
@@ -136,8 +147,8 @@ func (d *sparkplugDecoder) decode(topic string, payload []byte, recv time.Time, 
 					e.aliases[m.GetAlias()] = spMetric{name: m.GetName(), datatype: dt}
 				}
 				if m.GetName() == bdSeqMetric {
-					if v, ok := metricValue(m, dt); ok && v.Kind() != engine.KindString {
-						e.bdSeq = int64(v.Float())
+					if v, ok := metricValue(m, dt); ok {
+						e.bdSeq = intValue(v)
 					}
 				}
 			}
@@ -153,7 +164,7 @@ func (d *sparkplugDecoder) decode(topic string, payload []byte, recv time.Time, 
 				if m.GetName() != bdSeqMetric {
 					continue
 				}
-				if v, ok := metricValue(m, sparkplugb.DataType(m.GetDatatype())); ok && v.Kind() != engine.KindString && int64(v.Float()) != e.bdSeq {
+				if v, ok := metricValue(m, sparkplugb.DataType(m.GetDatatype())); ok && intValue(v) != e.bdSeq {
 					return dst, nil // the will of an earlier session
 				}
 			}
@@ -268,6 +279,19 @@ func RebirthRequest(now time.Time) *sparkplugb.Payload {
 			Value:     &sparkplugb.Payload_Metric_BooleanValue{BooleanValue: true},
 		}},
 	}
+}
+
+// intValue returns a bdSeq value as an int64; -1 for a kind it cannot be.
+func intValue(v engine.Value) int64 {
+	switch v.Kind() {
+	case engine.KindInt:
+		return v.Int()
+	case engine.KindUint:
+		return int64(v.Uint())
+	case engine.KindFloat:
+		return int64(v.Float())
+	}
+	return -1
 }
 
 func msToNanos(ms uint64) int64 {

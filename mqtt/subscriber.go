@@ -180,9 +180,10 @@ type Subscriber struct {
 	afterFlush func()
 
 	// Used by the writer goroutine only.
-	points []engine.Point
-	owners []int // owners[i] is the batch index of the message of points[i]
-	failed []bool
+	sparkplug *sparkplugState
+	points    []engine.Point
+	owners    []int // owners[i] is the batch index of the message of points[i]
+	failed    []bool
 }
 
 // subscription is a Subscription with its decoder and counters.
@@ -327,6 +328,7 @@ func (s *Subscriber) clientOptions() *paho.ClientOptions {
 				s.opts.Logger.Error("mqtt: subscribe", "err", err)
 				return
 			}
+			s.opts.Logger.Info("mqtt: subscribed", "filters", len(filters))
 			s.readyOnce.Do(func() { close(s.ready) })
 		}()
 		s.opts.Logger.Info("mqtt: connected", "client_id", s.opts.ClientID)
