@@ -102,7 +102,7 @@ func (w *notifyWriter) waitPoints(t *testing.T, n int) {
 	w.waitFor(t, "points", func(w *notifyWriter) bool { return w.points >= n })
 }
 
-func openDB(t *testing.T) *engine.DB {
+func openDB(t testing.TB) *engine.DB {
 	t.Helper()
 	db, err := engine.Open(t.TempDir(), &engine.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -205,7 +205,7 @@ func (f *flushWatch) signal() {
 var watches sync.Map // *Subscriber -> *flushWatch
 
 // waitStats waits until cond holds for the subscriber's stats.
-func waitStats(t *testing.T, s *Subscriber, what string, cond func(Stats) bool) {
+func waitStats(t testing.TB, s *Subscriber, what string, cond func(Stats) bool) {
 	t.Helper()
 	v, _ := watches.Load(s)
 	f := v.(*flushWatch)
@@ -229,4 +229,8 @@ func waitStats(t *testing.T, s *Subscriber, what string, cond func(Stats) bool) 
 func waitMessages(t *testing.T, s *Subscriber, i int, n int64) {
 	t.Helper()
 	waitStats(t, s, fmt.Sprintf("%d messages on filter %d", n, i), func(st Stats) bool { return st.Filters[i].Messages >= n })
+}
+
+func contextWithCancel() (context.Context, context.CancelFunc) {
+	return context.WithCancel(context.Background())
 }

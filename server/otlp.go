@@ -76,7 +76,7 @@ func (s *Server) otlpWrite(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "writes are stalled; retry later", http.StatusServiceUnavailable)
 		return
 	}
-	app := &otlpAppender{}
+	app := &otlpAppender{points: make([]engine.Point, 0, req.Metrics().DataPointCount()), series: map[uint64]otlpSeries{}}
 	conv := otlptranslator.NewPrometheusConverter(app)
 	cfg := config.DefaultOTLPConfig
 	annots, err := conv.FromMetrics(r.Context(), req.Metrics(), otlptranslator.Settings{
@@ -135,10 +135,18 @@ func (s *Server) otlpWrite(w http.ResponseWriter, r *http.Request) {
 	w.Write(out)
 }
 
-// otlpAppender collects the translator's samples as points.
+// otlpAppender collects the translator's samples as points. Points of one
+// series share their measurement and tags.
 type otlpAppender struct {
 	points []engine.Point
-	err    error // the first series that cannot be a point
+	series map[uint64]otlpSeries // by label hash
+	err    error                 // the first series that cannot be a point
+}
+
+type otlpSeries struct {
+	ls          labels.Labels
+	measurement string
+	tags        []engine.Tag
 }
 
 var _ storage.AppenderV2 = (*otlpAppender)(nil)
@@ -151,6 +159,12 @@ func (a *otlpAppender) Append(ref storage.SeriesRef, ls labels.Labels, _, t int6
 		return ref, nil
 	}
 	p := engine.Point{Time: t * msNanos, Fields: []engine.Field{{Key: "value", Value: engine.Float(v)}}}
+	h64 := uint64(ref)
+	if c, ok := a.series[h64]; ok && labels.Equal(c.ls, ls) {
+		p.Measurement, p.Tags = c.measurement, c.tags
+		a.points = append(a.points, p)
+		return ref, nil
+	}
 	p.Tags = make([]engine.Tag, 0, ls.Len())
 	var dup error
 	ls.Range(func(l labels.Label) {
@@ -173,6 +187,7 @@ func (a *otlpAppender) Append(ref storage.SeriesRef, ls labels.Labels, _, t int6
 		}
 		return ref, nil
 	}
+	a.series[h64] = otlpSeries{ls: ls.Copy(), measurement: p.Measurement, tags: p.Tags}
 	a.points = append(a.points, p)
 	return ref, nil
 }
