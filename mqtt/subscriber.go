@@ -242,13 +242,17 @@ func (s *Subscriber) Run(ctx context.Context) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return errors.New("mqtt: Run called twice")
 	}
-	defer close(s.stop)
 	c := paho.NewClient(s.clientOptions())
 	s.mu.Lock()
 	s.client = c
 	s.mu.Unlock()
 	tok := c.Connect() // retried in the background until it succeeds
-	defer c.Disconnect(250)
+	defer func() {
+		// Unblock a handler waiting on a full queue first: paho's
+		// Disconnect waits for its handler goroutine.
+		close(s.stop)
+		c.Disconnect(250)
+	}()
 	select {
 	case <-tok.Done():
 		if err := tok.Error(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stratadb/strata/engine"
 )
@@ -204,3 +205,29 @@ func (m *fakeMessage) Topic() string     { return m.topic }
 func (m *fakeMessage) MessageID() uint16 { return 1 }
 func (m *fakeMessage) Payload() []byte   { return m.payload }
 func (m *fakeMessage) Ack()              { m.acked = true }
+
+// TestStopWithFullQueue: Run returns when its context ends even while
+// paho's handler waits on a full queue and the writer keeps failing.
+func TestStopWithFullQueue(t *testing.T) {
+	_, broker := startMochi(t)
+	w := newNotifyWriter(openDB(t))
+	w.setFail(errors.New("disk on fire"))
+	s, stop := runSubscriber(t, w, Options{Brokers: []string{broker}, ClientID: "strata-full", QueueMessages: 1, MaxBatchMessages: 1,
+		Subscriptions: []Subscription{{Filter: "f/#"}}})
+	waitSubscribed(t, s)
+	pub := publisher(t, broker, "pub-full")
+	for i := range 5 {
+		publish(t, pub, "f/x", []byte(fmt.Sprintf("m v=%d %d", i, i)))
+	}
+	w.waitFor(t, "a failed write", func(w *notifyWriter) bool { return w.writes >= 2 })
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if n := s.Stats().Filters[0].Messages; n != 0 {
+		t.Errorf("%d messages acknowledged though none was written", n)
+	}
+}
