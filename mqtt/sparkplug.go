@@ -97,7 +97,7 @@ func (d *sparkplugDecoder) decode(topic string, payload []byte, recv time.Time, 
 	if len(levels) == 5 {
 		device = levels[4]
 	}
-	isDevice := typ[0] == 'D'
+	isDevice := strings.HasPrefix(typ, "D")
 	if isDevice != (device != "") {
 		switch typ {
 		case "NBIRTH", "NDATA", "NDEATH", "DBIRTH", "DDATA", "DDEATH":

@@ -219,6 +219,8 @@ func FuzzSparkplugDecode(f *testing.F) {
 	f.Add("spBv1.0/G/DBIRTH/N/D", spPayload(1, spm{name: "s", dt: sparkplugb.DataType_String, value: "x"}))
 	f.Add("spBv1.0/G/NDEATH/N", spPayload(3, spm{name: "bdSeq", dt: sparkplugb.DataType_UInt64, value: uint64(1)}))
 	f.Add("spBv1.0/STATE/host", []byte("ONLINE"))
+	f.Add("spBv1.0/G//N", []byte{})
+	f.Add("spBv1.0/G/DDATA/N/", []byte{})
 	f.Fuzz(func(t *testing.T, topic string, payload []byte) {
 		s, err := New(nopWriter{}, &Options{Brokers: []string{"tcp://127.0.0.1:1"}, ClientID: "x",
 			Subscriptions: []Subscription{{Filter: "#", Format: FormatSparkplugB}}})
