@@ -324,10 +324,9 @@ func (s *Subscriber) clientOptions() *paho.ClientOptions {
 		}
 		tok := c.SubscribeMultiple(filters, nil)
 		go func() {
-			if !tok.WaitTimeout(s.opts.ConnectTimeout) {
-				s.opts.Logger.Error("mqtt: subscribe timed out")
-				return
-			}
+			// Done on the SUBACK, or with an error when the connection
+			// drops first (the next connection subscribes again).
+			tok.Wait()
 			if err := tok.Error(); err != nil {
 				s.opts.Logger.Error("mqtt: subscribe", "err", err)
 				return

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -72,36 +73,26 @@ func startServeChild(t *testing.T, subscribed bool, args ...string) *serveChild 
 		c.done <- cmd.Wait()
 	}()
 	t.Cleanup(func() { cmd.Process.Kill() })
-	c.addr = c.waitLine(t, "strata serve: listening on ")
-	if subscribed {
-		c.waitLine(t, "") // the line that says the subscription is acknowledged
-	}
-	return c
-}
-
-// waitLine waits for a line starting with prefix (or, for "", holding
-// "mqtt: subscribed") and returns its rest.
-func (c *serveChild) waitLine(t *testing.T, prefix string) string {
-	t.Helper()
-	timeout := time.After(60 * time.Second)
-	for {
+	// The subscription may be acknowledged before or after the listener
+	// opens.
+	subscribedSeen := !subscribed
+	timeout := time.After(2 * time.Minute)
+	for c.addr == "" || !subscribedSeen {
 		select {
 		case l := <-c.lines:
-			if prefix == "" {
-				if strings.Contains(l, "mqtt: subscribed") {
-					return l
-				}
-				continue
+			if rest, ok := strings.CutPrefix(l, "strata serve: listening on "); ok {
+				c.addr = rest
 			}
-			if rest, ok := strings.CutPrefix(l, prefix); ok {
-				return rest
+			if strings.Contains(l, "mqtt: subscribed") {
+				subscribedSeen = true
 			}
 		case err := <-c.done:
 			t.Fatalf("strata serve exited: %v", err)
 		case <-timeout:
-			t.Fatalf("no %q from strata serve", prefix)
+			t.Fatal("strata serve did not start")
 		}
 	}
+	return c
 }
 
 // count asks the child's query API for the samples of load.
@@ -206,6 +197,17 @@ func TestServeMQTTKill9(t *testing.T) {
 			t.Fatalf("stored %d of %d accepted messages", child.count(t), n)
 		}
 		time.Sleep(100 * time.Millisecond) // polling another process's progress
+	}
+	resp, err := http.Get("http://" + child.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`strata_mqtt_messages_total{filter="load/#",format="lp"}`, "strata_mqtt_reconnects_total", `strata_mqtt_lag_seconds{filter="load/#",format="lp"}`} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 	if err := child.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
