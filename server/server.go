@@ -188,6 +188,8 @@ func New(db *engine.DB, opts *Options) (http.Handler, error) {
 	s.handle("/api/v2/write", "influx_write_v2", true, s.writeV2, http.MethodPost)
 	s.handle("/write", "influx_write_v1", true, s.writeV1, http.MethodPost)
 	s.handle("/api/v1/write", "prom_remote_write", true, s.remoteWrite, http.MethodPost)
+	s.handle("/api/v1/otlp/v1/metrics", "otlp_write", true, s.otlpWrite, http.MethodPost)
+	s.handle("/api/v1/read", "prom_remote_read", true, newRemoteReadHandler(s), http.MethodPost)
 	s.handle("/api/v1/query", "prom_query", true, s.query, http.MethodGet, http.MethodPost)
 	s.handle("/api/v1/query_range", "prom_query_range", true, s.queryRange, http.MethodGet, http.MethodPost)
 	s.handle("/api/v1/series", "prom_series", true, s.series, http.MethodGet, http.MethodPost)

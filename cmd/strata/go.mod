@@ -12,8 +12,14 @@ require (
 	github.com/stratadb/strata v0.0.0
 	github.com/stratadb/strata/bench v0.0.0
 	github.com/stratadb/strata/forward v0.0.0
+	github.com/stratadb/strata/mqtt v0.0.0-00010101000000-000000000000
 	github.com/stratadb/strata/server v0.0.0
 	golang.org/x/term v0.48.0
+)
+
+require (
+	github.com/eclipse/paho.mqtt.golang v1.5.1
+	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674 // indirect
 )
 
 require (
@@ -138,3 +144,5 @@ replace (
 	github.com/stratadb/strata/forward => ../../forward
 	github.com/stratadb/strata/server => ../../server
 )
+
+replace github.com/stratadb/strata/mqtt => ../../mqtt

@@ -100,6 +100,7 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 	queryTimeout := fs.Duration("query-timeout", server.DefaultQueryTimeout, "longest a PromQL query may run")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may take to finish")
 	fwd := addForwardFlags(fs)
+	mq := addMQTTFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -181,7 +182,20 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 		extra = append(extra, forwardCollector{f})
 		fmt.Fprintf(stderr, "strata serve: forwarding to %s (%s)\n", *fwd.url, *fwd.protocol)
 	}
+	sub, err := mq.subscriber(db, logger)
+	if err != nil {
+		if f != nil {
+			f.Close()
+		}
+		db.Close()
+		return usageErr("%v", err)
+	}
+	if sub != nil {
+		extra = append(extra, mqttCollector{sub})
+	}
+	stopMQTT := runMQTT(sub, logger)
 	closeDB := func() int {
+		stopMQTT() // before the database closes: unwritten messages stay unacknowledged
 		if f != nil {
 			// What is not delivered stays queued on disk for the next start.
 			if err := f.Close(); err != nil {

@@ -1,0 +1,271 @@
+package mqtt
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stratadb/strata/engine"
+)
+
+// JSONMapping says how a JSON payload becomes points. A payload is an
+// object (one reading), an array of objects (one reading each), or, with
+// Readings set, an object whose member Readings is an array of objects. A
+// member named by the mapping is looked up in the reading first and then in
+// the enclosing object, so that values shared by the readings (a device id,
+// a time) can sit beside the array. A name with dots ("a.b") walks into
+// nested objects.
+//
+// Example: with Measurement "env", Time "ts", TimeUnit "ms", Tags
+// ["sensor"], TopicTags {2: "site"} and no Fields, the message
+//
+//	topic   plant/berlin/env
+//	payload {"sensor":"s1","ts":1700000000000,"temp":21.5,"hum":40,"ok":true}
+//
+// becomes env,sensor=s1,site=berlin hum=40,ok=true,temp=21.5 1700000000000000000.
+type JSONMapping struct {
+	// Measurement is the measurement of every point, unless
+	// MeasurementKey or MeasurementLevel gives one. Default "mqtt".
+	Measurement string
+	// MeasurementKey is a member whose string value is the measurement.
+	MeasurementKey string
+	// MeasurementLevel is a topic level (1 is the first) that is the
+	// measurement, when MeasurementKey is empty or missing.
+	MeasurementLevel int
+	// Time is the member holding the time: a number in TimeUnit, or an
+	// RFC 3339 string. Empty or missing: the time the message arrived.
+	Time string
+	// TimeUnit is the unit of a numeric time: "ns", "us", "ms" or "s"
+	// (fractions allowed); default "s".
+	TimeUnit string
+	// Tags are members whose values (strings, numbers or booleans, as
+	// text) become tags of the same name. A missing one is left out.
+	Tags []string
+	// TopicTags maps topic levels (1 is the first) to tag keys.
+	TopicTags map[int]string
+	// Fields are the members stored as fields. Empty means every member
+	// of the reading holding a number or a boolean that is not the time,
+	// the measurement or a tag. Numbers are stored as floats, booleans as
+	// booleans, strings (only when named here) as strings.
+	Fields []string
+	// Readings is a member holding an array of readings; empty means the
+	// payload itself is the reading or the array of readings.
+	Readings string
+}
+
+func (m *JSONMapping) validate() error {
+	switch m.TimeUnit {
+	case "", "ns", "us", "µs", "ms", "s":
+	default:
+		return fmt.Errorf("json time unit %q (want ns, us, ms or s)", m.TimeUnit)
+	}
+	if m.MeasurementLevel < 0 {
+		return fmt.Errorf("json measurement level %d", m.MeasurementLevel)
+	}
+	for level, key := range m.TopicTags {
+		if level < 1 || key == "" {
+			return fmt.Errorf("json topic tag %d=%q: levels start at 1 and need a key", level, key)
+		}
+	}
+	return nil
+}
+
+func (m *JSONMapping) unit() float64 {
+	switch m.TimeUnit {
+	case "ns":
+		return 1
+	case "us", "µs":
+		return 1e3
+	case "ms":
+		return 1e6
+	}
+	return 1e9
+}
+
+// maxJSONReadings bounds the readings of one message.
+const maxJSONReadings = 1 << 20
+
+type jsonDecoder struct {
+	m      *JSONMapping
+	levels []string
+}
+
+func (d *jsonDecoder) decode(topic string, payload []byte, recv time.Time, dst []engine.Point) ([]engine.Point, error) {
+	var v any
+	if err := json.Unmarshal(payload, &v); err != nil {
+		return dst, fmt.Errorf("%w: json: %w", ErrPayload, err)
+	}
+	var outer map[string]any
+	var readings []any
+	switch x := v.(type) {
+	case map[string]any:
+		if d.m.Readings != "" {
+			outer = x
+			r, ok := lookup(x, d.m.Readings).([]any)
+			if !ok {
+				return dst, fmt.Errorf("%w: json: member %q is not an array", ErrPayload, d.m.Readings)
+			}
+			readings = r
+		} else {
+			readings = []any{x}
+		}
+	case []any:
+		readings = x
+	default:
+		return dst, fmt.Errorf("%w: json: want an object or an array, got %T", ErrPayload, v)
+	}
+	if len(readings) > maxJSONReadings {
+		return dst, fmt.Errorf("%w: json: %d readings, at most %d", ErrPayload, len(readings), maxJSONReadings)
+	}
+	d.levels = strings.Split(topic, "/")
+	var firstErr error
+	bad := 0
+	for i, r := range readings {
+		obj, ok := r.(map[string]any)
+		var p engine.Point
+		var err error
+		if !ok {
+			err = fmt.Errorf("reading %d is %T, not an object", i, r)
+		} else if p, err = d.point(obj, outer, recv); err != nil {
+			err = fmt.Errorf("reading %d: %w", i, err)
+		}
+		if err != nil {
+			bad++
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		dst = append(dst, p)
+	}
+	if firstErr != nil {
+		return dst, fmt.Errorf("%w: json: %d of %d readings rejected, first: %w", ErrPayload, bad, len(readings), firstErr)
+	}
+	return dst, nil
+}
+
+// get looks name up in the reading, then in the enclosing object.
+func get(r, outer map[string]any, name string) any {
+	if v := lookup(r, name); v != nil {
+		return v
+	}
+	if outer != nil {
+		return lookup(outer, name)
+	}
+	return nil
+}
+
+// lookup returns the member at a dotted path, or nil.
+func lookup(obj map[string]any, name string) any {
+	if v, ok := obj[name]; ok {
+		return v
+	}
+	for {
+		head, rest, ok := strings.Cut(name, ".")
+		if !ok {
+			return obj[name]
+		}
+		next, isObj := obj[head].(map[string]any)
+		if !isObj {
+			return nil
+		}
+		obj, name = next, rest
+	}
+}
+
+func (d *jsonDecoder) point(r, outer map[string]any, recv time.Time) (engine.Point, error) {
+	m := d.m
+	p := engine.Point{Measurement: m.Measurement}
+	if m.MeasurementLevel > 0 && m.MeasurementLevel <= len(d.levels) {
+		p.Measurement = d.levels[m.MeasurementLevel-1]
+	}
+	if m.MeasurementKey != "" {
+		if s, ok := get(r, outer, m.MeasurementKey).(string); ok && s != "" {
+			p.Measurement = s
+		}
+	}
+	if p.Measurement == "" {
+		p.Measurement = "mqtt"
+	}
+	p.Time = recv.UnixNano()
+	if m.Time != "" {
+		switch t := get(r, outer, m.Time).(type) {
+		case nil:
+		case float64:
+			ns := t * m.unit()
+			if math.IsNaN(ns) || ns >= math.MaxInt64 || ns < math.MinInt64 {
+				return p, fmt.Errorf("time %v out of range", t)
+			}
+			p.Time = int64(ns)
+		case string:
+			ts, err := time.Parse(time.RFC3339Nano, t)
+			if err != nil {
+				return p, fmt.Errorf("time: %w", err)
+			}
+			p.Time = ts.UnixNano()
+		default:
+			return p, fmt.Errorf("time member %q is %T", m.Time, t)
+		}
+	}
+	for level, key := range m.TopicTags {
+		if level <= len(d.levels) && d.levels[level-1] != "" {
+			p.Tags = append(p.Tags, engine.Tag{Key: key, Value: d.levels[level-1]})
+		}
+	}
+	for _, key := range m.Tags {
+		if s, ok := scalarText(get(r, outer, key)); ok && s != "" {
+			p.Tags = append(p.Tags, engine.Tag{Key: key, Value: s})
+		}
+	}
+	if len(m.Fields) > 0 {
+		for _, key := range m.Fields {
+			if v, ok := fieldValue(get(r, outer, key), true); ok {
+				p.Fields = append(p.Fields, engine.Field{Key: key, Value: v})
+			}
+		}
+	} else {
+		for key, x := range r {
+			if key == m.Time || key == m.MeasurementKey || slices.Contains(m.Tags, key) {
+				continue
+			}
+			if v, ok := fieldValue(x, false); ok {
+				p.Fields = append(p.Fields, engine.Field{Key: key, Value: v})
+			}
+		}
+		slices.SortFunc(p.Fields, func(a, b engine.Field) int { return strings.Compare(a.Key, b.Key) })
+	}
+	if len(p.Fields) == 0 {
+		return p, fmt.Errorf("no field")
+	}
+	return p, nil
+}
+
+func scalarText(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64), true
+	case bool:
+		return strconv.FormatBool(x), true
+	}
+	return "", false
+}
+
+func fieldValue(v any, strings bool) (engine.Value, bool) {
+	switch x := v.(type) {
+	case float64:
+		return engine.Float(x), true
+	case bool:
+		return engine.Bool(x), true
+	case string:
+		if strings {
+			return engine.String(x), true
+		}
+	}
+	return engine.Value{}, false
+}
