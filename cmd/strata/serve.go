@@ -207,14 +207,21 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 		return 0
 	}
-	h, err := server.New(db, &server.Options{
+	srvOpts := &server.Options{
 		Token:        *token,
 		MaxBodyBytes: *maxBody,
 		Stalled:      server.StalledFunc(dbOpts),
 		Logger:       logger,
 		QueryTimeout: *queryTimeout,
 		Collectors:   extra,
-	})
+	}
+	if f != nil {
+		srvOpts.ForwardStatus = forwardStatus(f, *fwd.protocol)
+	}
+	if sub != nil {
+		srvOpts.MQTTStatus = mqttStatus(sub, mq.brokers, mq.topics)
+	}
+	h, err := server.New(db, srvOpts)
 	if err != nil {
 		closeDB()
 		return fail(err)

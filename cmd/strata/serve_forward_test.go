@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -94,6 +95,27 @@ func TestServeForward(t *testing.T) {
 	}
 	if requests.Load() == 0 {
 		t.Fatal("the remote received no request")
+	}
+	// The operator page's status endpoint shows the forwarder.
+	resp, err = http.Get(base + "/api/v1/status/strata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Data struct {
+			Forward *struct {
+				Protocol    string `json:"protocol"`
+				SamplesSent int64  `json:"samplesSent"`
+			} `json:"forward"`
+		} `json:"data"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := st.Data.Forward; f == nil || f.Protocol != "prometheus" || f.SamplesSent != 100 {
+		t.Fatalf("status forward = %+v, want protocol prometheus and 100 samples sent", f)
 	}
 }
 
