@@ -31,7 +31,7 @@ func TestForwardDiskFull(t *testing.T) {
 	m.SetCapacity(24 << 10)
 	db := openDB(t, t.TempDir())
 	defer db.Close()
-	opts := Options{URL: r.srv.URL, Protocol: Prometheus, Dir: "fq", SegmentBytes: 4 << 10, Linger: time.Millisecond,
+	opts := Options{URL: r.srv.URL, Protocol: Prometheus, Dir: "fq", SegmentBytes: 1 << 20, // one file could fill the disk Linger: time.Millisecond,
 		MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, Logger: quiet(), fs: m}
 	f := newForwarder(t, db, opts)
 	var written int64
@@ -78,17 +78,20 @@ func TestForwardDiskFull(t *testing.T) {
 		return f.Stats().SamplesSent > sentBefore
 	})
 	waitFor(t, "the first writes after recovery", 10*time.Second, accounted)
-	dropped := f.Stats().DroppedQueue
-	for range 40 { // about 8 KiB of queue: room enough once delivered
-
-		write()
-	}
-	waitFor(t, "later writes delivered", 10*time.Second, accounted)
-	if st := f.Stats(); st.DroppedQueue != dropped {
-		t.Fatalf("writes after recovery dropped: %d then %d", dropped, st.DroppedQueue)
-	}
-	if used := m.Used(); used > 12<<10 {
-		t.Errorf("the queue holds %d bytes once delivered: space did not come back", used)
+	// With one queue file larger than the disk, the active file fills it
+	// again now and then: it is then finished and, once delivered, removed,
+	// and queueing goes on; a batch or so is lost each time, counted.
+	// Three rounds write more than the disk holds: later rounds are sent
+	// only if delivered files, the active one included, give space back.
+	for round := range 3 {
+		before := f.Stats()
+		for range 40 {
+			write()
+		}
+		waitFor(t, "later writes delivered or counted", 10*time.Second, accounted)
+		if st := f.Stats(); st.SamplesSent == before.SamplesSent {
+			t.Fatalf("round %d after recovery: nothing sent (dropped %d)", round, st.DroppedQueue-before.DroppedQueue)
+		}
 	}
 	if err := f.Close(); err != nil {
 		t.Logf("close: %v", err)

@@ -19,6 +19,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -114,8 +115,11 @@ type queue struct {
 	nextCount uint64 // the count of the next frame (see queuefmt.go)
 	oldest    int64  // queue time of the active file's first frame, 0 if none
 	retryAt   int64  // no file could be started: not again before (Unix ns)
-	failing   bool   // the last frame could not be queued
-	failed    int64  // frames not queued since failing began
+	// freed is set when removeDone removed a file: the writer then tries
+	// to start a file at once, not at retryAt.
+	freed   atomic.Bool
+	failing bool  // the last frame could not be queued
+	failed  int64 // frames not queued since failing began
 
 	cmu        sync.Mutex
 	cursorFile vfs.File // the sender's, overwritten in place; nil until it opens
@@ -653,7 +657,7 @@ func (q *queue) prepare(seq uint64, samples int, format byte, payload []byte) er
 
 func (q *queue) prepareLocked(seq uint64, samples int, format byte, payload []byte) error {
 	now := q.now().UnixNano()
-	if q.active == nil && now < q.retryAt {
+	if q.active == nil && now < q.retryAt && !q.freed.Swap(false) {
 		return errNoFile
 	}
 	need := int64(frameHeaderSize + len(payload))
@@ -1209,6 +1213,9 @@ func (q *queue) removeDone(acked cursor) error {
 	}
 	q.files = keep
 	q.mu.Unlock()
+	if len(rm) > 0 {
+		q.freed.Store(true)
+	}
 	var err error
 	for _, n := range rm {
 		if rerr := q.removeFile(n); err == nil {
