@@ -39,8 +39,9 @@
 //     file that could not be written is finished, and removed as soon as
 //     it is delivered, so that delivery frees the space; the writer tries
 //     to start a new file as soon as a delivered one is removed (otherwise
-//     once a second), and queues again by itself once it can. New succeeds on a full disk (forwarding then waits for
-//     space, counted the same way).
+//     once a second), and queues again by itself once it can. New
+//     succeeds on a full disk (forwarding then waits for space, counted
+//     the same way).
 //   - Damage found when the queue opens is skipped to the next good frame
 //     and its samples counted in DroppedQueue and logged with the file and
 //     offset: exactly, from the checksummed frame headers and the running
