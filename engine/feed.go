@@ -10,6 +10,16 @@ package engine
 //	FeedCommit(seq, logged) after the write: logged tells whether the record
 //	                        is in the WAL (and so stored) or not
 //
+// and, to a subscriber that is also a FeedResolver, after the commit lock
+// is released and the record's durability is resolved (the fsync the sync
+// mode asks for: Write's return):
+//
+//	FeedResolve(seq, kept)  kept is false when the WAL could not make the
+//	                        record durable and the write was undone: Write
+//	                        returns an error and the database does not hold
+//	                        the batch (the WAL then refuses every later write
+//	                        until the database is reopened)
+//
 // Calling FeedPrepare before the WAL write makes a subscriber that persists
 // the record there hold a superset of what the WAL holds: no crash can
 // leave a logged record that the subscriber never saw. The one record it
@@ -55,6 +65,17 @@ type FeedSubscriber interface {
 	// true when the batch is in the WAL and applied, false when logging
 	// failed and the write returns an error (nothing of it is stored).
 	FeedCommit(seq uint64, logged bool)
+}
+
+// FeedResolver is implemented by a FeedSubscriber that needs to know
+// whether a logged batch stayed in the database: FeedResolve follows every
+// FeedCommit(seq, true), once Write knows whether the record is durable, so
+// that a subscriber that passes batches on (package forward) passes on only
+// those kept. It runs without the commit lock, possibly after Unsubscribe
+// returned for writes already committed, and calls for different seqs may
+// come in any order; like the other methods it must be quick.
+type FeedResolver interface {
+	FeedResolve(seq uint64, kept bool)
 }
 
 // FeedInfo describes the database's sequence numbers when Subscribe
@@ -137,6 +158,16 @@ func (db *DB) feedPrepare(seq uint64, samples int, payload []byte) []FeedSubscri
 func feedCommit(subs []FeedSubscriber, seq uint64, logged bool) {
 	for _, s := range subs {
 		s.FeedCommit(seq, logged)
+	}
+}
+
+// feedResolve tells the subscribers that are FeedResolvers whether the
+// logged batch seq was kept. The caller does not hold commitMu.
+func feedResolve(subs []FeedSubscriber, seq uint64, kept bool) {
+	for _, s := range subs {
+		if r, ok := s.(FeedResolver); ok {
+			r.FeedResolve(seq, kept)
+		}
 	}
 }
 

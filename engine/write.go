@@ -127,11 +127,14 @@ func (db *DB) commitLocked(entries []point.Entry, pend []pendingSeries, points i
 	}
 	db.commitMu.Unlock()
 	if err := db.wal.SyncTo(pos); err != nil {
-		// Not durable: undo the write before anyone may see it.
+		// Not durable: undo the write before anyone may see it, and tell
+		// the feed, which must not pass it on.
 		mem.t.DropSeq(seq)
+		feedResolve(subs, seq, false)
 		db.vis.resolve(seq)
 		return true, err
 	}
+	feedResolve(subs, seq, true)
 	db.vis.resolve(seq)
 	db.vis.wait(seq) // earlier writes sharing the fsync publish first
 	return true, nil

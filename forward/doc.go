@@ -30,6 +30,38 @@
 // is dropped. Every drop is counted in Stats and logged; the database
 // itself never loses anything to forwarding.
 //
+// # Failures
+//
+// The forwarder never stops the database from starting or writing:
+//
+//   - A queue that cannot be written (a full disk) drops the batches it
+//     cannot keep, counted in Stats.DroppedQueue and logged once a run; a
+//     file that could not be written is finished, and removed as soon as
+//     it is delivered, so that delivery frees the space; the writer tries
+//     to start a new file as soon as a delivered one is removed (otherwise
+//     once a second), and queues again by itself once it can. New
+//     succeeds on a full disk (forwarding then waits for space, counted
+//     the same way).
+//   - Damage found when the queue opens is skipped to the next good frame
+//     and its samples counted in DroppedQueue and logged with the file and
+//     offset: exactly, from the checksummed frame headers and the running
+//     sample count each frame carries, whether a frame, a run of frames or
+//     a whole file (a removed file, or one set aside as *.damaged because
+//     its header is damaged) is missing. Damage where the cursor says the
+//     data was delivered is not a loss. The bounds: frames cut off the end
+//     of the newest file (a torn tail) whose headers are gone, and a removed
+//     or truncated-to-nothing oldest or newest file, leave nothing to count
+//     them by and are logged, not counted; where the acknowledged position
+//     lies inside damaged data, the count is an upper bound (said so in the
+//     log). Damage that appears while running drops the rest of its file,
+//     counted exactly.
+//   - A write whose WAL fsync fails is undone by the database and is not
+//     forwarded: the sender waits until the engine resolves each batch
+//     (engine.FeedResolver) and skips those it undid.
+//   - MaxBacklogAge holds while writes go on: the active queue file is
+//     finished when its first batch is MaxBacklogAge/8 old, so that data is
+//     dropped for age at most an eighth late.
+//
 // # Delivery policy
 //
 // Delivery yields to local writes, within a bound: while writes keep

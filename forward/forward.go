@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -16,9 +15,9 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
-	"github.com/gofrs/flock"
 	"github.com/klauspost/compress/s2"
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/internal/vfs"
 )
 
 // Protocol is the wire protocol spoken to the remote.
@@ -104,6 +103,8 @@ type Options struct {
 	// queue's tail; a process crash loses nothing at any setting.
 	SyncInterval time.Duration
 	Now          func() time.Time // clock; default time.Now
+
+	fs vfs.FS // the queue's filesystem; default vfs.Default (tests simulate one)
 }
 
 func (o *Options) ensureDefaults(db *engine.DB) {
@@ -146,6 +147,9 @@ func (o *Options) ensureDefaults(db *engine.DB) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.fs == nil {
+		o.fs = vfs.Default
+	}
 }
 
 func (o *Options) validate() error {
@@ -176,7 +180,7 @@ type Forwarder struct {
 	opts   Options
 	logger *slog.Logger
 	q      *queue
-	lock   *flock.Flock
+	lock   io.Closer
 	hook   *hook
 
 	ctx    context.Context
@@ -207,10 +211,17 @@ type counters struct {
 // hook is the engine feed subscriber: it appends to the queue.
 type hook struct{ f *Forwarder }
 
+// FeedPrepare queues the batch (the queue logs a failure, once a run;
+// commit counts the batch as dropped).
 func (h *hook) FeedPrepare(rec *engine.FeedRecord) {
-	if err := h.f.q.prepare(rec.Seq, rec.Samples, rec.Format, rec.Payload); err != nil {
-		h.f.logger.Error("forward: cannot queue a batch; it will not be forwarded", "seq", rec.Seq, "samples", rec.Samples, "err", err)
-	}
+	h.f.q.prepare(rec.Seq, rec.Samples, rec.Format, rec.Payload)
+}
+
+// FeedResolve lets the sender deliver the batch once its write is durable,
+// or skip it when the database undid it: the remote receives what the
+// database holds.
+func (h *hook) FeedResolve(seq uint64, kept bool) {
+	h.f.q.resolve(seq, kept)
 }
 
 func (h *hook) FeedCommit(seq uint64, logged bool) {
@@ -238,29 +249,33 @@ func New(db *engine.DB, opts Options) (*Forwarder, error) {
 		return nil, err
 	}
 	f := &Forwarder{db: db, opts: opts, logger: opts.Logger.With("forward", opts.URL), trimCh: make(chan struct{}, 1)}
-	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+	if err := opts.fs.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create queue dir: %w", err)
 	}
-	f.lock = flock.New(filepath.Join(opts.Dir, "LOCK"))
-	ok, err := f.lock.TryLock()
+	lock, err := opts.fs.Lock(filepath.Join(opts.Dir, "LOCK"))
+	if errors.Is(err, vfs.ErrLocked) {
+		return nil, fmt.Errorf("%s: %w", opts.Dir, ErrLocked)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("lock queue dir: %w", err)
 	}
-	if !ok {
-		return nil, fmt.Errorf("%s: %w", opts.Dir, ErrLocked)
-	}
+	f.lock = lock
 	state := db.FeedState()
-	q, cur, err := openQueue(opts.Dir, opts.SegmentBytes, state.RecoveredSeq, f.logger, opts.Now)
+	q, cur, err := openQueueConfig(queueConfig{
+		fs: opts.fs, dir: opts.Dir, segBytes: opts.SegmentBytes, rollAge: rollAge(opts.MaxBacklogAge),
+		recovered: state.RecoveredSeq, logger: f.logger, now: opts.Now,
+	})
 	if err != nil {
-		f.lock.Unlock()
+		lock.Close()
 		return nil, err
 	}
+	q.resolving = true // the hook is an engine.FeedResolver
 	f.q, f.acked = q, cur
 	f.hook = &hook{f: f}
 	info, err := db.Subscribe(f.hook)
 	if err != nil {
 		q.close()
-		f.lock.Unlock()
+		lock.Close()
 		return nil, fmt.Errorf("subscribe to database: %w", err)
 	}
 	if info.Seq > state.RecoveredSeq {
@@ -299,10 +314,17 @@ func (f *Forwarder) Close() error {
 	f.cancel()
 	f.wg.Wait()
 	err := f.q.close()
-	if uerr := f.lock.Unlock(); err == nil {
+	if uerr := f.lock.Close(); err == nil {
 		err = uerr
 	}
 	return err
+}
+
+// rollAge is how old the active queue file's first frame may get before
+// the writer starts a new file: an eighth of MaxBacklogAge, so that, while
+// writes go on, data is dropped for age at most an eighth late.
+func rollAge(maxAge time.Duration) time.Duration {
+	return max(maxAge/8, time.Millisecond)
 }
 
 func (f *Forwarder) trimLoop() {

@@ -2,236 +2,62 @@ package forward
 
 // The forward queue: a directory of append-only files holding every batch
 // the engine's change feed hands over, and a cursor file saying how much of
-// it the remote has acknowledged.
-//
-// Queue file, named %08d.fq, numbered from 1; only the newest is written,
-// and Open never appends to a file it did not create in this process:
-//
-//	+------------------+-----------+--------+---------------+---------------+
-//	| magic "SFWQ" (4) | version 1 | 0 (3)  | file number   | crc32c of the |
-//	|                  | (1)       |        | uint64 LE (8) | first 16 (4)  |
-//	+------------------+-----------+--------+---------------+---------------+
-//	| frame | frame | ...
-//
-//	frame := length uint32 LE (4)   payload length
-//	       | crc uint32 LE (4)      crc32c of every byte after it (seq .. payload)
-//	       | seq uint64 LE (8)      the engine's sequence number of the batch
-//	       | time int64 LE (8)      when it was queued, Unix ns
-//	       | samples uint32 LE (4)  samples in the payload
-//	       | format (1)             engine.FeedFormatBatch
-//	       | payload (length)       the engine's feed payload, as logged
-//
-// Sequence numbers ascend strictly through the files. A damaged frame at
-// the end of the newest file is the torn tail of a crash and is cut off; a
-// damaged frame elsewhere loses the rest of its file (counted and logged),
-// never the other files.
-//
-// Preallocation: on Linux the file being written is created at its full
-// size (SegmentBytes, or one frame if that is larger, rounded up to pages;
-// fallocate) and mapped shared; a small frame is appended by copying it
-// into the mapping, a large one with pwritev(2) into the preallocated
-// space: either way the page cache holds it from then on, through a kill
-// -9. The bytes past the last frame are zeros until written, and zeros
-// are never a frame (the crc32c of zeros is not zero), so a file that ends
-// in zeros ends after its last frame: Open cuts the zeros off without
-// counting a loss (a torn frame followed by zeros is a torn tail, as
-// above). A file is cut to its used size and fsynced when the next one is
-// started (and on close), so only the newest file can end in zeros. Where
-// a file cannot be preallocated or mapped (other systems, file systems
-// without fallocate), frames are appended with write(2) and files hold no
-// zeros.
-//
-// Cursor file, named "cursor", overwritten in place with one write (a
-// checksum mismatch after a power loss means: deliver the whole queue):
-//
-//	+------------------+-----------+---------------+-----------------+---------------+
-//	| magic "SFWC" (4) | version 1 | seq uint64 LE | done uint32 LE  | crc32c of the |
-//	|                  | (1)       | (8)           | (4)             | first 17 (4)  |
-//	+------------------+-----------+---------------+-----------------+---------------+
-//
-// Every sample of the frames before seq, and the first done samples of
-// frame seq, have been delivered (or dropped for good).
-//
-// These constants are part of the durable format and must not be changed.
+// it the remote has acknowledged. Their formats, and what a reader does
+// with damage, are drawn at the top of queuefmt.go. Every file operation
+// goes through a vfs.FS (the operating system's, or a simulated one in
+// tests); the active file is mapped only where the FS hands out
+// operating-system files (see mapActive).
 
 import (
-	"encoding/binary"
+	"bytes"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
+
+	"github.com/stratadb/strata/internal/vfs"
 )
 
-const (
-	queueMagic       = "SFWQ"
-	cursorMagic      = "SFWC"
-	queueVersion     = 1
-	queueHeaderSize  = 20
-	frameHeaderSize  = 29
-	cursorSize       = 21
-	cursorName       = "cursor"
-	queueSuffix      = ".fq"
-	maxFramePayload  = 1 << 30
-	frameSamplesMax  = 1<<32 - 1
-	defaultSegBytes  = 64 << 20
-	minSegBytes      = 64 << 10
-	queueFileNameLen = 8
-)
+// createRetry is how long the writer waits, after it failed to start a
+// queue file (a full disk), before it tries again; the batches written
+// meanwhile are counted as dropped.
+const createRetry = time.Second
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// errQueueCorrupt marks damage found in a queue or cursor file.
-var errQueueCorrupt = errors.New("forward: corrupt queue")
-
-func queueFileName(n uint64) string { return fmt.Sprintf("%08d%s", n, queueSuffix) }
-
-func parseQueueFileName(name string) (uint64, bool) {
-	s, ok := strings.CutSuffix(name, queueSuffix)
-	if !ok || len(s) != queueFileNameLen {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	return n, err == nil && n > 0
-}
-
-func appendQueueHeader(dst []byte, num uint64) []byte {
-	start := len(dst)
-	dst = append(dst, queueMagic...)
-	dst = append(dst, queueVersion, 0, 0, 0)
-	dst = binary.LittleEndian.AppendUint64(dst, num)
-	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
-}
-
-func checkQueueHeader(h []byte, num uint64) error {
-	if len(h) < queueHeaderSize {
-		return fmt.Errorf("%w: short header", errQueueCorrupt)
-	}
-	if string(h[:4]) != queueMagic {
-		return fmt.Errorf("%w: bad magic %q", errQueueCorrupt, h[:4])
-	}
-	if h[4] != queueVersion {
-		return fmt.Errorf("%w: unknown version %d", errQueueCorrupt, h[4])
-	}
-	if crc32.Checksum(h[:16], castagnoli) != binary.LittleEndian.Uint32(h[16:20]) {
-		return fmt.Errorf("%w: header checksum mismatch", errQueueCorrupt)
-	}
-	if got := binary.LittleEndian.Uint64(h[8:16]); got != num {
-		return fmt.Errorf("%w: header says file %d", errQueueCorrupt, got)
-	}
-	return nil
-}
-
-// frame is a decoded frame header with its payload.
-type frame struct {
-	seq     uint64
-	time    int64
-	samples uint32
-	format  byte
-	payload []byte
-}
-
-func (f *frame) size() int64 { return frameHeaderSize + int64(len(f.payload)) }
-
-// appendFrame appends the encoding of a frame to dst.
-func appendFrame(dst []byte, seq uint64, t int64, samples uint32, format byte, payload []byte) []byte {
-	return append(appendFrameHeader(dst, seq, t, samples, format, payload), payload...)
-}
-
-// appendFrameHeader appends the header of the frame of payload to dst,
-// its checksum over the payload included.
-func appendFrameHeader(dst []byte, seq uint64, t int64, samples uint32, format byte, payload []byte) []byte {
-	start := len(dst)
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
-	dst = append(dst, 0, 0, 0, 0) // crc, below
-	dst = binary.LittleEndian.AppendUint64(dst, seq)
-	dst = binary.LittleEndian.AppendUint64(dst, uint64(t))
-	dst = binary.LittleEndian.AppendUint32(dst, samples)
-	dst = append(dst, format)
-	crc := crc32.Update(crc32.Checksum(dst[start+8:], castagnoli), castagnoli, payload)
-	binary.LittleEndian.PutUint32(dst[start+4:], crc)
-	return dst
-}
-
-// parseFrame decodes the frame at the start of b. It returns errShort when
-// b ends before the frame does (with need, the frame's whole size, when the
-// header was readable) and errQueueCorrupt for a bad checksum. The payload
-// aliases b.
-func parseFrame(b []byte) (f frame, need int64, err error) {
-	if len(b) < frameHeaderSize {
-		return f, 0, errShort
-	}
-	n := binary.LittleEndian.Uint32(b)
-	if n > maxFramePayload {
-		return f, 0, fmt.Errorf("%w: frame length %d", errQueueCorrupt, n)
-	}
-	need = frameHeaderSize + int64(n)
-	if int64(len(b)) < need {
-		return f, need, errShort
-	}
-	if crc32.Checksum(b[8:need], castagnoli) != binary.LittleEndian.Uint32(b[4:]) {
-		return f, need, fmt.Errorf("%w: frame checksum mismatch", errQueueCorrupt)
-	}
-	f.seq = binary.LittleEndian.Uint64(b[8:])
-	f.time = int64(binary.LittleEndian.Uint64(b[16:]))
-	f.samples = binary.LittleEndian.Uint32(b[24:])
-	f.format = b[28]
-	f.payload = b[frameHeaderSize:need]
-	return f, need, nil
-}
-
-var errShort = errors.New("forward: short frame")
-
-// cursor is the acknowledged position: every sample before frame seq and
-// the first done samples of it are delivered.
-type cursor struct {
-	seq  uint64
-	done uint32
-}
-
-func (c cursor) marshal() []byte {
-	b := make([]byte, 0, cursorSize)
-	b = append(b, cursorMagic...)
-	b = append(b, queueVersion)
-	b = binary.LittleEndian.AppendUint64(b, c.seq)
-	b = binary.LittleEndian.AppendUint32(b, c.done)
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
-}
-
-func unmarshalCursor(b []byte) (cursor, error) {
-	switch {
-	case len(b) != cursorSize:
-		return cursor{}, fmt.Errorf("%w: cursor is %d bytes", errQueueCorrupt, len(b))
-	case string(b[:4]) != cursorMagic:
-		return cursor{}, fmt.Errorf("%w: bad cursor magic", errQueueCorrupt)
-	case b[4] != queueVersion:
-		return cursor{}, fmt.Errorf("%w: unknown cursor version %d", errQueueCorrupt, b[4])
-	case crc32.Checksum(b[:17], castagnoli) != binary.LittleEndian.Uint32(b[17:]):
-		return cursor{}, fmt.Errorf("%w: cursor checksum mismatch", errQueueCorrupt)
-	}
-	return cursor{seq: binary.LittleEndian.Uint64(b[5:]), done: binary.LittleEndian.Uint32(b[13:])}, nil
-}
+// hole is a damaged byte range of a queue file that Open found and counted:
+// the reader skips it.
+type hole struct{ off, end int64 }
 
 // qfile is what the queue knows of one of its files.
 type qfile struct {
 	num      uint64
-	size     int64 // committed bytes: the reader never reads past it
-	samples  int64 // samples of the committed frames
+	version  byte
+	hdr      int64  // header size: the first frame's offset
+	start    uint64 // version 2: the count of the file's first frame
+	size     int64  // committed bytes: the reader never reads past it
+	samples  int64  // samples of the committed frames
 	firstSeq uint64
 	lastSeq  uint64 // 0 while the file holds no frame
+	lastN    int64  // samples of frame lastSeq
 	newest   int64  // queue time of the newest frame
+	holes    []hole // damaged ranges, ascending
 	broken   bool   // damaged past size: readers stop there
 	dropped  bool   // trim skipped its unread frames
 }
+
+// delivered tells whether every frame of f is acknowledged by acked.
+func (f *qfile) delivered(acked cursor) bool {
+	return f.lastSeq < acked.seq || f.lastSeq == acked.seq && int64(acked.done) >= f.lastN
+}
+
+func (f *qfile) name() string { return queueFileName(f.num) }
 
 // readPos is where the reader stands: the next frame to read is at off in
 // file num; read counts the samples of the file's frames before it.
@@ -241,21 +67,35 @@ type readPos struct {
 	read int64
 }
 
+// queueConfig configures openQueueConfig.
+type queueConfig struct {
+	fs        vfs.FS
+	dir       string
+	segBytes  int64
+	rollAge   time.Duration // start a new file when the active one's first frame is older (0: never)
+	recovered uint64        // the engine's FeedInfo.RecoveredSeq
+	logger    *slog.Logger
+	now       func() time.Time
+}
+
 // queue is the on-disk queue. The writer (the feed hooks, run under the
 // engine's commit lock) and the reader (the sender goroutine) meet only
 // under mu, which is never held during I/O.
 type queue struct {
+	fs       vfs.FS
 	dir      string
 	segBytes int64
+	rollAge  int64 // ns
 	logger   *slog.Logger
 	now      func() time.Time
 
 	// wmu serialises the writer: the active file and the pending frame.
 	wmu    sync.Mutex
-	active *os.File
-	wsize  int64 // bytes written to the active file, the pending frame too
+	active vfs.File // nil when there is none (a full disk): see retryAt
+	osf    *os.File // active, when the FS is the operating system's
+	wsize  int64    // bytes written to the active file, the pending frame too
 	// amap is the active file's mapping (see the format comment), nil when
-	// frames are appended with write(2); noMap stops mapping new files.
+	// frames are written with pwrite(2); noMap stops mapping new files.
 	amap    []byte
 	noMap   bool
 	pf      *prefaulter // maps amap's pages ahead of the writer
@@ -269,14 +109,26 @@ type queue struct {
 		time    int64
 		lost    bool // its write failed: it is counted as dropped, not published
 	}
-	wbuf     []byte
-	rollNext bool // the active file failed a write: start a new one
+	wbuf      []byte
+	rollNext  bool   // the active file failed a write: start a new one
+	nextNum   uint64 // the number of the next file
+	nextCount uint64 // the count of the next frame (see queuefmt.go)
+	oldest    int64  // queue time of the active file's first frame, 0 if none
+	retryAt   int64  // no file could be started: not again before (Unix ns)
+	// freed is set when removeDone removed a file: the writer then tries
+	// to start a file at once, not at retryAt.
+	freed   atomic.Bool
+	failing bool  // the last frame could not be queued
+	failed  int64 // frames not queued since failing began
 
-	cursorFile *os.File // the sender's, overwritten in place
+	cmu        sync.Mutex
+	cursorFile vfs.File // the sender's, overwritten in place; nil until it opens
 
-	mu    sync.Mutex
-	files []*qfile // ascending; the last one is active
-	rd    readPos
+	mu        sync.Mutex
+	files     []*qfile // ascending; the last one is active when activeNum is its number
+	activeNum uint64   // 0: no active file
+	rd        readPos
+	acked     cursor // the last acknowledged position removeDone was given
 	// backlog counts the samples queued and not yet read by the sender;
 	// damaged those lost to damage found while reading.
 	backlog int64
@@ -285,66 +137,61 @@ type queue struct {
 	// by commit, never lowered by reads, so that the writer can tell
 	// cheaply when trim cannot have anything to do.
 	unreadMax int64
-	notify    chan struct{} // signalled when frames are published or the reader moves
+	// Resolution (see engine.FeedResolver): when resolving, a committed
+	// frame is not read until the engine says whether its write was kept.
+	resolving  bool
+	unresolved []uint64            // committed, not yet resolved, ascending
+	aborted    map[uint64]struct{} // resolved as not kept, not yet passed by the reader
+	notify     chan struct{}       // signalled when frames are published or the reader moves
 }
 
-// openQueue opens (creating) the queue in dir. Frames with a sequence number
-// above recovered were never logged by the engine and are cut off. It
-// returns the queue and the acknowledged cursor.
+// openQueue opens the queue in dir on the operating system's filesystem.
 func openQueue(dir string, segBytes int64, recovered uint64, logger *slog.Logger, now func() time.Time) (*queue, cursor, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	return openQueueConfig(queueConfig{fs: vfs.Default, dir: dir, segBytes: segBytes, recovered: recovered, logger: logger, now: now})
+}
+
+// openQueueConfig opens (creating) the queue in c.dir. Frames with a
+// sequence number above c.recovered were never logged by the engine and
+// are cut off; damage is skipped, counted (in damaged) and logged; a file
+// with a damaged header is set aside. Only a directory it cannot create or
+// list is an error: a queue file it cannot start (a full disk) is logged,
+// and the writer tries again later. It returns the queue and the
+// acknowledged cursor.
+func openQueueConfig(c queueConfig) (*queue, cursor, error) {
+	if err := c.fs.MkdirAll(c.dir, 0o755); err != nil {
 		return nil, cursor{}, fmt.Errorf("create queue dir: %w", err)
 	}
-	q := &queue{dir: dir, segBytes: segBytes, logger: logger, now: now, notify: make(chan struct{}, 1)}
-	var cur cursor
-	cpath := filepath.Join(dir, cursorName)
-	switch b, err := os.ReadFile(cpath); {
-	case err == nil && len(b) > 0:
-		if cur, err = unmarshalCursor(b); err != nil {
-			// Only a power loss mid-write does this: start over from the
-			// oldest queued frame (duplicates, never a loss).
-			logger.Warn("forward: damaged cursor; delivering the whole queue again", "file", cpath, "err", err)
-			cur = cursor{}
-		}
-	case err == nil || errors.Is(err, fs.ErrNotExist):
-	default:
-		return nil, cursor{}, fmt.Errorf("read cursor: %w", err)
-	}
-	cf, err := os.OpenFile(cpath, os.O_CREATE|os.O_RDWR, 0o644)
+	q := &queue{fs: c.fs, dir: c.dir, segBytes: c.segBytes, rollAge: int64(c.rollAge), logger: c.logger, now: c.now,
+		notify: make(chan struct{}, 1), aborted: make(map[uint64]struct{})}
+	names, err := c.fs.ReadDir(c.dir)
 	if err != nil {
-		return nil, cursor{}, fmt.Errorf("open cursor: %w", err)
+		return nil, cursor{}, fmt.Errorf("list queue dir: %w", err)
 	}
-	q.cursorFile = cf
-	q.pf = newPrefaulter()
-	fail := func(err error) (*queue, cursor, error) {
-		q.pf.close()
-		cf.Close()
-		return nil, cursor{}, err
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return fail(fmt.Errorf("list queue dir: %w", err))
-	}
+	cur := q.openCursor()
 	var nums []uint64
-	for _, e := range entries {
-		if n, ok := parseQueueFileName(e.Name()); ok {
+	for _, name := range names {
+		if n, ok := parseQueueFileName(name); ok {
 			nums = append(nums, n)
 		}
 	}
 	slices.Sort(nums)
-	var lastSeq uint64
+	st := &scanState{cur: cur, recovered: c.recovered}
 	for i, n := range nums {
-		f, err := q.scanFile(n, i == len(nums)-1, recovered, &lastSeq)
-		if err != nil {
-			return fail(err)
+		if i > 0 && n != nums[i-1]+1 {
+			q.logger.Error("forward: queue files are missing; their batches are lost",
+				"dir", c.dir, "after", queueFileName(nums[i-1]), "missing", n-nums[i-1]-1)
+			st.at, st.atOff = filepath.Join(c.dir, queueFileName(nums[i-1]+1)), 0
 		}
-		q.files = append(q.files, f)
+		if f := q.scanFile(n, i == len(nums)-1, st); f != nil {
+			q.files = append(q.files, f)
+		}
 	}
+	q.damaged = st.lost
 	// Files wholly acknowledged are removed; the reader starts at the first
 	// frame not wholly acknowledged.
-	for len(q.files) > 0 && q.files[0].lastSeq < cur.seq {
+	for len(q.files) > 0 && q.files[0].delivered(cur) {
 		if err := q.removeFile(q.files[0].num); err != nil {
-			return fail(err)
+			q.logger.Warn("forward: remove delivered queue file", "err", err)
 		}
 		q.files = q.files[1:]
 	}
@@ -352,89 +199,337 @@ func openQueue(dir string, segBytes int64, recovered uint64, logger *slog.Logger
 		q.backlog += f.samples
 	}
 	q.unreadMax = q.unreadBytesLocked()
-	next := uint64(1)
+	q.nextNum = 1
 	if len(nums) > 0 {
-		next = nums[len(nums)-1] + 1
+		q.nextNum = nums[len(nums)-1] + 1
 	}
-	q.rd = readPos{num: next, off: queueHeaderSize}
+	q.nextCount = st.end
+	q.rd = readPos{num: q.nextNum, off: queueHeaderSize}
 	if len(q.files) > 0 {
-		q.rd.num = q.files[0].num
+		q.rd = readPos{num: q.files[0].num, off: q.files[0].hdr}
 	}
-	if err := q.createFile(next, 0); err != nil {
-		return fail(err)
+	q.acked = cur
+	q.pf = newPrefaulter()
+	if err := q.createFile(q.nextNum, 0); err != nil {
+		// A full disk: degrade, never fail. The queue read so far is
+		// delivered; batches written until a file can be started are
+		// counted as dropped.
+		q.retryAt = q.now().Add(createRetry).UnixNano()
+		q.logger.Error("forward: cannot start a queue file; batches are not queued until it can (counted as dropped)", "dir", c.dir, "err", err)
 	}
 	return q, cur, nil
 }
 
-// scanFile reads file num and returns what the queue needs to know of it.
-// In the last file, a torn tail and frames never logged (seq > recovered)
-// are cut off.
-func (q *queue) scanFile(num uint64, last bool, recovered uint64, lastSeq *uint64) (*qfile, error) {
-	path := filepath.Join(q.dir, queueFileName(num))
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read queue file: %w", err)
+// openCursor reads the cursor file and opens it for overwriting, writing
+// back what it read. A cursor it cannot read or open is logged: delivery
+// then resumes at the oldest queued frame (duplicates, never a loss), and
+// saveCursor tries to open it again.
+func (q *queue) openCursor() cursor {
+	var cur cursor
+	cpath := filepath.Join(q.dir, cursorName)
+	b, err := vfs.ReadFile(q.fs, cpath)
+	switch {
+	case err == nil && len(b) > 0:
+		if cur, err = unmarshalCursor(b); err != nil {
+			// Only a power loss mid-write does this: start over from the
+			// oldest queued frame (duplicates, never a loss).
+			q.logger.Warn("forward: damaged cursor; delivering the whole queue again", "file", cpath, "err", err)
+			cur = cursor{}
+		}
+	case err == nil || errors.Is(err, fs.ErrNotExist):
+	default:
+		q.logger.Error("forward: cannot read the cursor; delivering the whole queue again", "file", cpath, "err", err)
 	}
-	f := &qfile{num: num, size: queueHeaderSize}
-	if err := checkQueueHeader(data, num); err != nil {
+	q.cmu.Lock()
+	defer q.cmu.Unlock()
+	if err := q.openCursorLocked(cur, len(b) > 0); err != nil {
+		q.logger.Error("forward: cannot open the cursor; retrying at the next delivery", "file", cpath, "err", err)
+	}
+	return cur
+}
+
+// openCursorLocked creates the cursor file (vfs has no open-for-overwrite)
+// and writes cur into it when write. The caller holds cmu.
+func (q *queue) openCursorLocked(cur cursor, write bool) error {
+	f, err := q.fs.Create(filepath.Join(q.dir, cursorName))
+	if err != nil {
+		return err
+	}
+	if write {
+		if _, err := f.WriteAt(cur.marshal(), 0); err != nil {
+			f.Close()
+			return fmt.Errorf("write cursor: %w", err)
+		}
+	}
+	q.cursorFile = f
+	return nil
+}
+
+// scanState carries what scanFile learns from file to file.
+type scanState struct {
+	cur       cursor
+	recovered uint64
+	lastSeq   uint64 // of the last good frame
+	end       uint64 // count after the last good frame (version 2)
+	endKnown  bool   // end holds (false before the first file and after a version 1 file)
+	at        string // where damage was last found, for the log
+	atOff     int64
+	lost      int64 // samples counted lost
+}
+
+// damage notes damage at off in path: the samples it took are counted at
+// the next good frame (lose).
+func (st *scanState) damage(path string, off int64) {
+	if st.at == "" {
+		st.at, st.atOff = path, off
+	}
+}
+
+// lose counts the samples between the last good frame and the next good
+// one, which has the given count and seq, unless the cursor says they
+// were delivered before the damage.
+func (q *queue) lose(st *scanState, count, seq uint64, what string) {
+	at, off := st.at, st.atOff
+	st.at = ""
+	if !st.endKnown || count <= st.end {
+		if at != "" && !st.endKnown {
+			q.logger.Error("forward: queue damaged before a version 1 or first file; its loss cannot be counted", "file", at, "offset", off)
+		}
+		return
+	}
+	n := int64(count - st.end)
+	if at == "" {
+		at = "(between frames)"
+	}
+	switch {
+	case st.cur.seq >= seq:
+		q.logger.Warn("forward: "+what+" where the queue was already delivered; nothing lost", "file", at, "offset", off, "samples", n)
+		return
+	case st.cur.seq <= st.lastSeq:
+		q.logger.Error("forward: "+what+"; samples lost", "file", at, "offset", off, "samples", n, "before_seq", seq)
+	default:
+		// The acknowledged position lies inside the damage: part of it
+		// was delivered; n bounds the loss.
+		q.logger.Error("forward: "+what+"; at most this many samples lost (part was delivered)", "file", at, "offset", off, "samples", n, "before_seq", seq)
+	}
+	st.lost += n
+}
+
+// scanFile reads file num and returns what the queue needs to know of it,
+// or nil when the file is set aside (or was a torn, empty newest file). In
+// the last file, a torn tail and frames never logged (seq > recovered)
+// are cut off; damage elsewhere becomes a hole, counted.
+func (q *queue) scanFile(num uint64, last bool, st *scanState) *qfile {
+	path := filepath.Join(q.dir, queueFileName(num))
+	data, err := vfs.ReadFile(q.fs, path)
+	if err != nil {
+		q.logger.Error("forward: cannot read queue file; setting it aside", "file", path, "err", err)
+		q.setAside(path, nil, st)
+		return nil
+	}
+	hd, err := checkQueueHeader(data, num)
+	if err != nil {
 		if last && (len(data) < queueHeaderSize || allZero(data)) {
 			// Torn while being created (or preallocated, and its header
 			// lost to a power loss): nothing was ever queued in it.
 			q.logger.Warn("forward: removing torn queue file", "file", path)
-			f.broken = true
-			return f, nil
+			if err := q.removeFile(num); err != nil {
+				q.logger.Warn("forward: remove torn queue file", "err", err)
+			}
+			return nil
 		}
-		return nil, fmt.Errorf("queue file %s: %w", path, err)
+		q.logger.Error("forward: queue file header damaged; setting the file aside", "file", path, "offset", 0, "err", err)
+		q.setAside(path, data, st)
+		return nil
 	}
-	off := int64(queueHeaderSize)
+	f := &qfile{num: num, version: hd.version, hdr: hd.size, start: hd.start, size: hd.size}
+	if hd.version == queueVersion1 {
+		return q.scanFileV1(f, data, path, last, st)
+	}
+	if !st.endKnown || hd.start < st.end {
+		st.end, st.endKnown = hd.start, true
+	}
+	off := hd.size
 	for off < int64(len(data)) {
-		fr, _, err := parseFrame(data[off:])
+		fr, need, err := parseFrame(hd.version, data[off:])
 		if err != nil && allZero(data[off:]) {
 			// Preallocated space after the last frame: the clean end.
 			if !last {
 				q.logger.Warn("forward: queue file was not cut to its frames; cutting it now", "file", path, "offset", off)
 			}
-			return f, truncateTail(path, off, f)
+			q.truncateTail(path, off, f)
+			return f
 		}
-		if err == nil && fr.seq <= *lastSeq {
-			err = fmt.Errorf("%w: frame %d after %d", errQueueCorrupt, fr.seq, *lastSeq)
+		if fr.hdrOK && fr.seq <= st.lastSeq {
+			err = fmt.Errorf("%w: frame %d after %d", errQueueCorrupt, fr.seq, st.lastSeq)
+			fr.hdrOK = false
 		}
-		if err == nil && fr.seq > recovered {
+		if fr.hdrOK && fr.seq > st.recovered {
 			// Prepared, never logged: the engine does not hold it.
 			q.logger.Warn("forward: cutting off queued batches the database never logged",
-				"file", path, "offset", off, "seq", fr.seq, "recovered", recovered)
-			return f, truncateTail(path, off, f)
+				"file", path, "offset", off, "seq", fr.seq, "recovered", st.recovered)
+			q.truncateTail(path, off, f)
+			return f
+		}
+		if err != nil && fr.hdrOK {
+			// The header checks: the frame's batch is lost, and exactly
+			// its samples (unless the cursor is past it).
+			st.at, st.atOff = path, off
+			end := off + need
+			if errors.Is(err, errShort) || last && findFrame(data, end) < 0 && allZero(data[end:]) {
+				// Cut short, or the last frame of the newest file: the
+				// torn tail of a crash, counted.
+				q.lostFrame(st, fr, "cutting off torn queue tail")
+				if last {
+					q.truncateTail(path, off, f)
+				} else {
+					f.broken = true
+				}
+				return f
+			}
+			q.lostFrame(st, fr, "queue frame damaged, skipped")
+			f.holes = append(f.holes, hole{off, end})
+			off = end
+			continue
+		}
+		if err != nil {
+			next := findFrame(data, off+1)
+			switch {
+			case next < 0 && last:
+				// Nothing good after it in the newest file: a torn tail,
+				// whose samples cannot be counted (its header is damaged).
+				q.logger.Warn("forward: cutting off torn queue tail", "file", path, "offset", off, "bytes", int64(len(data))-off, "err", err)
+				q.truncateTail(path, off, f)
+				return f
+			case next < 0:
+				// Damaged to its end: counted at the next good frame.
+				q.logger.Error("forward: queue file damaged to its end", "file", path, "offset", off, "bytes", int64(len(data))-off, "err", err)
+				st.damage(path, off)
+				f.broken = true
+				return f
+			}
+			q.logger.Error("forward: queue file damaged; skipping to the next good frame", "file", path, "offset", off, "bytes", next-off, "err", err)
+			st.damage(path, off)
+			f.holes = append(f.holes, hole{off, next})
+			off = next
+			continue
+		}
+		if fr.count != st.end {
+			if fr.count > st.end {
+				q.lose(st, fr.count, fr.seq, "queue damaged")
+			} else {
+				q.logger.Warn("forward: queue frame counts go back; counting on from this frame", "file", path, "offset", off)
+			}
+		}
+		st.at = ""
+		if f.lastSeq == 0 {
+			f.firstSeq = fr.seq
+		}
+		f.lastSeq, st.lastSeq, f.lastN = fr.seq, fr.seq, int64(fr.samples)
+		st.end = fr.count + uint64(fr.samples)
+		f.samples += int64(fr.samples)
+		f.newest = fr.time
+		off += need
+		f.size = off
+	}
+	return f
+}
+
+// scanFileV1 scans a version 1 file: damage loses the rest of the file
+// (the frames carry no magic to resync on and no count to count it).
+func (q *queue) scanFileV1(f *qfile, data []byte, path string, last bool, st *scanState) *qfile {
+	st.endKnown = false
+	off := f.hdr
+	for off < int64(len(data)) {
+		fr, need, err := parseFrame(queueVersion1, data[off:])
+		if err != nil && allZero(data[off:]) {
+			q.truncateTail(path, off, f)
+			return f
+		}
+		if err == nil && fr.seq <= st.lastSeq {
+			err = fmt.Errorf("%w: frame %d after %d", errQueueCorrupt, fr.seq, st.lastSeq)
+		}
+		if err == nil && fr.seq > st.recovered {
+			q.logger.Warn("forward: cutting off queued batches the database never logged",
+				"file", path, "offset", off, "seq", fr.seq, "recovered", st.recovered)
+			q.truncateTail(path, off, f)
+			return f
 		}
 		if err != nil {
 			if last {
 				q.logger.Warn("forward: cutting off torn queue tail", "file", path, "offset", off, "bytes", int64(len(data))-off)
-				return f, truncateTail(path, off, f)
+				q.truncateTail(path, off, f)
+				return f
 			}
-			q.logger.Error("forward: queue file damaged; its remaining batches are lost",
+			q.logger.Error("forward: version 1 queue file damaged; its remaining batches are lost (uncounted)",
 				"file", path, "offset", off, "bytes", int64(len(data))-off, "err", err)
 			f.broken = true
-			return f, nil
+			return f
 		}
 		if f.lastSeq == 0 {
 			f.firstSeq = fr.seq
 		}
-		f.lastSeq, *lastSeq = fr.seq, fr.seq
+		f.lastSeq, st.lastSeq, f.lastN = fr.seq, fr.seq, int64(fr.samples)
 		f.samples += int64(fr.samples)
 		f.newest = fr.time
-		off += fr.size()
+		off += need
 		f.size = off
 	}
-	return f, nil
+	return f
+}
+
+// setAside renames a queue file that cannot be used to *.damaged. The good
+// frames it still holds (data, when it could be read) are counted as lost,
+// as is anything between them and the frames around the file.
+func (q *queue) setAside(path string, data []byte, st *scanState) {
+	if err := q.fs.Rename(path, path+damagedSuffix); err != nil {
+		q.logger.Error("forward: cannot set a damaged queue file aside", "file", path, "err", err)
+	}
+	st.damage(path, 0)
+	for off := findFrame(data, queueHeaderSizeV1); off >= 0; {
+		fr, need, err := parseFrame(queueVersion, data[off:])
+		if err != nil || fr.seq <= st.lastSeq || fr.seq > st.recovered {
+			off = findFrame(data, off+1)
+			continue
+		}
+		// The frame is lost with the file (unless the cursor is past it).
+		if st.at == "" {
+			st.at, st.atOff = path, off
+		}
+		q.lostFrame(st, fr, "queue file set aside")
+		off = findFrame(data, off+need)
+	}
+}
+
+// lostFrame counts the samples of frame fr, whose header checks, as lost
+// (and any gap before it), and moves the scan past it.
+func (q *queue) lostFrame(st *scanState, fr frame, what string) {
+	if !st.endKnown {
+		st.end, st.endKnown = fr.count, true
+	}
+	q.lose(st, fr.count+uint64(fr.samples), fr.seq+1, what)
+	st.lastSeq, st.end = fr.seq, fr.count+uint64(fr.samples)
+}
+
+// findFrame returns the offset of the first version 2 frame that checks
+// in data at or after from, or -1.
+func findFrame(data []byte, from int64) int64 {
+	for from >= 0 && from < int64(len(data)) {
+		i := bytes.Index(data[from:], []byte(frameMagic))
+		if i < 0 {
+			return -1
+		}
+		at := from + int64(i)
+		if _, _, err := parseFrame(queueVersion, data[at:]); err == nil {
+			return at
+		}
+		from = at + 1
+	}
+	return -1
 }
 
 // allZero tells whether b holds only zero bytes.
 func allZero(b []byte) bool {
-	for len(b) >= 8 {
-		if binary.LittleEndian.Uint64(b) != 0 {
-			return false
-		}
-		b = b[8:]
-	}
 	for _, c := range b {
 		if c != 0 {
 			return false
@@ -443,45 +538,65 @@ func allZero(b []byte) bool {
 	return true
 }
 
-func truncateTail(path string, off int64, f *qfile) error {
-	if err := os.Truncate(path, off); err != nil {
-		return fmt.Errorf("truncate queue file: %w", err)
-	}
+// truncateTail cuts the file at off (logging a failure: the reader stops
+// at the committed size regardless).
+func (q *queue) truncateTail(path string, off int64, f *qfile) {
 	f.size = off
-	return nil
+	h, err := q.fs.OpenReadWrite(path)
+	if err == nil {
+		err = h.Truncate(off)
+		if cerr := h.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		q.logger.Warn("forward: cannot cut queue file", "file", path, "offset", off, "err", err)
+	}
 }
 
 // createFile starts active file num, with room for a frame of need bytes
-// when it is mapped. The caller holds wmu (or is Open).
+// when it is mapped. The caller holds wmu (or is Open). On failure nothing
+// is left behind.
 func (q *queue) createFile(num uint64, need int64) error {
 	path := filepath.Join(q.dir, queueFileName(num))
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
+	f, err := q.fs.Create(path)
 	if err != nil {
 		return fmt.Errorf("create queue file: %w", err)
 	}
-	// The header is written first: a file cut short or ending in zeros
-	// after it holds no frame, which Open tells from damage.
-	if _, err := f.Write(appendQueueHeader(nil, num)); err != nil {
+	fail := func(err error) error {
 		f.Close()
-		return fmt.Errorf("write queue file header: %w", err)
-	}
-	if err := syncDir(q.dir); err != nil {
-		f.Close()
+		q.fs.Remove(path)
 		return err
 	}
-	q.active, q.wsize, q.amap = f, queueHeaderSize, nil
+	// The header is written first: a file cut short or ending in zeros
+	// after it holds no frame, which Open tells from damage.
+	if _, err := f.WriteAt(appendQueueHeader(nil, num, q.nextCount), 0); err != nil {
+		return fail(fmt.Errorf("write queue file header: %w", err))
+	}
+	if err := q.fs.SyncDir(q.dir); err != nil {
+		return fail(fmt.Errorf("sync queue dir: %w", err))
+	}
+	q.active, q.wsize, q.amap, q.oldest = f, queueHeaderSize, nil, 0
+	q.osf, _ = f.(*os.File)
+	q.nextNum = num + 1
 	q.mapActive(need)
 	q.mu.Lock()
-	q.files = append(q.files, &qfile{num: num, size: queueHeaderSize})
+	q.files = append(q.files, &qfile{num: num, version: queueVersion, hdr: queueHeaderSize, start: q.nextCount, size: queueHeaderSize})
+	q.activeNum = num
 	q.mu.Unlock()
 	return nil
 }
 
 // mapActive preallocates and maps the active file, still empty, with room
-// for a frame of need bytes (unless mapping failed before). The caller
-// holds wmu.
+// for a frame of need bytes (unless mapping failed before, or the file is
+// not the operating system's: then frames are written with pwrite). The
+// caller holds wmu.
 func (q *queue) mapActive(need int64) {
 	if q.noMap {
+		return
+	}
+	if q.osf == nil {
+		q.noMap = true // an FS that does not hand out OS files never will
 		return
 	}
 	if q.amap != nil {
@@ -492,9 +607,12 @@ func (q *queue) mapActive(need int64) {
 		q.amap = nil
 	}
 	size := roundUp(max(q.segBytes, queueHeaderSize+need), pageSize)
-	m, err := mapFile(q.active, queueHeaderSize, size)
+	m, err := mapFile(q.osf, queueHeaderSize, size)
 	if err != nil {
-		q.logger.Debug("forward: appending to the queue with write(2)", "err", err)
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+			return // this file is written with pwrite; the next is mapped again
+		}
+		q.logger.Debug("forward: appending to the queue with pwrite(2)", "err", err)
 		q.noMap = true
 		return
 	}
@@ -506,65 +624,80 @@ var pageSize = int64(os.Getpagesize())
 
 func roundUp(n, to int64) int64 { return (n + to - 1) / to * to }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open queue dir: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync queue dir: %w", err)
-	}
-	return nil
-}
+// errNoFile is prepare's error while no queue file could be started and
+// the retry is not due.
+var errNoFile = errors.New("forward: no queue file (retrying)")
 
 // prepare appends a frame to the active file; it is not visible to the
 // reader until commit. A failed write makes the frame lost: commit counts
-// it as dropped. It returns the error for the caller to log.
+// it as dropped. The first failure of a run, and the recovery after it,
+// are logged here; the error is returned for tests.
 func (q *queue) prepare(seq uint64, samples int, format byte, payload []byte) error {
 	q.wmu.Lock()
 	defer q.wmu.Unlock()
 	q.pending.ok, q.pending.lost = true, false
 	q.pending.seq, q.pending.samples = seq, int64(samples)
+	err := q.prepareLocked(seq, samples, format, payload)
+	switch {
+	case err != nil:
+		q.pending.lost = true
+		q.failed++
+		if !q.failing {
+			q.failing = true
+			q.logger.Error("forward: cannot queue batches; they are not forwarded (counted as dropped, reason queue) until the queue can be written again",
+				"seq", seq, "samples", samples, "err", err)
+		}
+	case q.failing:
+		q.failing = false
+		q.logger.Warn("forward: queueing batches again", "batches_lost", q.failed)
+		q.failed = 0
+	}
+	return err
+}
+
+func (q *queue) prepareLocked(seq uint64, samples int, format byte, payload []byte) error {
+	now := q.now().UnixNano()
+	if q.active == nil && now < q.retryAt && !q.freed.Swap(false) {
+		return errNoFile
+	}
 	need := int64(frameHeaderSize + len(payload))
-	if q.active == nil || q.rollNext || q.wsize >= q.segBytes ||
+	aged := q.rollAge > 0 && q.oldest != 0 && now-q.oldest >= q.rollAge
+	if q.active == nil || q.rollNext || aged || q.wsize >= q.segBytes ||
 		q.amap != nil && q.wsize+need > int64(len(q.amap)) && q.wsize > queueHeaderSize {
 		if err := q.roll(need); err != nil {
-			q.pending.lost = true
+			q.retryAt = now + int64(createRetry)
 			return err
 		}
 	} else if q.amap != nil && q.wsize+need > int64(len(q.amap)) {
 		q.mapActive(need) // a frame larger than the empty file: grow it
 	}
-	now := q.now().UnixNano()
 	q.pending.off, q.pending.size, q.pending.time = q.wsize, need, now
+	count := q.nextCount
+	ns := uint32(min(uint64(samples), frameSamplesMax))
 	if q.amap != nil && q.wsize+need > int64(len(q.amap)) {
 		// Cannot happen (roll made room): keep the file whole regardless.
-		q.pending.lost = true
 		q.rollNext = true
 		return fmt.Errorf("append to queue: frame of %d bytes past the mapped file", need)
 	}
 	if q.amap != nil && need <= mapFrameMax {
-		if err := q.appendMapped(seq, now, samples, format, payload); err != nil {
-			q.pending.lost = true
-			return err
-		}
-		return nil
+		return q.appendMapped(seq, now, ns, format, count, payload)
 	}
 	var n int
 	var err error
 	if q.amap != nil {
 		// Into the preallocated space, the payload from where it is.
-		q.wbuf = appendFrameHeader(q.wbuf[:0], seq, now, uint32(min(uint64(samples), frameSamplesMax)), format, payload)
-		n, err = writeFrameAt(q.active, q.wbuf, payload, q.wsize)
+		q.wbuf = appendFrameHeader(q.wbuf[:0], seq, now, ns, format, count, payload)
+		n, err = writeFrameAt(q.osf, q.wbuf, payload, q.wsize)
 	} else {
-		q.wbuf = appendFrame(q.wbuf[:0], seq, now, uint32(min(uint64(samples), frameSamplesMax)), format, payload)
-		n, err = q.active.Write(q.wbuf)
+		q.wbuf = appendFrame(q.wbuf[:0], seq, now, ns, format, count, payload)
+		n, err = q.active.WriteAt(q.wbuf, q.wsize)
 	}
 	q.wsize += int64(n)
 	if err != nil {
-		q.pending.lost = true
 		q.undoLocked()
+		// A full disk: the next frame starts a new file, so that this one,
+		// once delivered, can be removed and its space freed.
+		q.rollNext = true
 		return fmt.Errorf("append to queue: %w", err)
 	}
 	return nil
@@ -582,7 +715,7 @@ const mapFrameMax = 16 << 10
 // appendMapped encodes the pending frame straight into the mapping. A
 // fault there (an I/O error of the page cache: the blocks are allocated)
 // is an error, not a crash; the file is then given up.
-func (q *queue) appendMapped(seq uint64, now int64, samples int, format byte, payload []byte) (err error) {
+func (q *queue) appendMapped(seq uint64, now int64, samples uint32, format byte, count uint64, payload []byte) (err error) {
 	defer func() {
 		r := recover()
 		if r == nil {
@@ -592,7 +725,7 @@ func (q *queue) appendMapped(seq uint64, now int64, samples int, format byte, pa
 			panic(r)
 		}
 		err = fmt.Errorf("append to queue: fault writing the mapped file: %v", r)
-		q.logger.Error("forward: cannot write the mapped queue file; starting a new file, with write(2)", "err", err)
+		q.logger.Error("forward: cannot write the mapped queue file; starting a new file, with pwrite(2)", "err", err)
 		q.noMap, q.rollNext = true, true
 		q.mu.Lock()
 		q.files[len(q.files)-1].broken = true
@@ -600,7 +733,7 @@ func (q *queue) appendMapped(seq uint64, now int64, samples int, format byte, pa
 	}()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	off := q.wsize
-	b := appendFrame(q.amap[off:off:len(q.amap)], seq, now, uint32(min(uint64(samples), frameSamplesMax)), format, payload)
+	b := appendFrame(q.amap[off:off:len(q.amap)], seq, now, samples, format, count, payload)
 	q.wsize += int64(len(b))
 	if q.wsize+prefaultAhead/2 > q.pfAsked {
 		q.pfAsked = q.wsize + prefaultAhead
@@ -631,28 +764,26 @@ func (q *queue) undoLocked() {
 		q.mu.Unlock()
 		return
 	}
-	if _, err := q.active.Seek(q.pending.off, io.SeekStart); err != nil {
-		q.rollNext = true
-		return
-	}
 	q.wsize = q.pending.off
 }
 
-// roll finishes the active file (closeActive) and starts the next, with
-// room for a frame of need bytes. The caller holds wmu.
+// roll finishes the active file (closeActive), removes the files wholly
+// delivered (the one just finished too: on a full disk that makes room for
+// the next), and starts the next, with room for a frame of need bytes. The
+// caller holds wmu.
 func (q *queue) roll(need int64) error {
-	next := uint64(1)
 	if q.active != nil {
 		if err := q.closeActive(); err != nil {
 			q.logger.Warn("forward: finish queue file", "err", err)
 		}
 	}
 	q.mu.Lock()
-	if len(q.files) > 0 {
-		next = q.files[len(q.files)-1].num + 1
-	}
+	acked := q.acked
 	q.mu.Unlock()
-	if err := q.createFile(next, need); err != nil {
+	if err := q.removeDone(acked); err != nil {
+		q.logger.Warn("forward: remove delivered queue files", "err", err)
+	}
+	if err := q.createFile(q.nextNum, need); err != nil {
 		return err
 	}
 	q.rollNext = false
@@ -665,7 +796,10 @@ func (q *queue) roll(need int64) error {
 // holds wmu.
 func (q *queue) closeActive() error {
 	f := q.active
-	q.active = nil
+	q.active, q.osf = nil, nil
+	q.mu.Lock()
+	q.activeNum = 0
+	q.mu.Unlock()
 	var err error
 	if q.amap != nil {
 		q.pf.set(nil)
@@ -704,23 +838,55 @@ func (q *queue) commit(seq uint64, logged bool) (published, lost int64) {
 		q.undoLocked()
 		return 0, 0
 	}
+	q.nextCount += uint64(p.samples)
+	if q.oldest == 0 {
+		q.oldest = p.time
+	}
 	q.mu.Lock()
 	f := q.files[len(q.files)-1]
 	if f.lastSeq == 0 {
 		f.firstSeq = seq
 	}
-	f.lastSeq = seq
+	f.lastSeq, f.lastN = seq, p.samples
 	f.size = p.off + p.size
 	f.samples += p.samples
 	f.newest = p.time
 	q.backlog += p.samples
 	q.unreadMax += p.size
+	if q.resolving {
+		q.unresolved = append(q.unresolved, seq)
+	}
 	q.mu.Unlock()
+	if !q.resolving {
+		q.wake()
+	}
+	return p.samples, 0
+}
+
+func (q *queue) wake() {
 	select {
 	case q.notify <- struct{}{}:
 	default:
 	}
-	return p.samples, 0
+}
+
+// resolve records the outcome of the write of a committed frame: kept, it
+// may be delivered; not kept (its WAL fsync failed and the database undid
+// it), the reader skips it. Resolutions may come in any order; the reader
+// waits at the first unresolved frame.
+func (q *queue) resolve(seq uint64, kept bool) {
+	q.mu.Lock()
+	i := slices.Index(q.unresolved, seq)
+	if i < 0 {
+		q.mu.Unlock()
+		return
+	}
+	q.unresolved = slices.Delete(q.unresolved, i, i+1)
+	if !kept {
+		q.aborted[seq] = struct{}{}
+	}
+	q.mu.Unlock()
+	q.wake()
 }
 
 // readBuf is the reader's buffer: bytes of queue file num from offset off,
@@ -739,43 +905,88 @@ const readAhead = 1 << 20
 
 // next reads the next committed frame at the reader's position, moving the
 // reader past it. It returns ok false when there is none yet. The payload
-// is valid until the next call.
+// is valid until the next call. Frames whose write is not resolved yet are
+// not returned; those the database undid are skipped.
 func (q *queue) next(rb *readBuf) (fr frame, ok bool, err error) {
 	for {
 		q.mu.Lock()
+		i := q.readerFileLocked()
 		pos := q.rd
-		i := q.fileIndex(pos.num)
 		if i < 0 {
-			// Its file is gone: go on with the next one left.
-			j := slices.IndexFunc(q.files, func(f *qfile) bool { return f.num > pos.num })
-			q.rd = readPos{num: q.files[j].num, off: queueHeaderSize} // the active file is always there
 			q.mu.Unlock()
-			continue
+			return frame{}, false, nil // no file yet (a full disk)
 		}
 		f := *q.files[i]
 		last := i == len(q.files)-1
+		var nextPos readPos
+		if !last {
+			nextPos = readPos{num: q.files[i+1].num, off: q.files[i+1].hdr}
+		}
 		q.mu.Unlock()
+		if h := holeAt(f.holes, pos.off); h != nil {
+			q.advance(pos, readPos{num: pos.num, off: h.end, read: pos.read}, 0)
+			continue
+		}
 		if pos.off >= f.size {
 			if last {
 				return frame{}, false, nil
 			}
-			q.advance(pos, readPos{num: q.files[i+1].num, off: queueHeaderSize}, 0)
+			q.advance(pos, nextPos, 0)
 			continue
 		}
-		fr, err := q.readFrame(rb, f.num, pos.off, f.size)
+		fr, err := q.readFrame(rb, &f, pos.off)
 		if err != nil {
-			// Damage past what a scan found (or a vanished file): lose the
-			// rest of this file, counted, and go on.
-			q.logger.Error("forward: unreadable queue frame; dropping the rest of the file",
-				"file", queueFileName(f.num), "offset", pos.off, "err", err)
-			q.dropRest(pos)
+			// Damage past what a scan found: skip to the next good frame,
+			// or (a version 1 file, a vanished file) lose the rest of this
+			// file; counted either way, and go on.
+			q.skipDamage(rb, &f, pos, err)
 			continue
 		}
-		if !q.advance(pos, readPos{num: pos.num, off: pos.off + fr.size(), read: pos.read + int64(fr.samples)}, int64(fr.samples)) {
+		to := readPos{num: pos.num, off: pos.off + fr.size(), read: pos.read + int64(fr.samples)}
+		q.mu.Lock()
+		if q.rd != pos {
+			q.mu.Unlock()
 			continue // the trimmer moved the reader meanwhile
+		}
+		if len(q.unresolved) > 0 && fr.seq >= q.unresolved[0] {
+			q.mu.Unlock()
+			return frame{}, false, nil // its write is not resolved yet
+		}
+		q.rd = to
+		q.backlog -= int64(fr.samples)
+		_, undone := q.aborted[fr.seq]
+		delete(q.aborted, fr.seq)
+		q.mu.Unlock()
+		if undone {
+			continue // the database does not hold it
 		}
 		return fr, true, nil
 	}
+}
+
+// readerFileLocked returns the index of the reader's file; when that file
+// is gone (removed once read through), it moves the reader to the next
+// file left, and returns -1 when there is none.
+func (q *queue) readerFileLocked() int {
+	if i := q.fileIndex(q.rd.num); i >= 0 {
+		return i
+	}
+	num := q.rd.num
+	j := slices.IndexFunc(q.files, func(f *qfile) bool { return f.num > num })
+	if j >= 0 {
+		q.rd = readPos{num: q.files[j].num, off: q.files[j].hdr}
+	}
+	return j
+}
+
+// holeAt returns the hole off lies in, or nil.
+func holeAt(holes []hole, off int64) *hole {
+	for i := range holes {
+		if off >= holes[i].off && off < holes[i].end {
+			return &holes[i]
+		}
+	}
+	return nil
 }
 
 // advance moves the reader from pos to to, unless someone moved it since.
@@ -799,27 +1010,28 @@ func (q *queue) fileIndex(num uint64) int {
 	return -1
 }
 
-// readFrame returns the frame at off in file num, whose committed bytes
-// end at end, from rb, which it refills from the file when the frame is not
+// readFrame returns the frame at off in file f (whose committed bytes end
+// at f.size) from rb, which it refills from the file when the frame is not
 // wholly in it.
-func (q *queue) readFrame(rb *readBuf, num uint64, off, end int64) (frame, error) {
+func (q *queue) readFrame(rb *readBuf, f *qfile, off int64) (frame, error) {
+	num, end := f.num, f.size
 	if rb.num == num && off >= rb.off && off < rb.off+int64(len(rb.b)) {
-		fr, _, err := parseFrame(rb.b[off-rb.off:])
+		fr, _, err := parseFrame(f.version, rb.b[off-rb.off:])
 		if !errors.Is(err, errShort) {
 			return fr, err
 		}
 	}
-	f, err := os.Open(filepath.Join(q.dir, queueFileName(num)))
+	h, err := q.fs.Open(filepath.Join(q.dir, queueFileName(num)))
 	if err != nil {
 		return frame{}, err
 	}
-	defer f.Close()
+	defer h.Close()
 	rb.num, rb.off, rb.b = 0, 0, rb.b[:0] // empty unless the read succeeds
 	read := func(n int64) error {
 		if int64(cap(rb.b)) < n {
 			rb.b = make([]byte, n)
 		}
-		if _, err := f.ReadAt(rb.b[:n], off); err != nil {
+		if _, err := h.ReadAt(rb.b[:n], off); err != nil {
 			return err
 		}
 		rb.num, rb.off, rb.b = num, off, rb.b[:n]
@@ -828,7 +1040,7 @@ func (q *queue) readFrame(rb *readBuf, num uint64, off, end int64) (frame, error
 	if err := read(min(end-off, readAhead)); err != nil {
 		return frame{}, err
 	}
-	fr, need, err := parseFrame(rb.b)
+	fr, need, err := parseFrame(f.version, rb.b)
 	if !errors.Is(err, errShort) {
 		return fr, err
 	}
@@ -838,8 +1050,61 @@ func (q *queue) readFrame(rb *readBuf, num uint64, off, end int64) (frame, error
 	if err := read(need); err != nil {
 		return frame{}, err
 	}
-	fr, _, err = parseFrame(rb.b)
+	fr, _, err = parseFrame(f.version, rb.b)
 	return fr, err
+}
+
+// skipDamage moves the reader past damage found at pos in file f while
+// running: to the next good frame of a version 2 file, counting exactly
+// the samples skipped (the file's committed samples less those read and
+// those of the good frames after), or past the rest of the file.
+func (q *queue) skipDamage(rb *readBuf, f *qfile, pos readPos, cause error) {
+	name := filepath.Join(q.dir, queueFileName(f.num))
+	rb.num, rb.off, rb.b = 0, 0, rb.b[:0]
+	var data []byte
+	if f.version == queueVersion {
+		if h, err := q.fs.Open(name); err == nil {
+			data = make([]byte, f.size-pos.off)
+			if _, err := h.ReadAt(data, pos.off); err != nil {
+				data = nil
+			}
+			h.Close()
+		}
+	}
+	next := int64(-1)
+	if data != nil {
+		next = findFrame(data, 1)
+	}
+	if next < 0 {
+		q.logger.Error("forward: unreadable queue frame; dropping the rest of the file",
+			"file", name, "offset", pos.off, "err", cause)
+		q.dropRest(pos)
+		return
+	}
+	var after int64
+	for off := next; off >= 0; {
+		fr, need, err := parseFrame(queueVersion, data[off:])
+		if err != nil {
+			off = findFrame(data, off+1)
+			continue
+		}
+		after += int64(fr.samples)
+		off += need
+		if off >= int64(len(data)) {
+			break
+		}
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.rd != pos {
+		return
+	}
+	lost := max(f.samples-pos.read-after, 0)
+	q.logger.Error("forward: queue frame damaged; skipping to the next good frame; samples lost",
+		"file", name, "offset", pos.off, "bytes", next, "samples", lost, "err", cause)
+	q.rd = readPos{num: pos.num, off: pos.off + next, read: f.samples - after}
+	q.damaged += lost
+	q.backlog -= lost
 }
 
 // dropRest drops the unread frames of the reader's file, as damaged.
@@ -853,7 +1118,7 @@ func (q *queue) dropRest(pos readPos) {
 }
 
 // dropReaderFileLocked moves the reader past its current file (to its end
-// when it is the active one) and returns the samples it skipped.
+// when it is the last one) and returns the samples it skipped.
 func (q *queue) dropReaderFileLocked() int64 {
 	i := q.fileIndex(q.rd.num)
 	if i < 0 {
@@ -865,7 +1130,7 @@ func (q *queue) dropReaderFileLocked() int64 {
 	if i == len(q.files)-1 {
 		q.rd.off, q.rd.read = f.size, f.samples
 	} else {
-		q.rd = readPos{num: q.files[i+1].num, off: queueHeaderSize}
+		q.rd = readPos{num: q.files[i+1].num, off: q.files[i+1].hdr}
 	}
 	q.backlog -= n
 	return n
@@ -877,9 +1142,9 @@ func (q *queue) unreadBytesLocked() int64 {
 	for _, f := range q.files {
 		switch {
 		case f.num == q.rd.num:
-			n += f.size - q.rd.off
+			n += max(f.size-q.rd.off, 0)
 		case f.num > q.rd.num:
-			n += f.size - queueHeaderSize
+			n += f.size - f.hdr
 		}
 	}
 	return n
@@ -887,19 +1152,21 @@ func (q *queue) unreadBytesLocked() int64 {
 
 // trim drops the oldest unread data, a file at a time, while the unread
 // bytes pass maxBytes or the reader's file was wholly queued before cutoff
-// (Unix ns). It returns the samples dropped.
+// (Unix ns). It returns the samples dropped. (The writer starts a new file
+// when the active one's first frame is older than rollAge, so that a file
+// ages out while writes go on.)
 func (q *queue) trim(maxBytes int64, cutoff int64) (dropped int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	defer func() { q.unreadMax = q.unreadBytesLocked() }()
 	for {
-		i := q.fileIndex(q.rd.num)
+		i := q.readerFileLocked()
 		if i < 0 {
 			return dropped
 		}
 		f := q.files[i]
 		if q.rd.off >= f.size && i < len(q.files)-1 {
-			q.rd = readPos{num: q.files[i+1].num, off: queueHeaderSize} // read through
+			q.rd = readPos{num: q.files[i+1].num, off: q.files[i+1].hdr} // read through
 			continue
 		}
 		unread := q.unreadBytesLocked()
@@ -925,18 +1192,20 @@ func (q *queue) mayPass(maxBytes int64) bool {
 	return q.unreadMax > maxBytes
 }
 
-// removeDone removes the files that nothing needs any more: files before
-// the reader's whose frames are all acknowledged, or which trim dropped
-// (unless the acknowledged position is inside them: their read part is
-// still in flight).
+// removeDone removes the files that nothing needs any more: files the
+// reader is through, other than the active one, whose frames are all
+// acknowledged, or which trim dropped (unless the acknowledged position is
+// inside them: their read part is still in flight).
 func (q *queue) removeDone(acked cursor) error {
 	q.mu.Lock()
+	q.acked = acked
 	var rm []uint64
 	keep := q.files[:0:0]
-	for i, f := range q.files {
-		done := f.lastSeq == 0 || f.lastSeq < acked.seq ||
+	for _, f := range q.files {
+		done := f.lastSeq == 0 || f.delivered(acked) ||
 			f.dropped && (acked.seq < f.firstSeq || acked.seq > f.lastSeq)
-		if i < len(q.files)-1 && f.num < q.rd.num && done {
+		through := f.num < q.rd.num || f.num == q.rd.num && q.rd.off >= f.size
+		if f.num != q.activeNum && through && done {
 			rm = append(rm, f.num)
 			continue
 		}
@@ -944,16 +1213,20 @@ func (q *queue) removeDone(acked cursor) error {
 	}
 	q.files = keep
 	q.mu.Unlock()
+	if len(rm) > 0 {
+		q.freed.Store(true)
+	}
+	var err error
 	for _, n := range rm {
-		if err := q.removeFile(n); err != nil {
-			return err
+		if rerr := q.removeFile(n); err == nil {
+			err = rerr
 		}
 	}
-	return nil
+	return err
 }
 
 func (q *queue) removeFile(num uint64) error {
-	if err := os.Remove(filepath.Join(q.dir, queueFileName(num))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := q.fs.Remove(filepath.Join(q.dir, queueFileName(num))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove queue file: %w", err)
 	}
 	return nil
@@ -965,6 +1238,14 @@ func (q *queue) removeFile(num uint64) error {
 // the cursor may be older than the truth, or fail its checksum, and delivery
 // then resumes earlier (duplicates, never a loss).
 func (q *queue) saveCursor(c cursor) error {
+	q.cmu.Lock()
+	defer q.cmu.Unlock()
+	if q.cursorFile == nil {
+		if err := q.openCursorLocked(c, true); err != nil {
+			return fmt.Errorf("open cursor: %w", err)
+		}
+		return nil
+	}
 	if _, err := q.cursorFile.WriteAt(c.marshal(), 0); err != nil {
 		return fmt.Errorf("write cursor: %w", err)
 	}
@@ -1010,6 +1291,8 @@ func (q *queue) close() error {
 		q.pf.close()
 		q.pf = nil
 	}
+	q.cmu.Lock()
+	defer q.cmu.Unlock()
 	if q.cursorFile != nil {
 		serr := q.cursorFile.Sync()
 		if cerr := q.cursorFile.Close(); serr == nil {

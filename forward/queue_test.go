@@ -109,7 +109,7 @@ func TestQueueReopen(t *testing.T) {
 	put(t, q3, 6, 1)
 	q3.close()
 	last := lastQueueFile(t, dir)
-	appendBytes(t, last, appendFrame(nil, 7, 0, 1, 1, []byte("payload 7"))[:20])
+	appendBytes(t, last, appendFrame(nil, 7, 0, 1, 1, 0, []byte("payload 7"))[:20])
 	q4, _ := openTestQueue(t, dir, 7)
 	equalSeqs(t, drain(t, q4), 1, 2, 3, 4, 5, 6)
 	q4.close()
@@ -117,7 +117,9 @@ func TestQueueReopen(t *testing.T) {
 	q2.close()
 }
 
-// Damage in a file that is not the last loses the rest of that file only.
+// Damage in a file that is not the last loses the damaged frame only,
+// counted; a damaged header sets its file aside (counted too) and never
+// stops the queue from opening.
 func TestQueueDamageMidQueue(t *testing.T) {
 	dir := t.TempDir()
 	q, _, err := openQueue(dir, 1, 10, quiet(), time.Now) // one frame per file
@@ -142,17 +144,28 @@ func TestQueueDamageMidQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer q2.close()
 	equalSeqs(t, drain(t, q2), 1, 3)
+	if q2.damaged != 1 {
+		t.Errorf("damaged %d, want 1", q2.damaged)
+	}
+	q2.close()
 
-	// A damaged header of a file that is not the last is an error, not a
-	// silent skip.
+	// File 2 holds frame 1: damage its header.
 	hp := filepath.Join(dir, queueFileName(2))
 	h, _ := os.ReadFile(hp)
 	h[0] = 'X'
 	os.WriteFile(hp, h, 0o644)
-	if _, _, err := openQueue(dir, 1, 10, quiet(), time.Now); !errors.Is(err, errQueueCorrupt) {
+	q3, _, err := openQueue(dir, 1, 10, quiet(), time.Now)
+	if err != nil {
 		t.Fatalf("damaged header: %v", err)
+	}
+	defer q3.close()
+	equalSeqs(t, drain(t, q3), 3)
+	if q3.damaged != 2 {
+		t.Errorf("damaged %d, want 2 (frame 1 set aside, frame 2 flipped)", q3.damaged)
+	}
+	if _, err := os.Stat(hp + damagedSuffix); err != nil {
+		t.Errorf("damaged file not set aside: %v", err)
 	}
 }
 
@@ -217,18 +230,18 @@ func appendBytes(t *testing.T, path string, b []byte) {
 // FuzzQueueFile opens a queue whose only file holds arbitrary bytes after
 // a valid header: opening never panics and reads back only whole frames.
 func FuzzQueueFile(f *testing.F) {
-	f.Add(appendFrame(nil, 1, 5, 2, 1, []byte("payload 1")))
-	f.Add(append(appendFrame(nil, 1, 5, 2, 1, []byte("payload 1")), appendFrame(nil, 2, 6, 1, 1, []byte("x"))[:30]...))
+	f.Add(appendFrame(nil, 1, 5, 2, 1, 0, []byte("payload 1")))
+	f.Add(append(appendFrame(nil, 1, 5, 2, 1, 0, []byte("payload 1")), appendFrame(nil, 2, 6, 1, 1, 2, []byte("x"))[:30]...))
 	f.Add([]byte{0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0})
 	f.Add([]byte{})
 	// Preallocated files: zeros after the last frame, after a torn frame,
 	// and nothing but zeros.
-	f.Add(append(appendFrame(nil, 1, 5, 2, 1, []byte("payload 1")), make([]byte, 100)...))
-	f.Add(append(appendFrame(nil, 1, 5, 2, 1, []byte("payload 1"))[:33], make([]byte, 100)...))
+	f.Add(append(appendFrame(nil, 1, 5, 2, 1, 0, []byte("payload 1")), make([]byte, 100)...))
+	f.Add(append(appendFrame(nil, 1, 5, 2, 1, 0, []byte("payload 1"))[:33], make([]byte, 100)...))
 	f.Add(make([]byte, 64))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		dir := t.TempDir()
-		data := append(appendQueueHeader(nil, 1), body...)
+		data := append(appendQueueHeader(nil, 1, 0), body...)
 		if err := os.WriteFile(filepath.Join(dir, queueFileName(1)), data, 0o644); err != nil {
 			t.Fatal(err)
 		}

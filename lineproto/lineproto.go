@@ -623,9 +623,7 @@ func (w *writer) write(pts []point.Point, lines []int) error {
 			return nil
 		}
 		var pe *base.PointError
-		if !errors.As(err, &pe) || pe.Index < 0 || pe.Index >= len(pts) ||
-			!(errors.Is(pe.Err, base.ErrInvalid) || errors.Is(pe.Err, base.ErrFieldTypeConflict) ||
-				errors.Is(pe.Err, base.ErrSeriesLimit)) {
+		if !errors.As(err, &pe) || pe.Index < 0 || pe.Index >= len(pts) || !refused(pe.Err) {
 			return err
 		}
 		i := pe.Index
@@ -648,14 +646,15 @@ func (w *writer) write(pts []point.Point, lines []int) error {
 // refused reports whether err is the DB refusing a point (which rejects its
 // line) rather than a failure.
 func refused(err error) bool {
-	return errors.Is(err, base.ErrInvalid) || errors.Is(err, base.ErrFieldTypeConflict)
+	return errors.Is(err, base.ErrInvalid) || errors.Is(err, base.ErrFieldTypeConflict) ||
+		errors.Is(err, base.ErrSeriesLimit)
 }
 
 // appendBatch hands pts to the appender, a line whole or not at all, and
 // commits them as one batch. A line the appender refuses is rejected; a
-// Commit refused because another writer created one of the series with
-// another kind meanwhile writes the lines through db.Write instead, which
-// names the refused ones.
+// Commit refused for a point (a series past a series limit, or one that
+// another writer created with another kind meanwhile) writes the lines
+// through db.Write instead, which names the refused ones.
 func (w *writer) appendBatch(pts []point.Point, lines []int) error {
 	app := w.app
 	ok := w.okIdx[:0]

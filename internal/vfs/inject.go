@@ -188,6 +188,18 @@ func (f *injectFile) Write(p []byte) (int, error) {
 	return f.File.Write(p)
 }
 
+func (f *injectFile) WriteAt(p []byte, off int64) (int, error) {
+	if err := f.inj(OpWrite, f.name); err != nil {
+		var sw ShortWrite
+		if errors.As(err, &sw) {
+			n, _ := f.File.WriteAt(p[:len(p)/2], off)
+			return n, &os.PathError{Op: "write", Path: f.name, Err: err}
+		}
+		return 0, &os.PathError{Op: "write", Path: f.name, Err: err}
+	}
+	return f.File.WriteAt(p, off)
+}
+
 func (f *injectFile) Read(p []byte) (int, error) {
 	if err := f.inj(OpRead, f.name); err != nil {
 		return 0, &os.PathError{Op: "read", Path: f.name, Err: err}

@@ -38,6 +38,9 @@ type MemFS struct {
 	mu    sync.Mutex
 	root  *memNode
 	locks map[string]bool // cleaned name -> held
+	// capacity bounds the bytes of the files in the tree (0: none): see
+	// SetCapacity.
+	capacity int64
 }
 
 // memNode is an inode: a file or a directory.
@@ -377,7 +380,7 @@ func (m *MemFS) clone(c *cloner) *MemFS {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c.seen = make(map[*memNode]*memNode)
-	return &MemFS{root: c.clone(m.root), locks: make(map[string]bool)}
+	return &MemFS{root: c.clone(m.root), locks: make(map[string]bool), capacity: m.capacity}
 }
 
 // cloner copies the tree, keeping one copy per inode.
@@ -569,17 +572,98 @@ func (f *memFile) Write(p []byte) (int, error) {
 	if !f.write {
 		return 0, &os.PathError{Op: "write", Path: f.name, Err: syscall.EBADF}
 	}
-	n := f.node
 	if f.append {
-		f.off = int64(len(n.data))
+		f.off = int64(len(f.node.data))
 	}
-	if end := f.off + int64(len(p)); end > int64(len(n.data)) {
-		n.truncate(end)
+	n, err := f.writeAtLocked(p, f.off)
+	f.off += int64(n)
+	return n, err
+}
+
+// WriteAt writes p at off without moving the offset. Like os.File, it
+// refuses a file whose writes go to its end (OpenReadWrite).
+func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.check("write"); err != nil {
+		return 0, err
 	}
-	copy(n.data[f.off:], p)
-	n.same = min(n.same, int(f.off))
-	f.off += int64(len(p))
-	return len(p), nil
+	switch {
+	case !f.write:
+		return 0, &os.PathError{Op: "write", Path: f.name, Err: syscall.EBADF}
+	case f.append:
+		return 0, &os.PathError{Op: "writeat", Path: f.name, Err: fs.ErrInvalid}
+	case off < 0:
+		return 0, &os.PathError{Op: "writeat", Path: f.name, Err: fs.ErrInvalid}
+	}
+	return f.writeAtLocked(p, off)
+}
+
+// writeAtLocked stores p at off, as much of it as the capacity leaves room
+// for (ENOSPC for the rest). The caller holds the MemFS mutex.
+func (f *memFile) writeAtLocked(p []byte, off int64) (int, error) {
+	n := f.node
+	var err error
+	if end := off + int64(len(p)); end > int64(len(n.data)) {
+		if room := f.fs.roomLocked(); end-int64(len(n.data)) > room {
+			keep := max(int64(len(n.data))+room-off, 0)
+			p = p[:min(keep, int64(len(p)))]
+			err = &os.PathError{Op: "write", Path: f.name, Err: syscall.ENOSPC}
+		}
+		if end := off + int64(len(p)); end > int64(len(n.data)) {
+			n.truncate(end)
+		}
+	}
+	copy(n.data[off:], p)
+	n.same = min(n.same, int(off))
+	return len(p), err
+}
+
+// SetCapacity makes the MemFS a filesystem of n bytes (0: unbounded): a
+// write or a Truncate that would make the files in the tree hold more
+// fails with ENOSPC (a write storing what fits first, as a full disk
+// does), and removing files makes room again. Directories and files that
+// are open but no longer named take no room.
+func (m *MemFS) SetCapacity(n int64) {
+	m.mu.Lock()
+	m.capacity = n
+	m.mu.Unlock()
+}
+
+// Used returns the bytes the files in the tree hold.
+func (m *MemFS) Used() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.usedLocked()
+}
+
+func (m *MemFS) usedLocked() int64 {
+	var used int64
+	seen := make(map[*memNode]bool)
+	var walk func(n *memNode)
+	walk = func(n *memNode) {
+		if seen[n] {
+			return
+		}
+		seen[n] = true
+		if !n.dir {
+			used += int64(len(n.data))
+			return
+		}
+		for _, c := range n.children {
+			walk(c)
+		}
+	}
+	walk(m.root)
+	return used
+}
+
+// roomLocked is how many bytes the files may still grow by.
+func (m *MemFS) roomLocked() int64 {
+	if m.capacity <= 0 {
+		return 1 << 62
+	}
+	return max(m.capacity-m.usedLocked(), 0)
 }
 
 // Sync makes the file's current bytes durable.
@@ -615,6 +699,9 @@ func (f *memFile) Truncate(size int64) error {
 	}
 	if size < 0 {
 		return &os.PathError{Op: "truncate", Path: f.name, Err: fs.ErrInvalid}
+	}
+	if grow := size - int64(len(f.node.data)); grow > 0 && grow > f.fs.roomLocked() {
+		return &os.PathError{Op: "truncate", Path: f.name, Err: syscall.ENOSPC}
 	}
 	f.node.truncate(size)
 	return nil

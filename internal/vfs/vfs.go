@@ -16,10 +16,13 @@ import (
 
 // File is an open file. ReadAt is a positional read (pread): it is safe for
 // concurrent use and does not move the offset that Read and Write use.
+// WriteAt is a positional write (pwrite), which files opened by
+// OpenReadWrite (whose writes go to the end) refuse.
 type File interface {
 	io.Reader
 	io.ReaderAt
 	io.Writer
+	io.WriterAt
 	io.Closer
 	Sync() error
 	Stat() (os.FileInfo, error)

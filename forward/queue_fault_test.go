@@ -1,0 +1,368 @@
+package forward
+
+import (
+	"fmt"
+	"log/slog"
+	"path"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/internal/vfs"
+)
+
+// The fault-injection tests of the queue run it on vfs.MemFS, the
+// simulated filesystem of the engine's tests: every byte of every file
+// flipped, every file cut at every length and removed, a full disk.
+
+const memDir = "q"
+
+func memQueue(t *testing.T, fs vfs.FS, segBytes int64, rollAge time.Duration, recovered uint64, now func() time.Time) (*queue, *logRecorder) {
+	t.Helper()
+	rec := &logRecorder{}
+	q, _, err := openQueueConfig(queueConfig{fs: fs, dir: memDir, segBytes: segBytes, rollAge: rollAge,
+		recovered: recovered, logger: slog.New(rec), now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q, rec
+}
+
+// faultQueue is a closed queue of 12 frames in 3 files on a MemFS, and
+// what each file holds.
+type faultQueue struct {
+	m       *vfs.MemFS
+	samples map[uint64]int64 // by seq
+	total   int64
+	files   []faultFile
+}
+
+type faultFile struct {
+	name   string
+	data   []byte
+	frames []faultFrame
+}
+
+type faultFrame struct {
+	off, end int64
+	seq      uint64
+}
+
+func buildFaultQueue(t *testing.T) *faultQueue {
+	t.Helper()
+	fq := &faultQueue{m: vfs.NewMem(), samples: map[uint64]int64{}}
+	q, _ := memQueue(t, fq.m, 200, 0, 1<<62, time.Now)
+	for s := uint64(1); s <= 12; s++ {
+		n := int(s%3 + 1)
+		put(t, q, s, n)
+		fq.samples[s] = int64(n)
+		fq.total += int64(n)
+	}
+	if err := q.close(); err != nil {
+		t.Fatal(err)
+	}
+	names, _ := fq.m.ReadDir(memDir)
+	for _, name := range names {
+		if _, ok := parseQueueFileName(name); !ok {
+			continue
+		}
+		data, err := vfs.ReadFile(fq.m, path.Join(memDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ff := faultFile{name: name, data: data}
+		for off := int64(queueHeaderSize); off < int64(len(data)); {
+			fr, need, err := parseFrame(queueVersion, data[off:])
+			if err != nil {
+				t.Fatalf("%s at %d: %v", name, off, err)
+			}
+			ff.frames = append(ff.frames, faultFrame{off, off + need, fr.seq})
+			off += need
+		}
+		if len(ff.frames) > 0 {
+			fq.files = append(fq.files, ff)
+		}
+	}
+	if len(fq.files) != 3 {
+		t.Fatalf("%d queue files, want 3", len(fq.files))
+	}
+	return fq
+}
+
+// reopen opens a copy of the queue with file name replaced by data (nil:
+// removed), reads it all, and returns the samples read and counted lost.
+func (fq *faultQueue) reopen(t *testing.T, name string, data []byte) (read, damaged int64, msgs []string) {
+	t.Helper()
+	m := fq.m.Clone()
+	p := path.Join(memDir, name)
+	if data == nil {
+		if err := m.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		f, err := m.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write(data)
+		f.Close()
+	}
+	q, rec := memQueue(t, m, 200, 0, 1<<62, time.Now)
+	defer q.close()
+	seqs := drain(t, q)
+	if !slices.IsSorted(seqs) || len(slices.Compact(slices.Clone(seqs))) != len(seqs) {
+		t.Fatalf("frames out of order: %v", seqs)
+	}
+	for _, s := range seqs {
+		read += fq.samples[s]
+	}
+	q.mu.Lock()
+	damaged = q.damaged
+	q.mu.Unlock()
+	return read, damaged, rec.take()
+}
+
+func (fq *faultQueue) sum(frames []faultFrame) int64 {
+	var n int64
+	for _, f := range frames {
+		n += fq.samples[f.seq]
+	}
+	return n
+}
+
+// Every byte of every queue file flipped in turn: the queue always opens,
+// loses exactly the frame the byte is in (the whole file for a byte of
+// its header, set aside), reads every other frame, and counts the loss
+// exactly. The one bound: a damaged header of the last frame of the newest
+// file is a torn tail, cut off uncounted (nothing tells its samples).
+func TestQueueFaultFlipEveryByte(t *testing.T) {
+	fq := buildFaultQueue(t)
+	for fi, ff := range fq.files {
+		lastFile := fi == len(fq.files)-1
+		for i := range ff.data {
+			data := slices.Clone(ff.data)
+			data[i] ^= 0x5a
+			read, damaged, msgs := fq.reopen(t, ff.name, data)
+			want := fq.sum(ff.frames) // a byte of the file header
+			countable := true
+			for k, fr := range ff.frames {
+				if int64(i) >= fr.off && int64(i) < fr.end {
+					want = fq.samples[fr.seq]
+					countable = !(lastFile && k == len(ff.frames)-1 && int64(i) < fr.off+frameHeaderSize)
+				}
+			}
+			lost := fq.total - read
+			if lost != want {
+				t.Fatalf("%s byte %d flipped: lost %d samples, want %d (the frame it is in); log %q", ff.name, i, lost, want, msgs)
+			}
+			if countable && damaged != lost || !countable && damaged != 0 {
+				t.Fatalf("%s byte %d flipped: counted %d lost, lost %d (countable %v); log %q", ff.name, i, damaged, lost, countable, msgs)
+			}
+			if len(msgs) == 0 || !strings.Contains(strings.Join(msgs, "\n"), "forward: ") {
+				t.Fatalf("%s byte %d flipped: nothing logged", ff.name, i)
+			}
+		}
+	}
+}
+
+// Every file cut at every length: the queue opens, reads every frame
+// before the cut, and counts the loss exactly where a later file tells it
+// (a file that is not the newest). In the newest file, the frame cut
+// through is counted when its header is whole; the frames wholly cut off
+// the end of the newest file leave no trace, nor do those of the oldest
+// file cut inside its header: these are the bound.
+func TestQueueFaultCut(t *testing.T) {
+	fq := buildFaultQueue(t)
+	for fi, ff := range fq.files {
+		lastFile := fi == len(fq.files)-1
+		for k := range ff.data {
+			read, damaged, msgs := fq.reopen(t, ff.name, ff.data[:k])
+			var want, countable int64
+			for _, fr := range ff.frames {
+				if fr.end <= int64(k) {
+					continue
+				}
+				want += fq.samples[fr.seq]
+				if int64(k) >= fr.off+frameHeaderSize {
+					countable = fq.samples[fr.seq] // the frame cut through, header whole
+				}
+			}
+			switch {
+			case fi == 0 && k < queueHeaderSize:
+				countable = 0 // the oldest file's start is gone with its header: the bound
+			case !lastFile:
+				countable = want
+			}
+			lost := fq.total - read
+			if lost != want || damaged != countable {
+				t.Fatalf("%s cut at %d: lost %d counted %d, want lost %d counted %d; log %q", ff.name, k, lost, damaged, want, countable, msgs)
+			}
+		}
+	}
+}
+
+// A removed file is detected (a gap in the file numbers and the counts)
+// and, between two files, its loss counted exactly.
+func TestQueueFaultRemoveFile(t *testing.T) {
+	fq := buildFaultQueue(t)
+	for fi, ff := range fq.files {
+		read, damaged, msgs := fq.reopen(t, ff.name, nil)
+		lost := fq.total - read
+		if lost != fq.sum(ff.frames) {
+			t.Fatalf("%s removed: lost %d, want %d", ff.name, lost, fq.sum(ff.frames))
+		}
+		switch {
+		case fi > 0 && fi < len(fq.files)-1:
+			if damaged != lost || !strings.Contains(strings.Join(msgs, "\n"), "queue files are missing") {
+				t.Fatalf("middle file %s removed: counted %d of %d; log %q", ff.name, damaged, lost, msgs)
+			}
+		case damaged != 0:
+			// The oldest or newest file leaves no trace: the bound.
+			t.Fatalf("%s removed: counted %d", ff.name, damaged)
+		}
+	}
+}
+
+// Damage at a place the cursor says was delivered is not a loss.
+func TestQueueFaultDeliveredNotCounted(t *testing.T) {
+	fq := buildFaultQueue(t)
+	ff := fq.files[0]
+	m := fq.m.Clone()
+	c, _ := m.Create(path.Join(memDir, cursorName))
+	c.Write(cursor{seq: ff.frames[len(ff.frames)-1].seq, done: 0}.marshal())
+	c.Close()
+	data := slices.Clone(ff.data)
+	data[ff.frames[0].end-1] ^= 1 // the first frame's payload, delivered
+	f, _ := m.Create(path.Join(memDir, ff.name))
+	f.Write(data)
+	f.Close()
+	q, rec := memQueue(t, m, 200, 0, 1<<62, time.Now)
+	defer q.close()
+	if q.damaged != 0 {
+		t.Fatalf("counted %d lost before the cursor; log %q", q.damaged, rec.take())
+	}
+}
+
+// A frame is delivered only once the database says its write was kept; a
+// write the database undid (its WAL fsync failed) is never read.
+func TestQueueResolve(t *testing.T) {
+	q, _ := memQueue(t, vfs.NewMem(), 1<<20, 0, 1<<62, time.Now)
+	defer q.close()
+	q.resolving = true
+	for s := uint64(1); s <= 4; s++ {
+		put(t, q, s, 1)
+	}
+	equalSeqs(t, drain(t, q)) // nothing resolved yet
+	q.resolve(2, false)
+	equalSeqs(t, drain(t, q)) // 1 is not resolved
+	q.resolve(1, true)
+	q.resolve(4, true)
+	equalSeqs(t, drain(t, q), 1) // 2 undone, 3 not resolved
+	q.resolve(3, true)
+	equalSeqs(t, drain(t, q), 3, 4)
+	if q.backlog != 0 || len(q.aborted) != 0 || len(q.unresolved) != 0 {
+		t.Fatalf("backlog %d aborted %v unresolved %v", q.backlog, q.aborted, q.unresolved)
+	}
+	q.resolve(9, false) // unknown: ignored
+}
+
+// fakeClock is a clock tests move by hand.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time { return c.t }
+
+// While writes go on, the active file ages out too: the writer starts a
+// new file when the active one's first frame passes rollAge, so trim drops
+// what is older than the age bound although the newest file is never idle.
+func TestQueueAgeWhileWriting(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	const age = 2 * time.Second
+	q, _ := memQueue(t, vfs.NewMem(), 64<<20, rollAge(age), 1<<62, clk.now)
+	defer q.close()
+	var dropped, total int64
+	for s := uint64(1); s <= 100; s++ { // a write every 100 ms, 10 s
+		put(t, q, s, 1)
+		total++
+		clk.t = clk.t.Add(100 * time.Millisecond)
+		dropped += q.trim(1<<40, clk.t.Add(-age).UnixNano())
+	}
+	// What is left is at most age plus a roll interval old.
+	q.mu.Lock()
+	left := q.backlog
+	q.mu.Unlock()
+	maxLeft := int64((age + rollAge(age)) / (100 * time.Millisecond))
+	if dropped == 0 || left > maxLeft+1 || dropped+left != total {
+		t.Fatalf("dropped %d, left %d (at most %d), of %d", dropped, left, maxLeft+1, total)
+	}
+}
+
+// Version 1 files, written before frames had a magic and a count, are
+// still read; new frames go to version 2 files after them.
+func TestQueueReadsVersion1(t *testing.T) {
+	m := vfs.NewMem()
+	if err := m.MkdirAll(memDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for num, seqs := range map[uint64][]uint64{1: {1, 2}, 2: {3}} {
+		data := appendQueueHeaderV1(nil, num)
+		for _, s := range seqs {
+			data = appendFrameV1(data, s, 0, 1, 1, []byte(fmt.Sprintf("payload %d", s)))
+		}
+		f, err := m.Create(path.Join(memDir, queueFileName(num)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write(data)
+		f.Close()
+	}
+	q, rec := memQueue(t, m, 1<<20, 0, 1<<62, time.Now)
+	equalSeqs(t, drain(t, q), 1, 2, 3)
+	put(t, q, 4, 2)
+	q.close()
+	if msgs := rec.take(); len(msgs) != 0 {
+		t.Errorf("logged %q", msgs)
+	}
+	q2, _ := memQueue(t, m, 1<<20, 0, 1<<62, time.Now)
+	defer q2.close()
+	equalSeqs(t, drain(t, q2), 1, 2, 3, 4)
+	if q2.damaged != 0 || q2.files[len(q2.files)-2].version != queueVersion {
+		t.Fatalf("damaged %d, files %+v", q2.damaged, q2.files)
+	}
+}
+
+// Damage that appears while the queue runs (after Open scanned it) is
+// skipped to the next good frame too, counted exactly.
+func TestQueueFaultWhileRunning(t *testing.T) {
+	for _, at := range []string{"payload", "header"} {
+		t.Run(at, func(t *testing.T) {
+			m := vfs.NewMem()
+			q, _ := memQueue(t, m, 1<<20, 0, 1<<62, time.Now)
+			defer q.close()
+			for s := uint64(1); s <= 5; s++ {
+				put(t, q, s, int(s))
+			}
+			p := path.Join(memDir, q.files[0].name())
+			data, err := vfs.ReadFile(m, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Frame 2 starts after frame 1.
+			_, need, _ := parseFrame(queueVersion, data[queueHeaderSize:])
+			off := queueHeaderSize + need + 2 // its magic
+			if at == "payload" {
+				off = queueHeaderSize + need + frameHeaderSize + 1
+			}
+			data[off] ^= 0xff
+			f, _ := m.Create(p)
+			f.Write(data)
+			f.Close()
+			equalSeqs(t, drain(t, q), 1, 3, 4, 5)
+			if q.damaged != 2 || q.backlog != 0 {
+				t.Fatalf("damaged %d backlog %d, want 2 and 0", q.damaged, q.backlog)
+			}
+			put(t, q, 6, 1)
+			equalSeqs(t, drain(t, q), 6)
+		})
+	}
+}
