@@ -217,7 +217,7 @@ func (db *DB) resolveLocked(points []Point) error {
 						ErrFieldTypeConflict, f.Key, p.Measurement, have, kind)}
 				}
 			} else {
-				if err := db.admitSeries(p.Measurement, len(w.pend)); err != nil {
+				if err := db.admitSeries(p.Measurement, len(w.pend), false); err != nil {
 					return &PointError{Index: i, Err: err}
 				}
 				idx = len(w.pend)
