@@ -179,7 +179,7 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	var extra []prometheus.Collector
 	if f != nil {
-		extra = append(extra, forwardCollector{f})
+		extra = append(extra, forwardCollector(f))
 		fmt.Fprintf(stderr, "strata serve: forwarding to %s (%s)\n", *fwd.url, *fwd.protocol)
 	}
 	sub, err := mq.subscriber(db, logger)
@@ -191,7 +191,7 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 		return usageErr("%v", err)
 	}
 	if sub != nil {
-		extra = append(extra, mqttCollector{sub})
+		extra = append(extra, mqttCollector(sub))
 	}
 	stopMQTT := runMQTT(sub, logger)
 	closeDB := func() int {
