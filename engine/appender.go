@@ -350,21 +350,7 @@ func kindConflict(measurement, field string, have, kind Kind) error {
 func (a *Appender) Commit() error {
 	defer a.reset()
 	db := a.db
-	if err := db.checkOpen(); err != nil {
-		return err
-	}
-	if err := db.checkWritable(); err != nil {
-		return err
-	}
-	if len(a.entries) == 0 {
-		return nil
-	}
-	if err := db.throttle(); err != nil {
-		return err
-	}
-	db.commitMu.Lock()
-	if err := db.checkOpen(); err != nil {
-		db.commitMu.Unlock()
+	if locked, err := db.lockForCommit(len(a.entries)); !locked {
 		return err
 	}
 	base := uint64(len(db.cat.series))
