@@ -90,6 +90,10 @@ type ruleSet struct {
 
 	mu    sync.Mutex              // serialises filling keeps
 	keeps atomic.Pointer[[]int64] // keep of each series by catalog id
+
+	// due: by segment file number, the earliest time the segment may hold
+	// rule-expired data worth a rewrite (ruleExpired; under compactMu).
+	due map[uint64]int64
 }
 
 // compileRules validates and compiles rules; nil when there are none.
@@ -197,20 +201,24 @@ func (c *cutoffs) of(db *DB, id uint64) int64 {
 	if c.rs == nil {
 		return c.base
 	}
-	var keep int64
-	if id < uint64(len(c.keeps)) {
-		keep = c.keeps[id]
-	} else {
-		db.cat.mu.RLock()
-		if id < uint64(len(db.cat.series)) {
-			keep = c.rs.keepOf(&db.cat.series[id])
-		}
-		db.cat.mu.RUnlock()
-	}
+	keep := c.keepOf(db, id)
 	if keep == 0 {
 		return c.base
 	}
 	return max(c.base, subSat(c.now, keep))
+}
+
+// keepOf returns the keep of series id under c's rules (0: forever).
+func (c *cutoffs) keepOf(db *DB, id uint64) int64 {
+	if id < uint64(len(c.keeps)) {
+		return c.keeps[id]
+	}
+	db.cat.mu.RLock()
+	defer db.cat.mu.RUnlock()
+	if id < uint64(len(db.cat.series)) {
+		return c.rs.keepOf(&db.cat.series[id])
+	}
+	return 0
 }
 
 // top returns the latest cutoff of any series: at or after it, every
@@ -303,47 +311,92 @@ const ruleExpiredFraction = 0.25
 // ruleExpired returns the file number of a bottom-most segment of v (the
 // deepest, then the oldest) where some series' rule cutoff has passed its
 // oldest sample there by at least ruleExpiredFraction of the segment's time
-// span; ok is false when there is none. It reads the index entries of the
-// segments that may qualify, once per compaction round that finds no other
-// work, and only with rules set.
+// span; ok is false when there is none. A segment's index entries are read
+// once per rule list: what is not due yet leaves the time it will be, and
+// until then the segment is skipped. Only compaction calls it, under
+// db.compactMu, which guards the rule list's due map.
 func (db *DB) ruleExpired(v *version, c *cutoffs) (fileNum uint64, ok bool) {
-	if c.rs == nil {
+	rs := c.rs
+	if rs == nil {
 		return 0, false
 	}
-	var si segment.SeriesIndex
+	if rs.due == nil {
+		rs.due = make(map[uint64]int64)
+	}
+	live := make(map[uint64]bool)
 	for l := maxLevels - 1; l >= 0; l-- {
 		found := false
 		for _, h := range v.levels[l] {
-			if h.meta.Samples == 0 || (found && h.fileNum > fileNum) || !bottomMost(v, []*segHandle{h}) {
+			live[h.fileNum] = true
+			if found && h.fileNum > fileNum {
 				continue
 			}
-			byPos, known := db.segSeriesIDs(h)
-			if !known {
+			if d, ok := rs.due[h.fileNum]; ok && c.now < d {
 				continue
 			}
-			span := float64(h.meta.MaxTime) - float64(h.meta.MinTime) + 1
-			for pos, id := range byPos {
-				cut := c.of(db, id)
-				if cut <= c.base {
-					continue
-				}
-				h.r.SeriesInto(pos, &si)
-				if len(si.Blocks) == 0 || si.MinTime() >= cut {
-					continue
-				}
-				// How far the cutoff has passed the series' oldest
-				// sample, against the segment's span: after a rewrite it
-				// starts again from 0, so each rewrite waits for the
-				// cutoff to move that far.
-				if float64(cut)-float64(si.MinTime()) >= ruleExpiredFraction*span {
-					fileNum, found = h.fileNum, true
-					break
-				}
+			if h.meta.Samples == 0 || !bottomMost(v, []*segHandle{h}) {
+				continue // bottom-most, it may be due; until then it is not
 			}
+			due, now := db.ruleDue(h, c)
+			if now {
+				fileNum, found = h.fileNum, true
+				continue
+			}
+			rs.due[h.fileNum] = due
 		}
 		if found {
 			return fileNum, true
 		}
 	}
+	for num := range rs.due {
+		if !live[num] {
+			delete(rs.due, num)
+		}
+	}
 	return 0, false
+}
+
+// ruleDue reports whether some series of h is due for a rewrite now (its
+// rule cutoff has passed its oldest sample in h by ruleExpiredFraction of
+// h's span: after a rewrite that starts again from 0, so each rewrite waits
+// for the cutoff to move that far); if none is, it returns the earliest
+// time one may be (math.MaxInt64 for never).
+func (db *DB) ruleDue(h *segHandle, c *cutoffs) (due int64, now bool) {
+	due = math.MaxInt64
+	byPos, known := db.segSeriesIDs(h)
+	if !known {
+		return due, false
+	}
+	frac := ruleExpiredFraction * (float64(h.meta.MaxTime) - float64(h.meta.MinTime) + 1)
+	var si segment.SeriesIndex
+	for pos, id := range byPos {
+		keep := c.keepOf(db, id)
+		if keep == 0 || (c.rs.longest > 0 && keep >= c.rs.longest) {
+			continue // the base cutoff covers it
+		}
+		h.r.SeriesInto(pos, &si)
+		if len(si.Blocks) == 0 {
+			continue
+		}
+		at := int64(math.MaxInt64)
+		if f := float64(si.MinTime()) + float64(keep) + frac; f < math.MaxInt64/2 {
+			at = int64(math.Ceil(f))
+		}
+		// And the cutoff must be above the base one (the expiry floor may
+		// be higher than now minus keep).
+		at = max(at, addSat(c.base, keep)+1)
+		if c.now >= at {
+			return 0, true
+		}
+		due = min(due, at)
+	}
+	return due, false
+}
+
+// addSat returns a + b (b >= 0), saturating at math.MaxInt64.
+func addSat(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
