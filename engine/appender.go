@@ -173,6 +173,9 @@ type Appender struct {
 	key     []byte           // scratch: series key
 	ids     []uint64         // scratch of Commit: id of each of pend
 	setPend []pendingSeries  // scratch of Commit: series to create
+	// uncounted: a series-limit refusal of Commit is not counted in Stats,
+	// because the caller offers the same points to Write next (SampleAppender).
+	uncounted bool
 }
 
 // appendSeries is a series a pending batch creates.
@@ -347,21 +350,7 @@ func kindConflict(measurement, field string, have, kind Kind) error {
 func (a *Appender) Commit() error {
 	defer a.reset()
 	db := a.db
-	if err := db.checkOpen(); err != nil {
-		return err
-	}
-	if err := db.checkWritable(); err != nil {
-		return err
-	}
-	if len(a.entries) == 0 {
-		return nil
-	}
-	if err := db.throttle(); err != nil {
-		return err
-	}
-	db.commitMu.Lock()
-	if err := db.checkOpen(); err != nil {
-		db.commitMu.Unlock()
+	if locked, err := db.lockForCommit(len(a.entries)); !locked {
 		return err
 	}
 	base := uint64(len(db.cat.series))
@@ -392,7 +381,7 @@ func (a *Appender) Commit() error {
 		if limited {
 			m, _, _, err := point.ParseSeriesKey([]byte(ps.key))
 			if err == nil {
-				err = db.admitSeries(m, len(create))
+				err = db.admitSeries(m, len(create), a.uncounted)
 			}
 			if err != nil {
 				db.commitMu.Unlock()
@@ -480,7 +469,12 @@ func (s *sampleAppender) Truncate(n int)  { (*Appender)(s).truncate(n) }
 // SampleAppender returns a new appender as the interface that decoders
 // which cannot import this package take (lineproto.Write looks for this
 // method): Append, Commit and Rollback as Appender's, plus Pending and
-// Truncate to take back the samples of a line refused half way.
+// Truncate to take back the samples of a line refused half way. A Commit
+// refused for a series limit is not counted in Stats().SeriesLimitRefusals:
+// such a caller writes the same points through Write next, to learn which
+// of them are refused, and Write counts them.
 func (db *DB) SampleAppender() point.SampleAppender {
-	return (*sampleAppender)(db.Appender())
+	a := db.Appender()
+	a.uncounted = true
+	return (*sampleAppender)(a)
 }

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"sort"
 
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/segment"
@@ -40,23 +39,7 @@ func (db *DB) decodeBlock(ctx context.Context, src blockSource, si *segment.Seri
 // decoding only the blocks that overlap the range, each through
 // decodeBlock.
 func (db *DB) appendRange(ctx context.Context, r *segment.Reader, si *segment.SeriesIndex, mint, maxt int64, dst []point.Sample) ([]point.Sample, error) {
-	bs := si.Blocks
-	for b := sort.Search(len(bs), func(i int) bool { return bs[i].MaxTime >= mint }); b < len(bs) && bs[b].MinTime <= maxt; b++ {
-		n0 := len(dst)
-		var err error
-		if dst, err = db.decodeBlock(ctx, r, si, b, dst); err != nil {
-			return dst, err
-		}
-		if bs[b].MinTime < mint {
-			got := dst[n0:]
-			i := sort.Search(len(got), func(i int) bool { return got[i].Time >= mint })
-			dst = append(dst[:n0], got[i:]...)
-		}
-		if bs[b].MaxTime > maxt {
-			got := dst[n0:]
-			j := sort.Search(len(got), func(i int) bool { return got[i].Time > maxt })
-			dst = dst[:n0+j]
-		}
-	}
-	return dst, nil
+	return segment.AppendBlocksInRange(si, mint, maxt, dst, func(b int, dst []point.Sample) ([]point.Sample, error) {
+		return db.decodeBlock(ctx, r, si, b, dst)
+	})
 }

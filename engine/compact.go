@@ -126,7 +126,8 @@ func (db *DB) compactOnce() (bool, error) {
 		hook()
 	}
 
-	cutoff := db.retentionCutoff()
+	cuts := db.cutoffs()
+	cutoff := cuts.base
 	budget := db.budgetFloor(v, 0) // math.MinInt64 within the budget (budget.go)
 	cutoff = max(cutoff, budget)
 	levels := infos(v)
@@ -154,6 +155,18 @@ func (db *DB) compactOnce() (bool, error) {
 		// Over the budget, with its floor inside segments that are not
 		// mostly expired: rewrite them anyway.
 		plan = db.policy.PickBelow(levels, budget)
+	}
+	if plan == nil {
+		// Retention rules: rewrite a bottom-most segment that they have
+		// expired enough of (rules.go).
+		if num, ok := db.ruleExpired(v, cuts); ok {
+			for l := range levels {
+				for i := range levels[l] {
+					levels[l][i].Tombstoned = levels[l][i].Tombstoned || levels[l][i].FileNum == num
+				}
+			}
+			plan = db.policy.Pick(levels, cutoff)
+		}
 	}
 	if plan == nil {
 		return false, nil
@@ -184,13 +197,19 @@ func (db *DB) compactOnce() (bool, error) {
 			snapMax = max(snapMax, t.seq)
 		}
 		inputsMin := uint64(math.MaxUint64)
+		// Below a series' rule cutoff, only where nothing older is left
+		// to show again (rules.go).
+		var rules func(key []byte) []compaction.TimeRange
+		if bottomMost(v, inputs) {
+			rules = db.ruleDrop(cuts)
+		}
 		cin := make([]compaction.Input, len(inputs))
 		series := 0 // at most the output's series: sizes its buffers
 		for i, h := range inputs {
 			series += h.r.NumSeries()
 			applied := h.tombApplied.Load()
 			inputsMin = min(inputsMin, applied)
-			cin[i] = compaction.Input{Reader: h.r, Drop: db.dropFunc(applied, tombs)}
+			cin[i] = compaction.Input{Reader: h.r, Drop: joinDrops(db.dropFunc(applied, tombs), rules)}
 		}
 		tombApplied := max(snapMax, inputsMin)
 		ctx := db.bgCtx

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stratadb/strata/engine"
 )
@@ -28,7 +29,40 @@ type cmSeries struct {
 
 type cModel struct {
 	series map[string]*cmSeries
-	cutoff int64 // samples before it are expired
+	cutoff int64 // samples before it are expired, in series no rule matches
+	rules  []engine.RetentionRule
+	now    int64
+}
+
+// cutoffOf returns the oldest visible time of s: its first matching
+// rule's (none for Keep 0), or the retention cutoff.
+func (m *cModel) cutoffOf(s *cmSeries) int64 {
+	for _, r := range m.rules {
+		if (r.Measurement == "" || r.Measurement == s.m) && m.matches(s, engine.Selector{Matchers: r.Matchers}) {
+			if r.Keep == 0 {
+				return -1 << 63
+			}
+			return m.now - int64(r.Keep)
+		}
+	}
+	return m.cutoff
+}
+
+// cmRules returns 1 to 3 random retention rules whose cutoffs (at now
+// 1000) fall inside the data, or keep everything.
+func cmRules(r *rand.Rand) []engine.RetentionRule {
+	var rules []engine.RetentionRule
+	for range 1 + r.IntN(3) {
+		rule := engine.RetentionRule{Matchers: cmMatchers(r)}
+		if r.IntN(3) > 0 {
+			rule.Measurement = cmMeas[r.IntN(len(cmMeas))]
+		}
+		if r.IntN(5) > 0 {
+			rule.Keep = time.Duration(1000 - 60 + r.IntN(120)) // cutoff in [-60, 60)
+		}
+		rules = append(rules, rule)
+	}
+	return rules
 }
 
 var (
@@ -153,8 +187,9 @@ func cmCovers(sel engine.Selector, t int64) bool {
 // visible returns the series' samples visible in sel's range, sorted.
 func (m *cModel) visible(s *cmSeries, sel engine.Selector) []engine.Sample {
 	var out []engine.Sample
+	cut := m.cutoffOf(s)
 	for t, v := range s.s {
-		if t >= m.cutoff && cmCovers(sel, t) {
+		if t >= cut && cmCovers(sel, t) {
 			out = append(out, engine.Sample{Time: t, Value: v})
 		}
 	}
@@ -360,9 +395,10 @@ func cWriteRefused(pts ...engine.Point) cStep {
 }
 
 func TestContractModelSelectors(t *testing.T) {
-	for seed := range uint64(5) {
+	for seed := range uint64(9) {
 		// Odd seeds run with a retention whose cutoff lies inside the data;
-		// seeds from 3 on under series limits that refuse some writes.
+		// seeds from 3 on under series limits that refuse some writes;
+		// seeds from 5 on with random retention rules.
 		cutoff := int64(-1 << 62)
 		opts := cOpts(0)
 		if seed%2 == 1 {
@@ -376,6 +412,12 @@ func TestContractModelSelectors(t *testing.T) {
 			opts.MaxSeries, opts.MaxSeriesPerMeasurement = lim.series, lim.perMeasurement
 		}
 		steps, model := cmWorkload(seed, cutoff, lim)
+		if seed >= 5 {
+			opts.Now = cOpts(1000).Now
+			model.now = 1000
+			model.rules = cmRules(rand.New(rand.NewPCG(seed, 5)))
+			opts.RetentionRules = model.rules
+		}
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			t.Parallel()
 			inStates(t, opts, steps, func(t *testing.T, db *engine.DB) {

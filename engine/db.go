@@ -151,6 +151,8 @@ type DB struct {
 	seq      atomic.Uint64 // last sequence number assigned (Write and Delete)
 	vis      seqVisibility // what readers see: see visibility.go
 
+	rules atomic.Pointer[ruleSet] // retention rules (rules.go); nil: none
+
 	// files holds the numbers of the segment files that may be on disk:
 	// live ones, outputs being written, and dropped ones not yet removed.
 	// The manifest lists those that are not live as obsolete, so that Open

@@ -108,8 +108,9 @@ func (v *visibility) newest(ctx context.Context, ids []uint64, best *lastSet) er
 			if i%checkContextEvery == 0 && ctx.Err() != nil {
 				return ctx.Err()
 			}
+			mint := v.lo(id)
 			lo, hi, ok := m.t.Bounds(id)
-			if !ok || hi < v.mint || lo > v.maxt || !best.beats(i, min(hi, v.maxt), rank) {
+			if !ok || hi < mint || lo > v.maxt || !best.beats(i, min(hi, v.maxt), rank) {
 				continue
 			}
 			// Memtable reads see what the snapshot sees (its sequence
@@ -119,7 +120,7 @@ func (v *visibility) newest(ctx context.Context, ids []uint64, best *lastSet) er
 				v.buf = v.db.memSamples(v.snap, m, id, hi, hi, v.buf)
 			}
 			if len(v.buf) == 0 {
-				if err := v.memNewest(m, id); err != nil {
+				if err := v.memNewest(m, id, mint); err != nil {
 					return err
 				}
 			}
@@ -208,6 +209,7 @@ func (w *lastWorker) visit(i int, si *segment.SeriesIndex) error {
 	if len(si.Blocks) == 0 || si.MinTime() > v.maxt || si.MaxTime() < v.mint || !best.beats(i, min(si.MaxTime(), v.maxt), rank) {
 		return nil
 	}
+	mint := v.lo(w.ids[i])
 	var ranges []timeRange
 	if w.anyTomb {
 		v.db.cat.mu.RLock()
@@ -218,7 +220,7 @@ func (w *lastWorker) visit(i int, si *segment.SeriesIndex) error {
 	bs := si.Blocks
 	// The last block starting at or before maxt, then older ones.
 	b := sort.Search(len(bs), func(i int) bool { return bs[i].MinTime > v.maxt }) - 1
-	for ; b >= 0 && bs[b].MaxTime >= v.mint; b-- {
+	for ; b >= 0 && bs[b].MaxTime >= mint; b-- {
 		if !best.beats(i, min(bs[b].MaxTime, v.maxt), rank) {
 			return nil
 		}
@@ -236,7 +238,7 @@ func (w *lastWorker) visit(i int, si *segment.SeriesIndex) error {
 			if s.Time > v.maxt || covered(s.Time, ranges) {
 				continue
 			}
-			if s.Time < v.mint {
+			if s.Time < mint {
 				return nil
 			}
 			if best.beats(i, s.Time, rank) {
@@ -252,12 +254,12 @@ func (w *lastWorker) visit(i int, si *segment.SeriesIndex) error {
 // newest window of [mint, maxt] that has one (none when no window has):
 // a long series is read window by window from its end (about PartSamples
 // samples each, polling ctx between them).
-func (v *visibility) memNewest(m *memRef, id uint64) error {
+func (v *visibility) memNewest(m *memRef, id uint64, mint int64) error {
 	if m.t.SeriesLen(id) <= partSamples {
-		v.buf = v.db.memSamples(v.snap, m, id, v.mint, v.maxt, v.buf[:0])
+		v.buf = v.db.memSamples(v.snap, m, id, mint, v.maxt, v.buf[:0])
 		return nil
 	}
-	v.spans = m.t.Spans(id, v.mint, v.maxt, v.snap.oldest, v.spans[:0])
+	v.spans = m.t.Spans(id, mint, v.maxt, v.snap.oldest, v.spans[:0])
 	to, n := v.maxt, 0
 	for i := len(v.spans) - 1; i >= 0; i-- {
 		if n += v.spans[i].Count; n < partSamples && i > 0 {
@@ -266,7 +268,7 @@ func (v *visibility) memNewest(m *memRef, id uint64) error {
 		if err := v.ctx.Err(); err != nil {
 			return err
 		}
-		from := v.mint
+		from := mint
 		if i > 0 {
 			from = v.spans[i-1].MaxTime + 1
 		}

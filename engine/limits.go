@@ -15,14 +15,16 @@ type seriesLimiter struct {
 // admitSeries reports whether the write being resolved may create one more
 // series of measurement, with pend series already pending in it: nil, or an
 // error wrapping ErrSeriesLimit. The caller holds commitMu and names the
-// point. Both Write and the Appender resolve new series through it.
-func (db *DB) admitSeries(measurement string, pend int) error {
+// point. Both Write and the Appender resolve new series through it. A
+// refusal is counted in Stats unless uncounted (a caller that will offer
+// the same points to Write, which counts them, passes true).
+func (db *DB) admitSeries(measurement string, pend int, uncounted bool) error {
 	maxAll, maxMeas := db.opts.MaxSeries, db.opts.MaxSeriesPerMeasurement
 	if maxAll <= 0 && maxMeas <= 0 {
 		return nil
 	}
 	if maxAll > 0 && len(db.cat.series)+pend >= maxAll {
-		db.st.seriesLimitRefusals.Add(1)
+		db.countRefusal(uncounted)
 		return fmt.Errorf("%w: a new series of %s would pass MaxSeries %d", ErrSeriesLimit, measurement, maxAll)
 	}
 	if maxMeas <= 0 {
@@ -41,9 +43,15 @@ func (db *DB) admitSeries(measurement string, pend int) error {
 		have = len(mi.ids)
 	}
 	if have+l.pending[measurement] >= maxMeas {
-		db.st.seriesLimitRefusals.Add(1)
+		db.countRefusal(uncounted)
 		return fmt.Errorf("%w: a new series of %s would pass MaxSeriesPerMeasurement %d", ErrSeriesLimit, measurement, maxMeas)
 	}
 	l.pending[measurement]++
 	return nil
+}
+
+func (db *DB) countRefusal(uncounted bool) {
+	if !uncounted {
+		db.st.seriesLimitRefusals.Add(1)
+	}
 }

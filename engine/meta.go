@@ -222,12 +222,13 @@ func (db *DB) withVisibility(ctx context.Context, s *Selector, f func(v *visibil
 	}
 	defer db.releaseSnapshot(snap)
 	mint, maxt := s.TimeRange()
-	mint = max(mint, db.retentionCutoff())
+	cuts := db.cutoffs()
+	mint = max(mint, cuts.base)
 	if mint > maxt {
 		return nil
 	}
 	v := newVisibility(db, snap, mint, maxt)
-	v.ctx, v.sel, v.ms = ctx, s, ms
+	v.ctx, v.sel, v.ms, v.cuts = ctx, s, ms, cuts
 	return f(v)
 }
 
@@ -246,6 +247,22 @@ type visibility struct {
 	ranges     []timeRange
 	idx        []int32  // indexOf's map
 	idxFor     []uint64 // the ids idx was built for
+	cuts       *cutoffs // retention per series (rules.go); nil: mint only
+}
+
+// lo returns the oldest visible time of series id: mint, or its retention
+// cutoff when later. The caller must not hold db.cat.mu.
+func (v *visibility) lo(id uint64) int64 {
+	if v.cuts == nil {
+		return v.mint
+	}
+	return max(v.mint, v.cuts.of(v.db, id))
+}
+
+// allFrom reports whether every series' samples at or after t are inside
+// its retention: no series has a cutoff above t.
+func (v *visibility) allFrom(t int64) bool {
+	return t >= v.mint && (v.cuts == nil || t >= v.cuts.top())
 }
 
 // ctomb is a tombstone with its matchers compiled once.
@@ -393,7 +410,7 @@ func (v *visibility) segFilter(h *segHandle, ids []uint64, visible []bool) (int,
 	applied := h.tombApplied.Load()
 	anyTomb := v.hasTombsAbove(applied)
 	marked := 0
-	if !anyTomb && h.meta.Samples > 0 && h.meta.MinTime >= v.mint && h.meta.MaxTime <= v.maxt {
+	if !anyTomb && h.meta.Samples > 0 && v.allFrom(h.meta.MinTime) && h.meta.MaxTime <= v.maxt {
 		// Every series a segment holds has a sample (writers skip empty
 		// ones), and all of this segment's samples lie in the range with no
 		// tombstone above its watermark: each one it holds is visible,
@@ -411,7 +428,7 @@ func (v *visibility) segFilter(h *segHandle, ids []uint64, visible []bool) (int,
 			ranges = v.tombRanges(ids[i], applied)
 			v.db.cat.mu.RUnlock()
 		}
-		ok, err := v.segVisible(h, si, ranges)
+		ok, err := v.segVisible(h, si, ranges, v.lo(ids[i]))
 		if err != nil {
 			return err
 		}
@@ -426,15 +443,15 @@ func (v *visibility) segFilter(h *segHandle, ids []uint64, visible []bool) (int,
 
 // segVisible reports whether si has a sample in [mint, maxt] that ranges
 // do not delete, from block time ranges where they decide.
-func (v *visibility) segVisible(h *segHandle, si *segment.SeriesIndex, ranges []timeRange) (bool, error) {
-	if len(si.Blocks) == 0 || si.MaxTime() < v.mint || si.MinTime() > v.maxt {
+func (v *visibility) segVisible(h *segHandle, si *segment.SeriesIndex, ranges []timeRange, mint int64) (bool, error) {
+	if len(si.Blocks) == 0 || si.MaxTime() < mint || si.MinTime() > v.maxt {
 		return false, nil
 	}
 	bs := si.Blocks
-	start := sort.Search(len(bs), func(i int) bool { return bs[i].MaxTime >= v.mint })
+	start := sort.Search(len(bs), func(i int) bool { return bs[i].MaxTime >= mint })
 	for b := start; b < len(bs) && bs[b].MinTime <= v.maxt; b++ {
 		bm := &bs[b]
-		if bm.MinTime >= v.mint && !covered(bm.MinTime, ranges) {
+		if bm.MinTime >= mint && !covered(bm.MinTime, ranges) {
 			return true, nil
 		}
 		if bm.MaxTime <= v.maxt && !covered(bm.MaxTime, ranges) {
@@ -446,7 +463,7 @@ func (v *visibility) segVisible(h *segHandle, si *segment.SeriesIndex, ranges []
 			return false, err
 		}
 		for _, s := range v.buf {
-			if s.Time >= v.mint && s.Time <= v.maxt && !covered(s.Time, ranges) {
+			if s.Time >= mint && s.Time <= v.maxt && !covered(s.Time, ranges) {
 				return true, nil
 			}
 		}
@@ -459,16 +476,17 @@ func (v *visibility) segVisible(h *segHandle, si *segment.SeriesIndex, ranges []
 // window by window (about PartSamples samples each, polling ctx between
 // them) until one holds a visible sample.
 func (v *visibility) memVisible(m *memRef, id uint64) (bool, error) {
+	mint := v.lo(id)
 	lo, hi, ok := m.t.Bounds(id)
-	if !ok || hi < v.mint || lo > v.maxt {
+	if !ok || hi < mint || lo > v.maxt {
 		return false, nil
 	}
 	if m.t.SeriesLen(id) <= partSamples {
-		v.buf = v.db.memSamples(v.snap, m, id, v.mint, v.maxt, v.buf[:0])
+		v.buf = v.db.memSamples(v.snap, m, id, mint, v.maxt, v.buf[:0])
 		return len(v.buf) > 0, nil
 	}
-	v.spans = m.t.Spans(id, v.mint, v.maxt, v.snap.oldest, v.spans[:0])
-	from, n := v.mint, 0
+	v.spans = m.t.Spans(id, mint, v.maxt, v.snap.oldest, v.spans[:0])
+	from, n := mint, 0
 	for i, sp := range v.spans {
 		if n += sp.Count; n < partSamples && i < len(v.spans)-1 {
 			continue

@@ -262,6 +262,8 @@ func newDB(dir string, opts *Options, fsys vfs.FS) *DB {
 		compactCh: make(chan struct{}, 1),
 	}
 	db.mu.cond = sync.NewCond(&db.mu.Mutex)
+	rs, _ := compileRules(opts.RetentionRules, opts.Retention) // validated by Options.Validate
+	db.rules.Store(rs)
 	db.w.pendByID = make(map[string]int)
 	db.files.nums = make(map[uint64]bool)
 	return db

@@ -111,6 +111,9 @@ func (o *Options) Validate() error {
 	case o.TargetSegmentBytes < 1:
 		return fmt.Errorf("%w: TargetSegmentBytes must be positive", ErrInvalid)
 	}
+	if _, err := compileRules(o.RetentionRules, o.Retention); err != nil {
+		return err
+	}
 	// The level options are the compaction policy's: it says what it accepts.
 	return o.policy().Validate()
 }

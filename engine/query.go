@@ -119,7 +119,8 @@ func (db *DB) query(ctx context.Context, q Query, part int, emit func(Series) bo
 
 	// Visible range, inclusive: [mint, maxt].
 	mint, maxt := q.TimeRange()
-	mint = max(mint, db.retentionCutoff())
+	cuts := db.cutoffs()
+	mint = max(mint, cuts.base)
 	if mint > maxt {
 		return nil
 	}
@@ -137,7 +138,7 @@ func (db *DB) query(ctx context.Context, q Query, part int, emit func(Series) bo
 		metas, ids = metas[:n], ids[:n]
 	}
 
-	r := seriesReader{ctx: ctx, db: db, snap: snap}
+	r := seriesReader{ctx: ctx, db: db, snap: snap, cuts: cuts}
 	if groupBy != nil {
 		return r.queryGroups(ctx, &q, groupBy, metas, ids, mint, maxt, emit)
 	}
@@ -177,6 +178,9 @@ func (m *seriesMeta) result(samples []point.Sample) Series {
 // parts of about part samples, window by window. It returns false when
 // emit asked to stop.
 func (r *seriesReader) readParts(id uint64, meta *seriesMeta, mint, maxt int64, part int, emit func(Series) bool) (bool, error) {
+	if mint = r.seriesMin(id, mint); mint > maxt {
+		return true, nil
+	}
 	srcs, tombs := r.sourcesAndTombs(id, meta, mint, maxt)
 	if len(srcs) == 0 {
 		return true, nil
@@ -395,6 +399,16 @@ type seriesReader struct {
 	ends     []int64           // windowEnds' result
 	spans    []memtable.Span   // windowEnds' scratch
 	accOut   []acc             // read's per-bucket states
+	cuts     *cutoffs          // retention, per series (rules.go)
+}
+
+// seriesMin returns the oldest time of series id that r may show at or
+// after mint: its retention cutoff, when later.
+func (r *seriesReader) seriesMin(id uint64, mint int64) int64 {
+	if r.cuts == nil {
+		return mint
+	}
+	return max(mint, r.cuts.of(r.db, id))
 }
 
 // source is one place a series' samples may live, and how far tombstones
@@ -444,6 +458,9 @@ func (r *seriesReader) sources(id uint64, key []byte, mint, maxt int64) []source
 // read returns the visible samples of one series in [mint, maxt], raw or
 // aggregated as q asks.
 func (r *seriesReader) read(id uint64, meta *seriesMeta, mint, maxt int64, q *Query) ([]point.Sample, error) {
+	if mint = r.seriesMin(id, mint); mint > maxt {
+		return nil, nil
+	}
 	if q.Agg != AggNone {
 		st := accs{b: bucketer{every: q.Every, start: q.Start}, out: r.accOut[:0]}
 		if err := r.accumulate(id, meta, mint, maxt, q, &st); err != nil {
@@ -535,6 +552,9 @@ func (r *seriesReader) mergeSources(id uint64, srcs []source, tombs []tombstone,
 // accumulate folds the visible samples of one series in [mint, maxt] into
 // per-bucket states.
 func (r *seriesReader) accumulate(id uint64, meta *seriesMeta, mint, maxt int64, q *Query, st *accs) error {
+	if mint = r.seriesMin(id, mint); mint > maxt {
+		return nil
+	}
 	srcs, tombs := r.sourcesAndTombs(id, meta, mint, maxt)
 	if len(srcs) == 0 {
 		return nil

@@ -247,6 +247,9 @@ type Options struct {
 	SyncInterval  time.Duration // for SyncInterval; default 100ms
 	MemTableBytes int64         // flush threshold; default 64 MiB
 	Retention     time.Duration // 0 = keep forever; older data is dropped by compaction
+	// RetentionRules set the retention of the series they select, first
+	// match wins; the others keep Retention. See DB.SetRetentionRules.
+	RetentionRules []RetentionRule
 
 	// MaxDiskBytes bounds the database's files; 0 = no bound. Past it,
 	// compaction drops the oldest samples (by time, over all series) until

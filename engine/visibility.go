@@ -152,16 +152,6 @@ func (v *seqVisibility) raiseFloor(cutoff int64) int64 {
 	}
 }
 
-// retentionCutoff returns the oldest visible timestamp: now minus the
-// retention, and never below the expiry floor.
-func (db *DB) retentionCutoff() int64 {
-	cutoff := int64(math.MinInt64)
-	if db.opts.Retention > 0 {
-		cutoff = db.opts.Now().Add(-db.opts.Retention).UnixNano()
-	}
-	return max(cutoff, db.vis.floor.Load())
-}
-
 // snapshot is what one reader reads: a version, the memtables of the same
 // instant, and the tombstones, all as of one sequence number.
 type snapshot struct {

@@ -30,22 +30,7 @@ const (
 // point or a field kind conflict gives a *PointError naming the point's
 // index, wrapping ErrInvalid or ErrFieldTypeConflict.
 func (db *DB) Write(points []Point) error {
-	if err := db.checkOpen(); err != nil {
-		return err
-	}
-	if err := db.checkWritable(); err != nil {
-		return err
-	}
-	if len(points) == 0 {
-		return nil
-	}
-	if err := db.throttle(); err != nil {
-		return err
-	}
-
-	db.commitMu.Lock()
-	if err := db.checkOpen(); err != nil {
-		db.commitMu.Unlock()
+	if locked, err := db.lockForCommit(len(points)); !locked {
 		return err
 	}
 	if err := db.resolveLocked(points); err != nil {
@@ -54,6 +39,31 @@ func (db *DB) Write(points []Point) error {
 	}
 	_, err := db.commitLocked(db.w.entries, db.w.pend, len(points))
 	return err
+}
+
+// lockForCommit checks that db takes writes and, for a batch of n > 0
+// points or samples, waits out a write stall and takes commitMu. It
+// reports whether it took the lock: false with a nil error for an empty
+// batch, which is nothing to store.
+func (db *DB) lockForCommit(n int) (locked bool, _ error) {
+	if err := db.checkOpen(); err != nil {
+		return false, err
+	}
+	if err := db.checkWritable(); err != nil {
+		return false, err
+	}
+	if n == 0 {
+		return false, nil
+	}
+	if err := db.throttle(); err != nil {
+		return false, err
+	}
+	db.commitMu.Lock()
+	if err := db.checkOpen(); err != nil {
+		db.commitMu.Unlock()
+		return false, err
+	}
+	return true, nil
 }
 
 // commitLocked stores entries as one batch: the write path that Write and
@@ -217,7 +227,7 @@ func (db *DB) resolveLocked(points []Point) error {
 						ErrFieldTypeConflict, f.Key, p.Measurement, have, kind)}
 				}
 			} else {
-				if err := db.admitSeries(p.Measurement, len(w.pend)); err != nil {
+				if err := db.admitSeries(p.Measurement, len(w.pend), false); err != nil {
 					return &PointError{Index: i, Err: err}
 				}
 				idx = len(w.pend)

@@ -33,6 +33,10 @@ type DB interface {
 // series section and field it has seen, so that a line of a known series
 // is stored without resolving its names again. Refs are remembered across
 // Write calls on the same db (a comparable value, such as a pointer).
+//
+// A wrapper that embeds *engine.DB to intercept Write inherits
+// SampleAppender too, and its Write is then never called: hold the engine
+// in a named field instead (or give the wrapper its own SampleAppender).
 type AppenderDB interface {
 	DB
 	SampleAppender() point.SampleAppender

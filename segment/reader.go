@@ -219,11 +219,21 @@ func (r *Reader) search(key []byte) (int, bool) {
 // decoding only the blocks that overlap the range: Iter without the
 // iterator, for a caller that wants the samples in a slice.
 func (r *Reader) AppendRange(s *SeriesIndex, mint, maxt int64, dst []point.Sample) ([]point.Sample, error) {
+	return AppendBlocksInRange(s, mint, maxt, dst, func(b int, dst []point.Sample) ([]point.Sample, error) {
+		return r.ReadBlock(s, b, dst)
+	})
+}
+
+// AppendBlocksInRange appends to dst the samples of s with mint <= t <=
+// maxt, reading only the blocks that overlap the range, each with read (for
+// example ReadBlock behind a context check), and trimming the first and the
+// last to the range.
+func AppendBlocksInRange(s *SeriesIndex, mint, maxt int64, dst []point.Sample, read func(b int, dst []point.Sample) ([]point.Sample, error)) ([]point.Sample, error) {
 	bs := s.Blocks
 	for b := sort.Search(len(bs), func(i int) bool { return bs[i].MaxTime >= mint }); b < len(bs) && bs[b].MinTime <= maxt; b++ {
 		n0 := len(dst)
 		var err error
-		if dst, err = r.ReadBlock(s, b, dst); err != nil {
+		if dst, err = read(b, dst); err != nil {
 			return dst, err
 		}
 		if bs[b].MinTime < mint {

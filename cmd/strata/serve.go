@@ -74,6 +74,7 @@ example:
   strata serve --db ./data --listen 127.0.0.1:8086 --token-file /etc/strata/token
   curl -H "Authorization: Token $(cat /etc/strata/token)" --data-binary 'cpu,host=a usage=0.5' \
        http://127.0.0.1:8086/api/v2/write
+  strata serve --db ./data --retention 2160h --retention-rule 'cpu{host=~"edge-.*"}=7d' --retention-rule 'audit=0'
   strata serve --db ./data --forward-url http://vm:8428/api/v1/write --forward-protocol prometheus`
 
 // serveMain is the serve command. It logs to stderr, including the line
@@ -90,6 +91,10 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 	syncInterval := fs.Duration("sync-interval", engine.DefaultSyncInterval, "fsync interval for --sync interval")
 	memtable := fs.Int64("memtable-bytes", engine.DefaultMemTableBytes, "memtable size at which it is flushed to a segment")
 	retention := fs.Duration("retention", 0, "drop samples older than this (0 keeps everything)")
+	var rules retentionRuleFlags
+	fs.Var(&rules, "retention-rule", "keep the series a rule selects this long, instead of --retention: MEASUREMENT{matchers}=DURATION,\n"+
+		"repeatable, the first matching rule wins; the measurement may be empty (every one), matchers as PromQL's,\n"+
+		"0 keeps forever, e.g. --retention-rule 'cpu{host=~\"edge-.*\"}=7d' --retention-rule '{tier=\"raw\"}=2d'")
 	maxDisk := fs.String("max-disk", "", "disk budget: past it, compaction drops the oldest samples until the files are under 90% of it (default: no bound), e.g. --max-disk 10GiB")
 	maxSeries := fs.Int("max-series", 0, "refuse writes that would create a series past this many (0: no bound), e.g. --max-series 100000")
 	maxSeriesMeas := fs.Int("max-series-per-measurement", 0, "the same per measurement (0: no bound), e.g. --max-series-per-measurement 20000")
@@ -148,7 +153,8 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 		maxDiskBytes = int64(b)
 	}
 	dbOpts := &engine.Options{SyncInterval: *syncInterval, MemTableBytes: *memtable, Retention: *retention,
-		MaxSeries: *maxSeries, MaxSeriesPerMeasurement: *maxSeriesMeas, MaxDiskBytes: maxDiskBytes}
+		MaxSeries: *maxSeries, MaxSeriesPerMeasurement: *maxSeriesMeas, MaxDiskBytes: maxDiskBytes,
+		RetentionRules: rules}
 	switch *syncMode {
 	case "always":
 		dbOpts.Sync = engine.SyncAlways
@@ -179,7 +185,7 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	var extra []prometheus.Collector
 	if f != nil {
-		extra = append(extra, forwardCollector{f})
+		extra = append(extra, forwardCollector(f))
 		fmt.Fprintf(stderr, "strata serve: forwarding to %s (%s)\n", *fwd.url, *fwd.protocol)
 	}
 	sub, err := mq.subscriber(db, logger)
@@ -191,7 +197,7 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 		return usageErr("%v", err)
 	}
 	if sub != nil {
-		extra = append(extra, mqttCollector{sub})
+		extra = append(extra, mqttCollector(sub))
 	}
 	stopMQTT := runMQTT(sub, logger)
 	closeDB := func() int {

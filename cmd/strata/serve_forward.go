@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/forward"
 )
@@ -114,31 +112,4 @@ func (ff *forwardFlags) start(db *engine.DB) (*forward.Forwarder, error) {
 		return nil, err
 	}
 	return f, nil
-}
-
-// forwardCollector exposes a forwarder's Stats as strata_forward_* metrics
-// on the server's /metrics.
-type forwardCollector struct{ f *forward.Forwarder }
-
-func (c forwardCollector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
-
-func (c forwardCollector) Collect(ch chan<- prometheus.Metric) {
-	descs := map[string]*prometheus.Desc{}
-	for _, m := range c.f.Stats().Metrics() {
-		var names, values []string
-		for i := 0; i+1 < len(m.Labels); i += 2 {
-			names = append(names, m.Labels[i])
-			values = append(values, m.Labels[i+1])
-		}
-		d, ok := descs[m.Name]
-		if !ok {
-			d = prometheus.NewDesc(m.Name, m.Help, names, nil)
-			descs[m.Name] = d
-		}
-		typ := prometheus.GaugeValue
-		if m.Type == "counter" {
-			typ = prometheus.CounterValue
-		}
-		ch <- prometheus.MustNewConstMetric(d, typ, m.Value, values...)
-	}
 }

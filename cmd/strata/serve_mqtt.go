@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/lineproto"
 	"github.com/stratadb/strata/mqtt"
@@ -183,32 +181,5 @@ func runMQTT(sub *mqtt.Subscriber, logger *slog.Logger) (stop func()) {
 	return func() {
 		cancel()
 		<-done
-	}
-}
-
-// mqttCollector exposes a subscriber's Stats as strata_mqtt_* metrics on the
-// server's /metrics.
-type mqttCollector struct{ s *mqtt.Subscriber }
-
-func (c mqttCollector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
-
-func (c mqttCollector) Collect(ch chan<- prometheus.Metric) {
-	descs := map[string]*prometheus.Desc{}
-	for _, m := range c.s.Stats().Metrics() {
-		var names, values []string
-		for i := 0; i+1 < len(m.Labels); i += 2 {
-			names = append(names, m.Labels[i])
-			values = append(values, m.Labels[i+1])
-		}
-		d, ok := descs[m.Name]
-		if !ok {
-			d = prometheus.NewDesc(m.Name, m.Help, names, nil)
-			descs[m.Name] = d
-		}
-		typ := prometheus.GaugeValue
-		if m.Type == "counter" {
-			typ = prometheus.CounterValue
-		}
-		ch <- prometheus.MustNewConstMetric(d, typ, m.Value, values...)
 	}
 }

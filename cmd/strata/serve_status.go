@@ -3,6 +3,8 @@ package main
 import (
 	"net/url"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/stratadb/strata/forward"
 	"github.com/stratadb/strata/mqtt"
 	"github.com/stratadb/strata/server"
@@ -45,4 +47,64 @@ func mqttStatus(sub *mqtt.Subscriber, brokers, topics []string) func() server.MQ
 		}
 		return st
 	}
+}
+
+// textMetric is a metric as forward.Stats and mqtt.Stats describe them, in
+// terms of the Prometheus text format, so that those packages need no
+// metrics library.
+type textMetric struct {
+	Name   string
+	Help   string
+	Type   string   // "counter" or "gauge"
+	Labels []string // label pairs: name, value, name, value...
+	Value  float64
+}
+
+// statsCollector exposes the metrics that metrics returns (a forwarder's
+// strata_forward_* or a subscriber's strata_mqtt_*) on the server's
+// /metrics.
+func statsCollector[M forward.Metric | mqtt.Metric](metrics func() []M) prometheus.Collector {
+	return metricsCollector(func() []textMetric {
+		ms := metrics()
+		out := make([]textMetric, len(ms))
+		for i, m := range ms {
+			out[i] = textMetric(m)
+		}
+		return out
+	})
+}
+
+type metricsCollector func() []textMetric
+
+func (c metricsCollector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
+
+func (c metricsCollector) Collect(ch chan<- prometheus.Metric) {
+	descs := map[string]*prometheus.Desc{}
+	for _, m := range c() {
+		var names, values []string
+		for i := 0; i+1 < len(m.Labels); i += 2 {
+			names = append(names, m.Labels[i])
+			values = append(values, m.Labels[i+1])
+		}
+		d, ok := descs[m.Name]
+		if !ok {
+			d = prometheus.NewDesc(m.Name, m.Help, names, nil)
+			descs[m.Name] = d
+		}
+		typ := prometheus.GaugeValue
+		if m.Type == "counter" {
+			typ = prometheus.CounterValue
+		}
+		ch <- prometheus.MustNewConstMetric(d, typ, m.Value, values...)
+	}
+}
+
+// forwardCollector exposes f's Stats as strata_forward_* metrics.
+func forwardCollector(f *forward.Forwarder) prometheus.Collector {
+	return statsCollector(func() []forward.Metric { return f.Stats().Metrics() })
+}
+
+// mqttCollector exposes sub's Stats as strata_mqtt_* metrics.
+func mqttCollector(sub *mqtt.Subscriber) prometheus.Collector {
+	return statsCollector(func() []mqtt.Metric { return sub.Stats().Metrics() })
 }
