@@ -16,6 +16,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(writerDirEnv); dir != "" {
 		os.Exit(runWriterProcess(dir))
 	}
+	if dir := os.Getenv(checkpointerDirEnv); dir != "" {
+		os.Exit(runCheckpointerProcess(dir))
+	}
 	os.Exit(m.Run())
 }
 
