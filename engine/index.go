@@ -365,7 +365,7 @@ func subtract(a, b []uint64) []uint64 {
 // or every measurement when it is "", its field, tags and matchers),
 // ascending. The caller holds mu.RLock. sel must have been validated.
 func (c *catalog) match(sel *Selector) []uint64 {
-	ms, ok := mustCompileSelector(sel)
+	ms, ok := compileStoredSelector(sel)
 	if !ok {
 		return nil
 	}
@@ -423,7 +423,7 @@ func (c *catalog) matches(id uint64, sel *Selector) bool {
 	if len(sel.Tags) == 0 && len(sel.Matchers) == 0 {
 		return true
 	}
-	ms, ok := mustCompileSelector(sel)
+	ms, ok := compileStoredSelector(sel)
 	return ok && matchTags(s.set.tags, ms)
 }
 

@@ -118,10 +118,11 @@ func compileSelector(s *Selector) ([]matcher, error) {
 	return ms, nil
 }
 
-// mustCompileSelector compiles a selector that was validated before (a
-// stored tombstone, a query past validation). A regexp that fails now
-// selects nothing rather than everything.
-func mustCompileSelector(s *Selector) ([]matcher, bool) {
+// compileStoredSelector compiles a selector that was validated before (a
+// stored tombstone, a query past validation). It reports false, never
+// panics, for a regexp that fails now: the caller then selects nothing
+// rather than everything.
+func compileStoredSelector(s *Selector) ([]matcher, bool) {
 	ms, err := compileSelector(s)
 	return ms, err == nil
 }

@@ -280,7 +280,7 @@ func newVisibility(db *DB, snap *snapshot, mint, maxt int64) *visibility {
 	v := &visibility{ctx: context.Background(), db: db, snap: snap, mint: mint, maxt: maxt}
 	for i := range snap.tombstones {
 		t := &snap.tombstones[i]
-		ms, ok := mustCompileSelector(&t.sel)
+		ms, ok := compileStoredSelector(&t.sel)
 		lo, hi := t.sel.TimeRange()
 		if hi < mint || lo > maxt {
 			continue // cannot hide anything in range

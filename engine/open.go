@@ -563,7 +563,7 @@ func (db *DB) findLeftovers(m *manifest, live map[uint64]bool) ([]leftover, erro
 			continue
 		}
 		if base, ok := strings.CutSuffix(name, tmpSuffix); ok {
-			if _, isSeg := parseSegName(base); isSeg && segName(mustParseSeg(base)) == base {
+			if n, isSeg := parseSegName(base); isSeg && segName(n) == base {
 				out = append(out, leftover{name, "interrupted segment write"})
 			}
 			continue
@@ -585,11 +585,6 @@ func (db *DB) findLeftovers(m *manifest, live map[uint64]bool) ([]leftover, erro
 		}
 	}
 	return out, nil
-}
-
-func mustParseSeg(name string) uint64 {
-	n, _ := parseSegName(name)
-	return n
 }
 
 // replayWAL replays the WAL from the manifest's start into a fresh

@@ -22,12 +22,6 @@ type blockScratch struct {
 	strs []string // decoded strings
 }
 
-// appendBlock appends the stored form of one block to dst. vals holds the
-// bit patterns of non-string values, strs the string values.
-func appendBlock(dst []byte, enc *zstd.Encoder, kind point.Kind, times []int64, vals []uint64, strs []string, sc *blockScratch) []byte {
-	return appendFramed(dst, enc, appendRawBlock(sc, kind, times, vals, strs))
-}
-
 // appendRawBlock encodes one raw block into sc.raw and returns it.
 func appendRawBlock(sc *blockScratch, kind point.Kind, times []int64, vals []uint64, strs []string) []byte {
 	n := len(times)
