@@ -50,6 +50,11 @@ type MergeOptions struct {
 	// Merge fails after finishing some outputs it removes them through FS,
 	// and only them, so it must be the FS they were written with.
 	FS vfs.FS
+	// Rollup, when set, returns the rollup levels of a float, int or uint
+	// series (rollup.go), by Every ascending and Before descending; nil
+	// or none: the series' samples are kept as they are. Called once per
+	// series.
+	Rollup func(key []byte, kind point.Kind) []RollupLevel
 }
 
 // MergeStats describes one Merge.
@@ -70,6 +75,10 @@ type MergeStats struct {
 	// at once: the current block of every input of a series plus the output
 	// buffer. It is bounded by (inputs+1) x the block size.
 	MaxResidentSamples int64
+
+	SamplesRolledUp int64 // samples folded into rollup buckets
+	RollupsOut      int64 // rollup buckets written
+	RollupsDropped  int64 // input buckets removed by MinTime or a Drop range
 }
 
 // errNoOutput and errNoFS are returned when MergeOptions.NewOutput or FS is nil.
@@ -152,6 +161,7 @@ type merger struct {
 	outputs []segment.Meta
 	stats   MergeStats
 	copied  bool // a block of the current series was copied
+	roll    rollupState
 }
 
 func newMerger(inputs []Input, opts MergeOptions) *merger {
@@ -225,6 +235,9 @@ func (m *merger) mergeSeries(key []byte) error {
 	m.out = m.out[:0]
 	m.copied = false
 	wrote := false
+	if err := m.startRollups(key, kind); err != nil {
+		return err
+	}
 	for {
 		// The head with the smallest time wins; on equal times the newest
 		// input (scanned last) wins.
@@ -263,6 +276,24 @@ func (m *merger) mergeSeries(key []byte) error {
 			}
 		}
 		for {
+			if sm := best.buf[best.pos]; m.roll.on && sm.Time < m.roll.limit {
+				m.roll.addSample(sm)
+				m.stats.SamplesRolledUp++
+				best.pos++
+				if err := m.advance(best, key); err != nil {
+					return err
+				}
+				if !best.ok || (bounded && best.buf[best.pos].Time >= limit) {
+					break
+				}
+				continue
+			} else if m.roll.on && !m.roll.emitted {
+				did, err := m.emitRollups(key, kind)
+				if err != nil {
+					return err
+				}
+				wrote = wrote || did
+			}
 			m.out = append(m.out, best.buf[best.pos])
 			if len(m.out) == cap(m.out) {
 				if err := m.flushOut(key, kind); err != nil {
@@ -278,6 +309,13 @@ func (m *merger) mergeSeries(key []byte) error {
 				break
 			}
 		}
+	}
+	if m.roll.on && !m.roll.emitted {
+		did, err := m.emitRollups(key, kind)
+		if err != nil {
+			return err
+		}
+		wrote = wrote || did
 	}
 	if len(m.out) > 0 {
 		if err := m.flushOut(key, kind); err != nil {
@@ -437,7 +475,7 @@ func (m *merger) copyable(s *inputState, b *segment.BlockMeta) bool {
 	if b.Inline() || b.Count < m.opts.BlockSamples/2 || (len(m.out) > 0 && len(m.out) < m.opts.BlockSamples/4) {
 		return false
 	}
-	if s.touched(b.MinTime, b.MaxTime) {
+	if s.touched(b.MinTime, b.MaxTime) || (m.roll.on && b.MinTime < m.roll.limit) {
 		return false
 	}
 	for _, o := range m.active {
@@ -452,6 +490,13 @@ func (m *merger) copyable(s *inputState, b *segment.BlockMeta) bool {
 // block to the output.
 func (m *merger) copyBlock(s *inputState, key []byte) error {
 	b := &s.cur.Blocks[s.block]
+	if m.roll.on && !m.roll.emitted {
+		if did, err := m.emitRollups(key, s.cur.Kind); err != nil {
+			return err
+		} else if did {
+			m.copied = true // the series is written
+		}
+	}
 	if len(m.out) > 0 {
 		if err := m.flushOut(key, s.cur.Kind); err != nil {
 			return err

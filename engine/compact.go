@@ -169,6 +169,14 @@ func (db *DB) compactOnce() (bool, error) {
 		}
 	}
 	if plan == nil {
+		// Rollups: rewrite a bottom-most segment holding data old enough
+		// to roll up (rollup.go).
+		if num, ok := db.rollupDueSegment(v, cuts.now); ok {
+			markForRewrite(levels, num)
+			plan = db.policy.Pick(levels, cutoff)
+		}
+	}
+	if plan == nil {
 		return false, nil
 	}
 	start := time.Now()
@@ -221,6 +229,7 @@ func (db *DB) compactOnce() (bool, error) {
 			TargetSegmentBytes: db.opts.TargetSegmentBytes,
 			BlockSamples:       db.opts.BlockSamples,
 			FS:                 db.fs,
+			Rollup:             db.rollupFunc(cuts.now, db.rollupLimit(v, inputs)),
 			NewOutput: func() (*segment.Writer, error) {
 				path := filepath.Join(db.dir, segName(db.allocFileNum()))
 				return segment.Create(path, segment.WriterOptions{FS: db.fs, BlockSamples: db.opts.BlockSamples, Series: series})

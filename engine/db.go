@@ -152,6 +152,8 @@ type DB struct {
 	vis      seqVisibility // what readers see: see visibility.go
 
 	rules atomic.Pointer[ruleSet] // retention rules (rules.go); nil: none
+	// rollups are the downsampling rules (rollup.go); nil: none.
+	rollups atomic.Pointer[rollupSet]
 
 	// files holds the numbers of the segment files that may be on disk:
 	// live ones, outputs being written, and dropped ones not yet removed.

@@ -264,6 +264,8 @@ func newDB(dir string, opts *Options, fsys vfs.FS) *DB {
 	db.mu.cond = sync.NewCond(&db.mu.Mutex)
 	rs, _ := compileRules(opts.RetentionRules, opts.Retention) // validated by Options.Validate
 	db.rules.Store(rs)
+	rus, _ := compileRollups(opts.Rollups) // validated by Options.Validate
+	db.rollups.Store(rus)
 	db.w.pendByID = make(map[string]int)
 	db.files.nums = make(map[uint64]bool)
 	return db

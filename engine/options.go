@@ -114,6 +114,9 @@ func (o *Options) Validate() error {
 	if _, err := compileRules(o.RetentionRules, o.Retention); err != nil {
 		return err
 	}
+	if _, err := compileRollups(o.Rollups); err != nil {
+		return err
+	}
 	// The level options are the compaction policy's: it says what it accepts.
 	return o.policy().Validate()
 }

@@ -400,6 +400,13 @@ type seriesReader struct {
 	spans    []memtable.Span   // windowEnds' scratch
 	accOut   []acc             // read's per-bucket states
 	cuts     *cutoffs          // retention, per series (rules.go)
+
+	// Rollups (rollup_read.go): scratch, and whether raw reads leave
+	// the buckets' last samples out (aggregates fold buckets whole).
+	rollBuf   []segment.Rollup
+	lastsBuf  []point.Sample
+	rollMerge []point.Sample
+	noLasts   bool
 }
 
 // seriesMin returns the oldest time of series id that r may show at or
@@ -529,6 +536,11 @@ func (r *seriesReader) mergeSources(id uint64, srcs []source, tombs []tombstone,
 				return nil, err
 			}
 			buf = deleteTombstoned(buf, tombs, s.tombApplied)
+			if len(s.idx.Rollups) > 0 && !r.noLasts {
+				if buf, err = r.mergeBucketLasts(s, tombs, buf, mint, maxt); err != nil {
+					return nil, err
+				}
+			}
 		} else {
 			view := r.snap.memView(s.mem, tombs)
 			buf = s.mem.t.Read(id, mint, maxt, &view, buf)
@@ -558,6 +570,9 @@ func (r *seriesReader) accumulate(id uint64, meta *seriesMeta, mint, maxt int64,
 	srcs, tombs := r.sourcesAndTombs(id, meta, mint, maxt)
 	if len(srcs) == 0 {
 		return nil
+	}
+	if rollupsIn(srcs, mint, maxt) {
+		return r.accumulateWithRollups(id, srcs, tombs, mint, maxt, st)
 	}
 	// Aggregate pushdown: one segment alone holds the series and no
 	// tombstone touches it, so whole blocks inside a bucket use their stats.

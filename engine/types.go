@@ -250,6 +250,9 @@ type Options struct {
 	// RetentionRules set the retention of the series they select, first
 	// match wins; the others keep Retention. See DB.SetRetentionRules.
 	RetentionRules []RetentionRule
+	// Rollups downsample the series they select after a while; every
+	// matching rule applies, as a cascade. See DB.SetRollups.
+	Rollups []RollupRule
 
 	// MaxDiskBytes bounds the database's files; 0 = no bound. Past it,
 	// compaction drops the oldest samples (by time, over all series) until

@@ -21,13 +21,31 @@ type SeriesIndex struct {
 	Key    []byte
 	Kind   point.Kind
 	Blocks []BlockMeta
+	// Rollups are the series' rollup blocks (format 3), by bucket start.
+	// A series may have rollups and no Blocks.
+	Rollups []RollupMeta
 }
 
-// MinTime returns the time of the series' first sample.
-func (s *SeriesIndex) MinTime() int64 { return s.Blocks[0].MinTime }
+// MinTime returns the time of the series' first sample or bucket start.
+func (s *SeriesIndex) MinTime() int64 {
+	if len(s.Rollups) > 0 && (len(s.Blocks) == 0 || s.Rollups[0].MinTime < s.Blocks[0].MinTime) {
+		return s.Rollups[0].MinTime
+	}
+	return s.Blocks[0].MinTime
+}
 
-// MaxTime returns the time of the series' last sample.
-func (s *SeriesIndex) MaxTime() int64 { return s.Blocks[len(s.Blocks)-1].MaxTime }
+// MaxTime returns the time of the series' last sample (or a bucket's last
+// sample).
+func (s *SeriesIndex) MaxTime() int64 {
+	t := int64(math.MinInt64)
+	for i := range s.Rollups {
+		t = max(t, s.Rollups[i].MaxTime)
+	}
+	if len(s.Blocks) > 0 {
+		t = max(t, s.Blocks[len(s.Blocks)-1].MaxTime)
+	}
+	return t
+}
 
 // Samples returns the number of samples of the series.
 func (s *SeriesIndex) Samples() int64 {
@@ -56,10 +74,15 @@ type BlockMeta struct {
 func (b *BlockMeta) Inline() bool { return b.inline != nil }
 
 // appendSeriesEntry appends the index entry of one series.
-func appendSeriesEntry(dst, key []byte, kind point.Kind, blocks []BlockMeta) []byte {
+func appendSeriesEntry(dst, key []byte, kind point.Kind, rollups []RollupMeta, blocks []BlockMeta) []byte {
 	dst = encoding.AppendUvarint(dst, uint64(len(key)))
 	dst = append(dst, key...)
-	dst = append(dst, byte(kind))
+	if len(rollups) > 0 {
+		dst = append(dst, byte(kind)|kindHasRollups)
+		dst = appendRollupEntries(dst, rollups)
+	} else {
+		dst = append(dst, byte(kind))
+	}
 	dst = encoding.AppendUvarint(dst, uint64(len(blocks)))
 	for i := range blocks {
 		b := &blocks[i]
@@ -187,13 +210,16 @@ func parseIndex(raw []byte, version byte, dataStart, dataEnd int64) (*indexTable
 			return nil, fmt.Errorf("series %d: %w", i, err)
 		}
 		scratch = s.Blocks
-		first, last := s.Blocks[0].MinTime, s.Blocks[len(s.Blocks)-1].MaxTime
+		first, last := s.MinTime(), s.MaxTime()
 		if i == 0 {
 			t.minTime, t.maxTime = first, last
 		}
 		t.minTime, t.maxTime = min(t.minTime, first), max(t.maxTime, last)
 		for j := range s.Blocks {
 			t.samples += int64(s.Blocks[j].Count)
+		}
+		for j := range s.Rollups {
+			t.samples += int64(s.Rollups[j].Count)
 		}
 		if i > 0 && string(s.Key) <= string(prevKey) {
 			return nil, fmt.Errorf("series %d: key %q not after %q", i, s.Key, prevKey)
@@ -217,18 +243,32 @@ func parseIndex(raw []byte, version byte, dataStart, dataEnd int64) (*indexTable
 func parseEntry(c *decbuf.Decbuf, version byte, off, dataEnd, inlineAt int64, s *SeriesIndex, blocks []BlockMeta) (int64, error) {
 	s.Key = c.UvarintBytes("key")
 	kb := c.Byte("kind")
-	nb := c.Uvarint("block count")
 	if c.Err() != nil {
 		return 0, c.Err()
 	}
 	if len(s.Key) == 0 {
 		return 0, errors.New("empty key")
 	}
+	s.Rollups = s.Rollups[:0]
+	hasRollups := version >= 3 && kb&kindHasRollups != 0
+	if hasRollups {
+		kb &^= kindHasRollups
+	}
 	s.Kind = point.Kind(kb)
 	if !s.Kind.Valid() {
 		return 0, fmt.Errorf("kind %d", kb)
 	}
-	if nb == 0 || nb > uint64(c.Len()/minBlockEntry) {
+	if hasRollups {
+		var err error
+		if off, err = parseRollupEntries(c, s.Kind, off, dataEnd, s); err != nil {
+			return 0, err
+		}
+	}
+	nb := c.Uvarint("block count")
+	if c.Err() != nil {
+		return 0, c.Err()
+	}
+	if (nb == 0 && !hasRollups) || nb > uint64(c.Len()/minBlockEntry) {
 		return 0, fmt.Errorf("%d blocks in %d bytes", nb, c.Len())
 	}
 	if blocks == nil || (len(blocks) == 0 && uint64(cap(blocks)) < nb && cap(blocks) < 4) {

@@ -13,9 +13,10 @@
 // crc32c is CRC-32 with the Castagnoli polynomial.
 //
 //	+------------------------------+
-//	| header                       |  magic "STSG" (4) | version (1): 2
+//	| header                       |  magic "STSG" (4) | version (1): 3
 //	|                              |  (readers also read version 1, which
-//	|                              |  is version 2 without inline blocks)
+//	|                              |  is version 2 without inline blocks,
+//	|                              |  and 2, which is 3 without rollups)
 //	+------------------------------+
 //	| block                        |  the stored blocks of series 0 in time
 //	| block                        |  order, then those of series 1, ...
@@ -86,7 +87,8 @@
 //	| nSeries uvarint | series entry x nSeries, keys strictly increasing |
 //	+-----------------+-------------------------------------------------+
 //
-//	series entry:
+//	series entry (format 3 adds an optional rollup section: rollup.go
+//	draws it, with the rollup block):
 //	+----------------+-----+----------+-----------------+-----------------------+
 //	| keyLen uvarint | key | kind (1) | nBlocks uvarint | block entry x nBlocks |
 //	+----------------+-----+----------+-----------------+-----------------------+
@@ -170,9 +172,9 @@ import (
 // These constants are part of the durable format and must not be changed.
 const (
 	magic         = "STSG"
-	formatVersion = 2
+	formatVersion = 3
 	// minReadVersion is the oldest format a Reader reads. Format 1 has no
-	// inline blocks.
+	// inline blocks; format 2 has no rollup blocks (rollup.go).
 	minReadVersion = 1
 	headerLen      = 5
 	footerLen      = 41
@@ -277,6 +279,10 @@ type Writer struct {
 	strs     []string
 	strBytes int
 	blocks   []BlockMeta
+	// The series' rollup blocks (rollup.go), and its last bucket's start
+	// and last time.
+	rollups                      []RollupMeta
+	rollupLastStart, rollupLastT int64
 	// Raw bytes of the series' inline blocks, and for each block where its
 	// bytes end in inline (-1 for a stored block).
 	inline      []byte
@@ -558,7 +564,8 @@ func (w *Writer) endSeries() error {
 	if err := w.flushBlock(); err != nil {
 		return err
 	}
-	if len(w.blocks) == 0 {
+	if len(w.blocks) == 0 && len(w.rollups) == 0 {
+		w.have = false
 		return nil
 	}
 	start := 0
@@ -568,7 +575,7 @@ func (w *Writer) endSeries() error {
 			start = end
 		}
 	}
-	w.index = appendSeriesEntry(w.index, w.key, w.kind, w.blocks)
+	w.index = appendSeriesEntry(w.index, w.key, w.kind, w.rollups, w.blocks)
 	if len(w.index) >= indexStreamAt+indexReserve {
 		if err := w.streamIndex(); err != nil {
 			return err
@@ -577,7 +584,8 @@ func (w *Writer) endSeries() error {
 	w.inline = w.inline[:0]
 	w.inlineEnds = w.inlineEnds[:0]
 	w.hashes = append(w.hashes, xxhash.Sum64(w.key))
-	first, last := w.blocks[0].MinTime, w.blocks[len(w.blocks)-1].MaxTime
+	si := SeriesIndex{Blocks: w.blocks, Rollups: w.rollups}
+	first, last := si.MinTime(), si.MaxTime()
 	if w.meta.Series == 0 {
 		w.meta.MinTime, w.meta.MaxTime = first, last
 		w.meta.FirstKey = bytes.Clone(w.key)
@@ -588,6 +596,7 @@ func (w *Writer) endSeries() error {
 	w.meta.LastKey = append(w.meta.LastKey[:0], w.key...)
 	w.meta.Series++
 	w.blocks = w.blocks[:0]
+	w.rollups = w.rollups[:0]
 	w.have = false
 	return nil
 }

@@ -1,0 +1,258 @@
+package compaction
+
+// Rollups in a merge. MergeOptions.Rollup gives, for a series, the levels
+// its old samples are reduced to: every sample older than a level's Before
+// (and not older than the next coarser level's) becomes part of an
+// Every-wide, epoch-aligned bucket that keeps count, exact sum, min, max,
+// first and last with their times (segment.Rollup). The buckets of the
+// inputs are carried over, and those older than a coarser level's Before
+// merge into its buckets (cascading). Two buckets of one start, from
+// different inputs, merge: they hold different samples (a sample is rolled
+// up once, by the merge that held it), so their statistics add up. A drop
+// range or MinTime removes a bucket whose start it covers.
+//
+// A series' buckets are written before its samples (the format wants
+// them first), once the merge has passed the finest level's Before: every
+// sample older than that is then folded in.
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+
+	"github.com/stratadb/strata/internal/point"
+	"github.com/stratadb/strata/internal/xsum"
+	"github.com/stratadb/strata/segment"
+)
+
+// RollupLevel is one level of a series' downsampling: samples and finer
+// buckets older than Before become Every-wide buckets. Before must be a
+// multiple of Every.
+type RollupLevel struct {
+	Every, Before int64
+}
+
+// rollupState is the rollup work of the series being merged.
+type rollupState struct {
+	on      bool
+	levels  []RollupLevel // by Every ascending, Before descending
+	limit   int64         // samples older than it are rolled up
+	emitted bool
+	parts   []segment.Rollup // buckets gathered, in no particular order
+	cur     segment.Rollup   // the bucket raw samples are folded into
+	hasCur  bool
+	buf     []segment.Rollup
+}
+
+// startRollups prepares the rollup work of series key: it loads the
+// inputs' buckets (minus dropped ones) and the series' levels.
+func (m *merger) startRollups(key []byte, kind point.Kind) error {
+	rs := &m.roll
+	rs.on, rs.emitted, rs.hasCur = false, false, false
+	rs.parts = rs.parts[:0]
+	rs.levels = nil
+	rs.limit = math.MinInt64
+	if m.opts.Rollup != nil && (kind == point.KindFloat || kind == point.KindInt || kind == point.KindUint) {
+		rs.levels = m.opts.Rollup(key, kind)
+		if len(rs.levels) > 0 {
+			rs.limit = rs.levels[0].Before
+		}
+	}
+	have := false
+	for _, s := range m.active {
+		for b := range s.cur.Rollups {
+			if err := m.ctx.Err(); err != nil {
+				return err
+			}
+			buf, err := s.r.ReadRollups(s.cur, b, rs.buf[:0])
+			if err != nil {
+				return fmt.Errorf("compaction: read %s series %q rollup block %d: %w", s.path, key, b, err)
+			}
+			rs.buf = buf
+			m.stats.BytesRead += int64(s.cur.Rollups[b].Length)
+			for i := range buf {
+				if inRanges(s.ranges, buf[i].Start) {
+					m.stats.RollupsDropped++
+					continue
+				}
+				r := buf[i]
+				rs.relevel(&r)
+				rs.parts = append(rs.parts, r)
+				have = true
+			}
+		}
+	}
+	rs.on = have || len(rs.levels) > 0
+	return nil
+}
+
+// inRanges reports whether t falls in one of the normalized ranges rs.
+func inRanges(rs []TimeRange, t int64) bool {
+	i, _ := slices.BinarySearchFunc(rs, t, func(r TimeRange, t int64) int { return cmp.Compare(r.Max, t) })
+	return i < len(rs) && rs[i].Min <= t
+}
+
+// levelOf returns the coarsest level whose Before is after t.
+func (rs *rollupState) levelOf(t int64) (RollupLevel, bool) {
+	for i := len(rs.levels) - 1; i >= 0; i-- {
+		if t < rs.levels[i].Before {
+			return rs.levels[i], true
+		}
+	}
+	return RollupLevel{}, false
+}
+
+// relevel moves bucket r into the bucket of its level when that is
+// coarser than r's own.
+func (rs *rollupState) relevel(r *segment.Rollup) {
+	if l, ok := rs.levelOf(r.Start); ok && l.Every > r.Every {
+		r.Start, r.Every = floorTo(r.Start, l.Every), l.Every
+	}
+}
+
+// floorTo returns the multiple of every at or below t.
+func floorTo(t, every int64) int64 {
+	m := t % every
+	if m < 0 {
+		m += every
+	}
+	if t < math.MinInt64+m {
+		return math.MinInt64 / every * every
+	}
+	return t - m
+}
+
+// addSample folds a sample older than the limit into its bucket.
+func (rs *rollupState) addSample(s point.Sample) {
+	l, _ := rs.levelOf(s.Time)
+	start := floorTo(s.Time, l.Every)
+	if rs.hasCur && rs.cur.Start != start {
+		rs.parts = append(rs.parts, rs.cur)
+		rs.hasCur = false
+	}
+	if !rs.hasCur {
+		rs.cur = segment.Rollup{Start: start, Every: l.Every}
+		rs.hasCur = true
+	}
+	FoldSample(&rs.cur, s)
+}
+
+// FoldSample folds sample s, later than every sample folded into r so
+// far, into bucket r: the reference the merge's buckets follow.
+func FoldSample(r *segment.Rollup, s point.Sample) {
+	v := s.Value
+	if r.Count == 0 {
+		r.First, r.FirstT = v, s.Time
+		r.Min, r.MinT, r.Max, r.MaxT = v, s.Time, v, s.Time
+		r.SumF = xsum.Acc{}
+	} else {
+		if cmpValue(v, r.Min) < 0 {
+			r.Min, r.MinT = v, s.Time
+		}
+		if cmpValue(v, r.Max) > 0 {
+			r.Max, r.MaxT = v, s.Time
+		}
+	}
+	r.Last, r.LastT = v, s.Time
+	r.Count++
+	switch v.Kind() {
+	case point.KindFloat:
+		r.SumF.Add(v.Float())
+	case point.KindInt:
+		addInt128(&r.SumI, segment.Int128{Hi: v.Int() >> 63, Lo: uint64(v.Int())})
+	case point.KindUint:
+		addInt128(&r.SumI, segment.Int128{Lo: v.Uint()})
+	}
+}
+
+// MergeRollup folds bucket b into a, both of the same series and start (a
+// takes the larger Every).
+func MergeRollup(a, b *segment.Rollup) {
+	if b.Count == 0 {
+		return
+	}
+	if a.Count == 0 {
+		every := max(a.Every, b.Every)
+		*a = *b
+		a.SumF = xsum.Acc{} // not sharing b's
+		a.SumF.Merge(&b.SumF)
+		a.Every = every
+		return
+	}
+	a.Every = max(a.Every, b.Every)
+	if b.FirstT < a.FirstT {
+		a.First, a.FirstT = b.First, b.FirstT
+	}
+	if b.LastT > a.LastT {
+		a.Last, a.LastT = b.Last, b.LastT
+	}
+	if c := cmpValue(b.Min, a.Min); c < 0 || (c == 0 && b.MinT < a.MinT) {
+		a.Min, a.MinT = b.Min, b.MinT
+	}
+	if c := cmpValue(b.Max, a.Max); c > 0 || (c == 0 && b.MaxT < a.MaxT) {
+		a.Max, a.MaxT = b.Max, b.MaxT
+	}
+	a.Count += b.Count
+	a.SumF.Merge(&b.SumF)
+	addInt128(&a.SumI, b.SumI)
+}
+
+func addInt128(a *segment.Int128, b segment.Int128) {
+	var c uint64
+	a.Lo, c = bits.Add64(a.Lo, b.Lo, 0)
+	a.Hi += b.Hi + int64(c)
+}
+
+// cmpValue compares two values of one numeric kind as the engine's
+// aggregates do (cmp.Compare: a NaN is below every number).
+func cmpValue(a, b point.Value) int {
+	switch a.Kind() {
+	case point.KindFloat:
+		return cmp.Compare(a.Float(), b.Float())
+	case point.KindInt:
+		return cmp.Compare(a.Int(), b.Int())
+	}
+	return cmp.Compare(a.Uint(), b.Uint())
+}
+
+// emitRollups writes the series' buckets, sorted and merged, before its
+// samples.
+func (m *merger) emitRollups(key []byte, kind point.Kind) (bool, error) {
+	rs := &m.roll
+	if rs.emitted {
+		return false, nil
+	}
+	rs.emitted = true
+	if rs.hasCur {
+		rs.parts = append(rs.parts, rs.cur)
+		rs.hasCur = false
+	}
+	if len(rs.parts) == 0 {
+		return false, nil
+	}
+	slices.SortStableFunc(rs.parts, func(a, b segment.Rollup) int { return cmp.Compare(a.Start, b.Start) })
+	out := rs.parts[:1]
+	for i := 1; i < len(rs.parts); i++ {
+		last := &out[len(out)-1]
+		if r := &rs.parts[i]; r.Start == last.Start || r.FirstT <= last.LastT {
+			// One bucket, or buckets of levels that no longer cascade
+			// overlapping: the later joins the earlier.
+			MergeRollup(last, r)
+			continue
+		}
+		out = append(out, rs.parts[i])
+	}
+	if m.w == nil {
+		if err := m.newOutput(); err != nil {
+			return false, err
+		}
+	}
+	if err := m.w.AddRollups(key, kind, out); err != nil {
+		return false, fmt.Errorf("compaction: write rollups of %q: %w", key, err)
+	}
+	m.stats.RollupsOut += int64(len(out))
+	rs.parts = rs.parts[:0]
+	return true, nil
+}

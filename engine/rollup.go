@@ -1,0 +1,421 @@
+package engine
+
+// Downsampling (Options.Rollups, DB.SetRollups).
+//
+// Every rule whose selector matches a series applies to it: a series'
+// rules, sorted by Every, form its cascade (e.g. 1m after 7d, 1h after
+// 90d). At compaction (compaction/rollup.go), a matching float, int or
+// uint series' samples older than now minus a rule's After, floored to its
+// Every, become one rollup per Every-wide epoch-aligned bucket (count,
+// exact sum, min, max, first, last, with their times); finer buckets older
+// than a coarser rule's bound merge into its buckets. The rollups are
+// written into the compaction's output segments, so they replace the raw
+// samples they were made of in the one manifest edit that replaces the
+// compaction's inputs: a crash at any point shows either every raw sample
+// or every bucket, never both and never half.
+//
+// A compaction rolls up only what no data outside its inputs could still
+// overlap: the bound is also capped at the oldest time of every other
+// segment whose keys overlap the inputs', and of the memtables. A sample
+// written later into a bucket already rolled up joins that bucket at the
+// next compaction that holds both (it adds to it; it does not replace a
+// sample of the bucket at the same time, which the bucket no longer
+// knows).
+//
+// Reads (rollup_read.go) answer aggregates from the buckets and raw reads
+// with each bucket's last sample.
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratadb/strata/compaction"
+	"github.com/stratadb/strata/internal/point"
+	"github.com/stratadb/strata/segment"
+)
+
+// RollupRule downsamples the series it selects. See DB.SetRollups.
+type RollupRule struct {
+	Measurement string    // "" = every measurement
+	Matchers    []Matcher // ANDed; none = every series of the measurement
+	Every       time.Duration
+	After       time.Duration
+}
+
+// SetRollups replaces the downsampling rules (Options.Rollups) at run
+// time. Samples of a matching float, int or uint series older than After
+// are replaced, at compaction, by one rollup per Every-wide epoch-aligned
+// bucket keeping count, sum, min, max, first and last (with their times).
+// Every rule that matches a series applies to it, as a cascade: sorted by
+// Every, each Every must be a multiple of the previous one and each After
+// longer (1m after 7d, then 1h after 90d: 1m buckets older than 90d merge
+// into 1h buckets). Rules with the same selector that break this fail with
+// ErrInvalid; where rules of different selectors meet on one series, a
+// rule that does not fit the cascade of the rules before it in the list is
+// ignored for that series.
+//
+// Aggregate queries whose Every is a multiple of the coarsest rolled-up
+// Every of their range (or 0) answer from rollups exactly as from the raw
+// samples; a raw query returns the last sample of each rolled-up bucket. A
+// query range that cuts a bucket counts the whole bucket when its start
+// lies in the range; ranges on bucket edges are exact.
+//
+// Removing a rule stops further downsampling; buckets already written
+// stay. A bad rule (Every or After not positive, a matcher with an empty
+// key, an unknown op, a bad regexp, a newline in the measurement, a broken
+// cascade) fails with ErrInvalid and changes nothing. An empty or nil list
+// removes every rule.
+func (db *DB) SetRollups(rules []RollupRule) error {
+	rs, err := compileRollups(rules)
+	if err != nil {
+		return err
+	}
+	if err := db.checkOpen(); err != nil {
+		return err
+	}
+	db.rollups.Store(rs)
+	db.maybeScheduleCompaction()
+	return nil
+}
+
+type compiledRollup struct {
+	measurement string
+	ms          []matcher
+	every       int64
+	after       int64
+}
+
+// rollupSet is one compiled rule list, immutable but for its cache.
+type rollupSet struct {
+	rules []compiledRollup
+
+	mu     sync.Mutex                         // serialises filling levels
+	levels atomic.Pointer[[][]compiledRollup] // cascade of each series by catalog id
+
+	// due: by segment file number, the earliest time the segment may hold
+	// data worth rolling up (rollupDueSegment; under compactMu).
+	due map[uint64]int64
+}
+
+// compileRollups validates and compiles rules; nil when there are none.
+func compileRollups(rules []RollupRule) (*rollupSet, error) {
+	if len(rules) == 0 {
+		return nil, nil
+	}
+	rs := &rollupSet{}
+	sels := make(map[string][]compiledRollup)
+	for i, r := range rules {
+		switch {
+		case r.Every <= 0:
+			return nil, fmt.Errorf("%w: rollup rule %d: Every %v not positive", ErrInvalid, i, r.Every)
+		case r.After <= 0:
+			return nil, fmt.Errorf("%w: rollup rule %d: After %v not positive", ErrInvalid, i, r.After)
+		case strings.ContainsAny(r.Measurement, "\n\r"):
+			return nil, fmt.Errorf("%w: rollup rule %d: newline in measurement %q", ErrInvalid, i, r.Measurement)
+		}
+		ms, err := compileSelector(&Selector{Matchers: r.Matchers})
+		if err != nil {
+			return nil, fmt.Errorf("rollup rule %d: %w", i, err)
+		}
+		c := compiledRollup{measurement: r.Measurement, ms: ms, every: int64(r.Every), after: int64(r.After)}
+		key := selectorKey(r.Measurement, r.Matchers)
+		if _, err := addToCascade(sels[key], c); err != nil {
+			return nil, fmt.Errorf("%w: rollup rule %d (%s every %v after %v): %v", ErrInvalid, i, describeSel(r.Measurement, r.Matchers), r.Every, r.After, err)
+		}
+		sels[key], _ = addToCascade(sels[key], c)
+		rs.rules = append(rs.rules, c)
+	}
+	return rs, nil
+}
+
+// selectorKey identifies a rule's selector, matchers in any order.
+func selectorKey(measurement string, ms []Matcher) string {
+	parts := make([]string, len(ms))
+	for i, m := range ms {
+		parts[i] = fmt.Sprintf("%q%d%q", m.Key, m.Op, m.Value)
+	}
+	slices.Sort(parts)
+	return fmt.Sprintf("%q{%s}", measurement, strings.Join(parts, ","))
+}
+
+func describeSel(measurement string, ms []Matcher) string {
+	if measurement == "" {
+		measurement = "*"
+	}
+	if len(ms) == 0 {
+		return measurement
+	}
+	parts := make([]string, len(ms))
+	for i, m := range ms {
+		parts[i] = fmt.Sprintf("%s%v%q", m.Key, m.Op, m.Value)
+	}
+	return measurement + "{" + strings.Join(parts, ",") + "}"
+}
+
+// addToCascade returns cascade (sorted by every) with c added, or an error
+// saying why c does not fit: sorted by Every, each Every must be a
+// multiple of the previous and each After longer.
+func addToCascade(cascade []compiledRollup, c compiledRollup) ([]compiledRollup, error) {
+	i, _ := slices.BinarySearchFunc(cascade, c.every, func(a compiledRollup, e int64) int {
+		switch {
+		case a.every < e:
+			return -1
+		case a.every > e:
+			return 1
+		}
+		return 0
+	})
+	if i < len(cascade) && cascade[i].every == c.every {
+		return nil, fmt.Errorf("a rule of Every %v already applies", time.Duration(c.every))
+	}
+	if i > 0 {
+		p := cascade[i-1]
+		if c.every%p.every != 0 {
+			return nil, fmt.Errorf("Every %v is not a multiple of the finer rule's %v", time.Duration(c.every), time.Duration(p.every))
+		}
+		if c.after <= p.after {
+			return nil, fmt.Errorf("After %v is not longer than the finer rule's %v", time.Duration(c.after), time.Duration(p.after))
+		}
+	}
+	if i < len(cascade) {
+		n := cascade[i]
+		if n.every%c.every != 0 {
+			return nil, fmt.Errorf("the coarser rule's Every %v is not a multiple of %v", time.Duration(n.every), time.Duration(c.every))
+		}
+		if n.after <= c.after {
+			return nil, fmt.Errorf("After %v is not shorter than the coarser rule's %v", time.Duration(c.after), time.Duration(n.after))
+		}
+	}
+	return slices.Insert(slices.Clone(cascade), i, c), nil
+}
+
+// cascadeOf returns the rules that apply to series s, sorted by Every.
+func (rs *rollupSet) cascadeOf(s *seriesMeta) []compiledRollup {
+	if !s.kind.Numeric() {
+		return nil
+	}
+	var out []compiledRollup
+	for i := range rs.rules {
+		r := rs.rules[i]
+		if (r.measurement == "" || r.measurement == s.set.measurement) && matchTags(s.set.tags, r.ms) {
+			if next, err := addToCascade(out, r); err == nil {
+				out = next
+			}
+		}
+	}
+	return out
+}
+
+// levelsOf returns the cascade of series id (nil: none).
+func (rs *rollupSet) levelsOf(c *catalog, id uint64) []compiledRollup {
+	if p := rs.levels.Load(); p != nil && id < uint64(len(*p)) {
+		return (*p)[id]
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	var ls [][]compiledRollup
+	if p := rs.levels.Load(); p != nil {
+		ls = *p
+	}
+	c.mu.RLock()
+	for n := len(ls); n < len(c.series); n++ {
+		ls = append(ls, rs.cascadeOf(&c.series[n]))
+	}
+	c.mu.RUnlock()
+	rs.levels.Store(&ls)
+	if id < uint64(len(ls)) {
+		return ls[id]
+	}
+	return nil
+}
+
+// rollupBefore returns the bound of rule r at now: samples older than it
+// are rolled up.
+func rollupBefore(r compiledRollup, now int64) int64 {
+	return floorTo(subSat(now, r.after), r.every)
+}
+
+// floorTo returns the multiple of every at or below t (clamped).
+func floorTo(t, every int64) int64 {
+	m := t % every
+	if m < 0 {
+		m += every
+	}
+	if t < math.MinInt64+m {
+		return math.MinInt64 / every * every
+	}
+	return t - m
+}
+
+// rollupFunc returns the compaction's MergeOptions.Rollup: the levels of
+// each series at now, each bound capped at limit (nothing outside the
+// compaction's inputs is older than it); nil without rules.
+func (db *DB) rollupFunc(now, limit int64) func(key []byte, kind point.Kind) []compaction.RollupLevel {
+	rs := db.rollups.Load()
+	if rs == nil {
+		return nil
+	}
+	return func(key []byte, kind point.Kind) []compaction.RollupLevel {
+		db.cat.mu.RLock()
+		id, ok := db.cat.lookup(string(key))
+		db.cat.mu.RUnlock()
+		if !ok {
+			return nil
+		}
+		cascade := rs.levelsOf(db.cat, id)
+		var out []compaction.RollupLevel
+		for _, r := range cascade {
+			before := min(rollupBefore(r, now), floorTo(limit, r.every))
+			if len(out) > 0 && before > out[len(out)-1].Before {
+				before = out[len(out)-1].Before // a multiple of every too
+			}
+			out = append(out, compaction.RollupLevel{Every: r.every, Before: before})
+		}
+		return out
+	}
+}
+
+// rollupLimit returns the oldest time of any data of v or of the
+// memtables that a compaction of inputs does not hold and that may share
+// their series: the compaction must not roll up what it could still meet
+// later as raw samples.
+func (db *DB) rollupLimit(v *version, inputs []*segHandle) int64 {
+	limit := int64(math.MaxInt64)
+	if len(inputs) == 0 {
+		return math.MinInt64
+	}
+	in := make(map[*segHandle]bool, len(inputs))
+	first, last := string(inputs[0].meta.FirstKey), string(inputs[0].meta.LastKey)
+	for _, h := range inputs {
+		in[h] = true
+		first, last = min(first, string(h.meta.FirstKey)), max(last, string(h.meta.LastKey))
+	}
+	for _, level := range v.levels {
+		for _, h := range level {
+			if in[h] || h.meta.Samples == 0 || string(h.meta.LastKey) < first || string(h.meta.FirstKey) > last {
+				continue
+			}
+			limit = min(limit, h.meta.MinTime)
+		}
+	}
+	db.mu.Lock()
+	mems := append([]*memRef{db.mu.mem}, db.mu.imm...)
+	db.mu.Unlock()
+	for _, m := range mems {
+		if m != nil && m.t.Len() > 0 {
+			limit = min(limit, m.t.MinTime())
+		}
+	}
+	return limit
+}
+
+// rollupDueFraction is the share of a segment's time span that its
+// rollable data must reach before compaction rewrites the segment to roll
+// it up: bounds moving every minute must not keep the bottom level in
+// rewrite.
+const rollupDueFraction = 0.25
+
+// rollupDueSegment returns the file number of a bottom-most segment of v
+// (the deepest, then the oldest) holding raw samples, or buckets of a
+// finer rule, that a rule's bound has passed by enough; ok is false when
+// there is none. What is not due yet records when it will be. Only
+// compaction calls it, under db.compactMu.
+func (db *DB) rollupDueSegment(v *version, now int64) (fileNum uint64, ok bool) {
+	rs := db.rollups.Load()
+	if rs == nil {
+		return 0, false
+	}
+	if rs.due == nil {
+		rs.due = make(map[uint64]int64)
+	}
+	live := make(map[uint64]bool)
+	for l := maxLevels - 1; l >= 0; l-- {
+		found := false
+		for _, h := range v.levels[l] {
+			live[h.fileNum] = true
+			if found && h.fileNum > fileNum {
+				continue
+			}
+			if d, ok := rs.due[h.fileNum]; ok && now < d {
+				continue
+			}
+			if h.meta.Samples == 0 || !bottomMost(v, []*segHandle{h}) {
+				continue
+			}
+			due := db.rollupDueAt(rs, h)
+			if now >= due && db.rollupLimit(v, []*segHandle{h}) > h.meta.MinTime {
+				fileNum, found = h.fileNum, true
+				continue
+			}
+			rs.due[h.fileNum] = max(due, now+1)
+		}
+		if found {
+			return fileNum, true
+		}
+	}
+	for num := range rs.due {
+		if !live[num] {
+			delete(rs.due, num)
+		}
+	}
+	return 0, false
+}
+
+// rollupDueAt returns the earliest time some series of h has data worth
+// rolling up (math.MaxInt64 for never).
+func (db *DB) rollupDueAt(rs *rollupSet, h *segHandle) int64 {
+	due := int64(math.MaxInt64)
+	byPos, known := db.segSeriesIDs(h)
+	if !known {
+		return due
+	}
+	span := rollupDueFraction * (float64(h.meta.MaxTime) - float64(h.meta.MinTime) + 1)
+	var si segment.SeriesIndex
+	for pos, id := range byPos {
+		cascade := rs.levelsOf(db.cat, id)
+		if len(cascade) == 0 {
+			continue
+		}
+		h.r.SeriesInto(pos, &si)
+		// Raw samples: due once the finest rule's bound passes the oldest
+		// by the span's fraction.
+		if len(si.Blocks) > 0 {
+			r := cascade[0]
+			due = min(due, dueAfter(si.Blocks[0].MinTime, r, span))
+		}
+		// Buckets finer than a coarser rule: due likewise.
+		for _, rm := range si.Rollups {
+			for _, r := range cascade {
+				if r.every > rm.Every {
+					due = min(due, dueAfter(rm.MinTime, r, span))
+					break
+				}
+			}
+		}
+	}
+	return due
+}
+
+// dueAfter returns when rule r's bound passes t by frac nanoseconds (at
+// least one bucket).
+func dueAfter(t int64, r compiledRollup, frac float64) int64 {
+	f := float64(t) + float64(r.after) + max(frac, float64(r.every)) + float64(r.every)
+	if f >= math.MaxInt64/2 {
+		return math.MaxInt64
+	}
+	return int64(math.Ceil(f))
+}
+
+// markForRewrite marks segment num of levels for the policy to rewrite.
+func markForRewrite(levels [][]compaction.SegmentInfo, num uint64) {
+	for l := range levels {
+		for i := range levels[l] {
+			levels[l][i].Tombstoned = levels[l][i].Tombstoned || levels[l][i].FileNum == num
+		}
+	}
+}

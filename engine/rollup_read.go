@@ -1,0 +1,162 @@
+package engine
+
+// Reading rollups (rollup.go). A rolled-up bucket stands for its samples:
+//
+//   - Aggregates fold the bucket's statistics into the query bucket of the
+//     bucket's start, when that start lies in the query range (the whole
+//     bucket counts, even if its end passes the range's end). With a query
+//     Every that is a multiple of the bucket's (or 0) the answer is the one
+//     the raw samples gave; with another Every, the bucket counts whole in
+//     the query bucket of its start.
+//   - Raw reads return the bucket's last sample, at its own time, when that
+//     time lies in the range.
+//   - A delete hides (and compaction drops) the buckets whose start it
+//     covers.
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/stratadb/strata/internal/point"
+	"github.com/stratadb/strata/segment"
+)
+
+// rollupsIn reports whether a segment source holds buckets that may lie
+// in [mint, maxt].
+func rollupsIn(srcs []source, mint, maxt int64) bool {
+	for _, s := range srcs {
+		if s.idx == nil {
+			continue
+		}
+		for i := range s.idx.Rollups {
+			if rm := &s.idx.Rollups[i]; rm.MinTime <= maxt && rm.MaxTime >= mint {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// bucketsOf appends the buckets of segment source s whose start (with
+// byLast, whose last sample) lies in [lo, hi] and that no tombstone above
+// what s applied deletes.
+func (r *seriesReader) bucketsOf(s source, tombs []tombstone, lo, hi int64, byLast bool, dst []segment.Rollup) ([]segment.Rollup, error) {
+	for b := range s.idx.Rollups {
+		rm := &s.idx.Rollups[b]
+		if rm.MaxTime < lo || rm.MinTime > hi {
+			continue
+		}
+		if err := r.ctx.Err(); err != nil {
+			return dst, err
+		}
+		start := len(dst)
+		var err error
+		if dst, err = s.seg.r.ReadRollups(s.idx, b, dst); err != nil {
+			return dst[:start], err
+		}
+		kept := dst[:start]
+		for _, ru := range dst[start:] {
+			t := ru.Start
+			if byLast {
+				t = ru.LastT
+			}
+			if t < lo || t > hi || bucketDeleted(&ru, tombs, s.tombApplied) {
+				continue
+			}
+			kept = append(kept, ru)
+		}
+		dst = kept
+	}
+	return dst, nil
+}
+
+// bucketDeleted reports whether a tombstone above applied covers the
+// bucket's start.
+func bucketDeleted(ru *segment.Rollup, tombs []tombstone, applied uint64) bool {
+	for i := range tombs {
+		if tombs[i].seq > applied && tombs[i].sel.Covers(ru.Start) {
+			return true
+		}
+	}
+	return false
+}
+
+// mergeBucketLasts merges into buf, the raw samples of segment source s
+// in [mint, maxt] (tombstones applied), the last sample of each of its
+// buckets there; on equal times the raw sample wins.
+func (r *seriesReader) mergeBucketLasts(s source, tombs []tombstone, buf []point.Sample, mint, maxt int64) ([]point.Sample, error) {
+	rus, err := r.bucketsOf(s, tombs, mint, maxt, true, r.rollBuf[:0])
+	r.rollBuf = rus
+	if err != nil || len(rus) == 0 {
+		return buf, err
+	}
+	lasts := r.lastsBuf[:0]
+	for i := range rus {
+		lasts = append(lasts, point.Sample{Time: rus[i].LastT, Value: rus[i].Last})
+	}
+	r.lastsBuf = lasts
+	r.rollMerge = mergeNewer(r.rollMerge[:0], lasts, buf)
+	return append(buf[:0], r.rollMerge...), nil
+}
+
+// accumulateWithRollups is accumulate for a series some of whose sources
+// hold buckets in [mint, maxt]: the raw samples fold as usual, the buckets
+// fold by their start into states of their own, and the two merge.
+func (r *seriesReader) accumulateWithRollups(id uint64, srcs []source, tombs []tombstone, mint, maxt int64, st *accs) error {
+	r.noLasts = true
+	defer func() { r.noLasts = false }()
+	lo := mint
+	r.ends = r.windowEnds(id, srcs, mint, maxt, partSamples)
+	for _, hi := range r.ends {
+		merged, err := r.mergeSources(id, srcs, tombs, lo, hi)
+		if err != nil {
+			return err
+		}
+		if err := r.ctx.Err(); err != nil {
+			return err
+		}
+		for _, s := range merged {
+			st.at(s.Time).addSample(s.Time, s.Value)
+		}
+		lo = hi + 1
+	}
+	rus := r.rollBuf[:0]
+	for _, s := range srcs {
+		if s.idx == nil || len(s.idx.Rollups) == 0 {
+			continue
+		}
+		var err error
+		if rus, err = r.bucketsOf(s, tombs, mint, maxt, false, rus); err != nil {
+			r.rollBuf = rus
+			return err
+		}
+	}
+	r.rollBuf = rus
+	slices.SortStableFunc(rus, func(a, b segment.Rollup) int { return cmp.Compare(a.Start, b.Start) })
+	ra := accs{b: st.b}
+	for i := range rus {
+		ra.at(rus[i].Start).addRollup(&rus[i])
+	}
+	st.out = mergeAccs(st.out, ra.out)
+	return nil
+}
+
+// addRollup folds a whole bucket.
+func (a *acc) addRollup(ru *segment.Rollup) {
+	if a.count == 0 || ru.FirstT < a.firstT {
+		a.first, a.firstT = ru.First, ru.FirstT
+	}
+	if a.count == 0 || ru.LastT > a.lastT {
+		a.last, a.lastT = ru.Last, ru.LastT
+	}
+	a.count += ru.Count
+	k := ru.Last.Kind()
+	a.kinds |= kindBit(k)
+	switch k {
+	case KindFloat:
+		a.sumF += ru.SumF.Float64()
+	default:
+		a.sumI.add(int128{hi: ru.SumI.Hi, lo: ru.SumI.Lo})
+	}
+	a.minMax(ru.Min, ru.MinT, ru.Max, ru.MaxT)
+}

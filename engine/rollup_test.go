@@ -1,0 +1,378 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/internal/point"
+	"github.com/stratadb/strata/internal/xsum"
+	"github.com/stratadb/strata/segment"
+)
+
+// rollupRules is the model's cascade: every m series 1m after 2h, then
+// 10m after 6h; n,host=a 5m after 3h; n,host=b none.
+func rollupRules() []RollupRule {
+	return []RollupRule{
+		{Measurement: "m", Every: time.Minute, After: 2 * time.Hour},
+		{Measurement: "n", Matchers: []Matcher{{Key: "host", Op: MatchEqual, Value: "a"}}, Every: 5 * time.Minute, After: 3 * time.Hour},
+		{Measurement: "m", Every: 10 * time.Minute, After: 6 * time.Hour},
+	}
+}
+
+type rollupSeries struct {
+	m, host, field string
+	kind           Kind
+}
+
+var rollupModelSeries = []rollupSeries{
+	{"m", "a", "v", KindFloat}, {"m", "b", "v", KindInt}, {"m", "c", "v", KindUint},
+	{"m", "a", "s", KindString}, {"n", "a", "v", KindFloat}, {"n", "b", "v", KindFloat},
+}
+
+func (s rollupSeries) key() string {
+	return string(point.AppendSeriesKey(nil, s.m, []Tag{{Key: "host", Value: s.host}}, s.field))
+}
+
+// rollupValue draws a value of kind k. Floats are multiples of 1/8 of
+// mixed magnitudes, so that a sum is exact whatever its order and float
+// aggregates compare bit for bit, with or without exact summation.
+func rollupValue(r *rand.Rand, k Kind) Value {
+	switch k {
+	case KindFloat:
+		return Float(float64(r.IntN(1<<20)-1<<19) / 8)
+	case KindInt:
+		if r.IntN(50) == 0 {
+			return Int(math.MaxInt64 - r.Int64N(10))
+		}
+		return Int(r.Int64N(2000) - 1000)
+	case KindUint:
+		if r.IntN(50) == 0 {
+			return Uint(math.MaxUint64 - r.Uint64N(10))
+		}
+		return Uint(r.Uint64N(5000))
+	}
+	return String(fmt.Sprint(r.IntN(100)))
+}
+
+// rollupModel holds every sample written, by series key.
+type rollupModel map[string][]Sample
+
+// writeSpan writes samples of every series at random times in [from, to)
+// to each db and to the model.
+func (m rollupModel) writeSpan(t *testing.T, r *rand.Rand, from, to int64, dbs ...*DB) {
+	t.Helper()
+	var pts []Point
+	for _, s := range rollupModelSeries {
+		for ts := from + r.Int64N(int64(20*time.Second)); ts < to; ts += 1 + r.Int64N(int64(40*time.Second)) {
+			v := rollupValue(r, s.kind)
+			pts = append(pts, pt(s.m, []Tag{{Key: "host", Value: s.host}}, s.field, v, ts))
+			m[s.key()] = append(m[s.key()], Sample{Time: ts, Value: v})
+			if len(pts) == 2000 {
+				for _, db := range dbs {
+					mustWrite(t, db, pts...)
+				}
+				pts = pts[:0]
+			}
+		}
+	}
+	for _, db := range dbs {
+		mustWrite(t, db, pts...)
+	}
+	for k := range m {
+		slices.SortFunc(m[k], func(a, b Sample) int { return cmp.Compare(a.Time, b.Time) })
+	}
+}
+
+// storedBuckets returns the rollup buckets in db's segments by series key.
+func storedBuckets(t *testing.T, db *DB) map[string][]segment.Rollup {
+	t.Helper()
+	db.mu.Lock()
+	v := db.mu.v
+	v.ref()
+	db.mu.Unlock()
+	defer db.unrefVersion(v)
+	out := map[string][]segment.Rollup{}
+	for _, level := range v.levels {
+		for _, h := range level {
+			for i := range h.r.NumSeries() {
+				si := h.r.Series(i)
+				for b := range si.Rollups {
+					rus, err := h.r.ReadRollups(si, b, nil)
+					if err != nil {
+						t.Fatalf("read rollups: %v", err)
+					}
+					out[string(si.Key)] = append(out[string(si.Key)], rus...)
+				}
+			}
+		}
+	}
+	for k := range out {
+		slices.SortFunc(out[k], func(a, b segment.Rollup) int { return cmp.Compare(a.Start, b.Start) })
+	}
+	return out
+}
+
+// refBucket reduces the samples of ss in [start, start+every) the way a
+// reader of the raw samples sees them.
+func refBucket(ss []Sample, start, every int64) (segment.Rollup, int) {
+	r := segment.Rollup{Start: start, Every: every}
+	n := 0
+	var sum xsum.Acc
+	for _, s := range ss {
+		if s.Time < start || s.Time >= start+every {
+			continue
+		}
+		n++
+		v := s.Value
+		if r.Count == 0 {
+			r.First, r.FirstT, r.Min, r.MinT, r.Max, r.MaxT = v, s.Time, v, s.Time, v, s.Time
+		}
+		if valueLess(v, r.Min) {
+			r.Min, r.MinT = v, s.Time
+		}
+		if valueLess(r.Max, v) {
+			r.Max, r.MaxT = v, s.Time
+		}
+		r.Last, r.LastT = v, s.Time
+		r.Count++
+		switch v.Kind() {
+		case KindFloat:
+			sum.Add(v.Float())
+		case KindInt:
+			var a int128
+			a.addInt(v.Int())
+			r.SumI.Lo, r.SumI.Hi = addLo(r.SumI, a)
+		case KindUint:
+			var a int128
+			a.addUint(v.Uint())
+			r.SumI.Lo, r.SumI.Hi = addLo(r.SumI, a)
+		}
+	}
+	r.SumF = sum
+	return r, n
+}
+
+func addLo(s segment.Int128, a int128) (uint64, int64) {
+	x := int128{hi: s.Hi, lo: s.Lo}
+	x.add(a)
+	return x.lo, x.hi
+}
+
+// checkRollups checks db against the model: every stored bucket is the
+// reduction of the model's samples in it, no bucket overlaps another, only
+// series with rules have buckets, and raw reads return each bucket's last
+// sample and every sample outside buckets. It returns the buckets.
+func checkRollups(t *testing.T, db *DB, m rollupModel, where string) map[string][]segment.Rollup {
+	t.Helper()
+	got := storedBuckets(t, db)
+	for _, s := range rollupModelSeries {
+		key := s.key()
+		rus := got[key]
+		if len(rus) > 0 && (s.kind == KindString || key == (rollupSeries{"n", "b", "v", KindFloat}).key()) {
+			t.Fatalf("%s: %s has %d buckets and no rule", where, key, len(rus))
+		}
+		for i, ru := range rus {
+			if i > 0 && ru.Start < rus[i-1].Start+rus[i-1].Every {
+				t.Fatalf("%s: %s: bucket %d at %d overlaps the one at %d (every %d)", where, key, i, ru.Start, rus[i-1].Start, rus[i-1].Every)
+			}
+			want, _ := refBucket(m[key], ru.Start, ru.Every)
+			if ru.SumF.Float64() != want.SumF.Float64() || ru.Count != want.Count || ru.SumI != want.SumI ||
+				ru.First != want.First || ru.Last != want.Last || ru.Min != want.Min || ru.Max != want.Max ||
+				ru.FirstT != want.FirstT || ru.LastT != want.LastT || ru.MinT != want.MinT || ru.MaxT != want.MaxT {
+				t.Fatalf("%s: %s bucket %d every %d:\n got %+v\nwant %+v", where, key, ru.Start, ru.Every, ru, want)
+			}
+		}
+		// Raw reads.
+		var want []Sample
+		j := 0
+		for _, x := range m[key] {
+			for j < len(rus) && rus[j].Start+rus[j].Every <= x.Time {
+				want = append(want, Sample{Time: rus[j].LastT, Value: rus[j].Last})
+				j++
+			}
+			if j < len(rus) && rus[j].Start <= x.Time {
+				continue // in the bucket
+			}
+			want = append(want, x)
+		}
+		for ; j < len(rus); j++ {
+			want = append(want, Sample{Time: rus[j].LastT, Value: rus[j].Last})
+		}
+		q := Query{Selector: Selector{Measurement: s.m, Tags: []Tag{{Key: "host", Value: s.host}}, Field: s.field, Start: minTime, End: maxTime}}
+		res := mustQuery(t, db, q)
+		var gotS []Sample
+		if len(res) == 1 {
+			gotS = res[0].Samples
+		}
+		if !reflect.DeepEqual(gotS, want) {
+			t.Fatalf("%s: raw read of %s: %d samples, want %d (%d buckets)", where, key, len(gotS), len(want), len(rus))
+		}
+	}
+	return got
+}
+
+// checkRollupAggs checks that aggregates on bucket edges equal those of a
+// database of the same raw samples without rules, bit for bit.
+func checkRollupAggs(t *testing.T, db, raw *DB, from, to int64, where string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, agg := range []Aggregate{AggCount, AggSum, AggMean, AggMin, AggMax, AggFirst, AggLast} {
+		for _, every := range []time.Duration{0, 10 * time.Minute, time.Hour, 3 * time.Hour} {
+			for _, rg := range [][2]int64{{from, to}, {from + int64(time.Hour), to - 4*int64(time.Hour)}, {minTime, maxTime}} {
+				for _, gb := range [][]string{nil, {"host"}} {
+					for _, meas := range []string{"m", "n"} {
+						q := Query{Selector: Selector{Measurement: meas, Start: rg[0], End: rg[1]}, Agg: agg, Every: int64(every), GroupBy: gb}
+						if every == 0 && rg[0] == minTime {
+							continue
+						}
+						got, err := db.Query(ctx, q)
+						if err != nil {
+							t.Fatalf("%s: %s: %v", where, formatQuery(q), err)
+						}
+						want, err := raw.Query(ctx, q)
+						if err != nil {
+							t.Fatalf("%s: %s on raw: %v", where, formatQuery(q), err)
+						}
+						if !reflect.DeepEqual(got, want) {
+							t.Fatalf("%s: %s:\n got %s\nwant %s", where, formatQuery(q), formatSeries(got), formatSeries(want))
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestRollupModel writes random samples to a database with rollup rules
+// and to one without, through memtable, flush, compaction (rolling up,
+// then cascading after the clock moves on), reopen and a read-only open,
+// and checks each state: stored buckets equal the reduction of the raw
+// samples, raw reads show each bucket's last sample, and aggregates on
+// bucket edges are bit-identical to the raw database's.
+func TestRollupModel(t *testing.T) {
+	for seed := range uint64(3) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(seed, 25))
+			var now atomic.Int64
+			base := int64(1_800_000_000) * int64(time.Second) // on an hour
+			now.Store(base)
+			opts := quietOptions()
+			opts.DisableBackgroundCompaction = true
+			opts.BlockSamples = 64
+			opts.Now = func() time.Time { return time.Unix(0, now.Load()) }
+			ropts := *opts
+			opts.Rollups = rollupRules()
+			dir := t.TempDir()
+			db := openDB(t, dir, opts)
+			raw := openDB(t, t.TempDir(), &ropts)
+			m := rollupModel{}
+			from := base - 12*hourNs
+			m.writeSpan(t, r, from, base, db, raw)
+			check := func(where string) map[string][]segment.Rollup {
+				b := checkRollups(t, db, m, where)
+				checkRollupAggs(t, db, raw, from, now.Load(), where)
+				return b
+			}
+			if b := check("memtable"); len(b) != 0 {
+				t.Fatalf("memtable: buckets before any compaction")
+			}
+			mustFlush(t, db)
+			mustFlush(t, raw)
+			check("flushed")
+			mustCompact(t, db)
+			b := check("compacted")
+			if len(b[rollupModelSeries[0].key()]) == 0 || len(b[rollupModelSeries[4].key()]) == 0 {
+				t.Fatalf("compacted: no buckets")
+			}
+			// Everything older than the finest bound is rolled up.
+			for _, s := range rollupModelSeries[:3] {
+				rus := b[s.key()]
+				if last := rus[len(rus)-1]; last.Start+last.Every != floorTo(base-2*hourNs, int64(time.Minute)) {
+					t.Fatalf("%s: buckets end at %d, want %d", s.key(), last.Start+last.Every, floorTo(base-2*hourNs, int64(time.Minute)))
+				}
+				if rus[0].Every != int64(10*time.Minute) {
+					t.Fatalf("%s: oldest bucket every %d, want 10m", s.key(), rus[0].Every)
+				}
+			}
+			db = reopen(t, db, dir, opts)
+			check("reopened")
+
+			// Later: more data, and the 1m buckets older than 6h cascade.
+			now.Store(base + 12*hourNs)
+			m.writeSpan(t, r, base, now.Load(), db, raw)
+			check("memtable 2")
+			mustFlush(t, db)
+			mustFlush(t, raw)
+			mustCompact(t, raw)
+			check("flushed 2")
+			mustCompact(t, db)
+			b = check("compacted 2")
+			for _, s := range rollupModelSeries[:3] {
+				for _, ru := range b[s.key()] {
+					if ru.Start < floorTo(now.Load()-6*hourNs, int64(10*time.Minute)) && ru.Every != int64(10*time.Minute) {
+						t.Fatalf("%s: bucket at %d every %d not cascaded", s.key(), ru.Start, ru.Every)
+					}
+				}
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			ro := *opts
+			ro.ReadOnly = true
+			db = openDB(t, dir, &ro)
+			check("read-only")
+		})
+	}
+}
+
+// TestSetRollupsValidates checks each kind of bad rule list.
+func TestSetRollupsValidates(t *testing.T) {
+	db := openDB(t, t.TempDir(), quietOptions())
+	m := func(every, after time.Duration) RollupRule {
+		return RollupRule{Measurement: "m", Every: every, After: after}
+	}
+	for _, tc := range []struct {
+		name  string
+		rules []RollupRule
+		ok    bool
+	}{
+		{"cascade", []RollupRule{m(time.Minute, time.Hour), m(time.Hour, 24*time.Hour)}, true},
+		{"cascade listed coarse first", []RollupRule{m(time.Hour, 24*time.Hour), m(time.Minute, time.Hour)}, true},
+		{"other selectors need not cascade", []RollupRule{m(time.Minute, time.Hour), {Measurement: "n", Every: 7 * time.Second, After: time.Minute}}, true},
+		{"zero every", []RollupRule{m(0, time.Hour)}, false},
+		{"negative every", []RollupRule{m(-time.Minute, time.Hour)}, false},
+		{"zero after", []RollupRule{m(time.Minute, 0)}, false},
+		{"not a multiple", []RollupRule{m(time.Minute, time.Hour), m(90*time.Second, 2*time.Hour)}, false},
+		{"after not increasing", []RollupRule{m(time.Minute, time.Hour), m(time.Hour, time.Hour)}, false},
+		{"coarser after shorter", []RollupRule{m(time.Hour, time.Hour), m(time.Minute, 2*time.Hour)}, false},
+		{"same every twice", []RollupRule{m(time.Minute, time.Hour), m(time.Minute, 2*time.Hour)}, false},
+		{"bad regexp", []RollupRule{{Measurement: "m", Matchers: []Matcher{{Key: "h", Op: MatchRegexp, Value: "("}}, Every: time.Minute, After: time.Hour}}, false},
+		{"newline", []RollupRule{{Measurement: "m\n", Every: time.Minute, After: time.Hour}}, false},
+	} {
+		err := db.SetRollups(tc.rules)
+		if tc.ok != (err == nil) {
+			t.Errorf("%s: err %v", tc.name, err)
+		}
+		if !tc.ok && !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v does not wrap ErrInvalid", tc.name, err)
+		}
+		o := quietOptions()
+		o.Rollups = tc.rules
+		o.EnsureDefaults()
+		if verr := o.Validate(); (verr == nil) != tc.ok {
+			t.Errorf("%s: Options.Validate: %v", tc.name, verr)
+		}
+	}
+	if err := db.SetRollups(nil); err != nil {
+		t.Fatal(err)
+	}
+}
