@@ -92,7 +92,8 @@ type compiledRollup struct {
 
 // rollupSet is one compiled rule list, immutable but for its cache.
 type rollupSet struct {
-	rules []compiledRollup
+	rules  []compiledRollup
+	widest int64 // the largest Every
 
 	mu     sync.Mutex                         // serialises filling levels
 	levels atomic.Pointer[[][]compiledRollup] // cascade of each series by catalog id
@@ -129,6 +130,7 @@ func compileRollups(rules []RollupRule) (*rollupSet, error) {
 		}
 		sels[key], _ = addToCascade(sels[key], c)
 		rs.rules = append(rs.rules, c)
+		rs.widest = max(rs.widest, c.every)
 	}
 	return rs, nil
 }
@@ -280,24 +282,30 @@ func (db *DB) rollupFunc(now, limit int64) func(key []byte, kind point.Kind) []c
 	}
 }
 
-// rollupLimit returns the oldest time of any data of v or of the
-// memtables that a compaction of inputs does not hold and that may share
-// their series: the compaction must not roll up what it could still meet
-// later as raw samples.
+// rollupLimit returns how far a compaction of inputs may roll up: the
+// oldest time of any other data, in v or in the memtables, that may share
+// a series and a bucket with them (its keys overlap theirs and it reaches
+// the widest bucket their oldest sample falls in). Rolled up below that, a
+// sample of the inputs could meet, later, a sample of its series and time
+// as raw data; data wholly before the inputs' buckets only adds buckets.
 func (db *DB) rollupLimit(v *version, inputs []*segHandle) int64 {
-	limit := int64(math.MaxInt64)
-	if len(inputs) == 0 {
+	rs := db.rollups.Load()
+	if rs == nil || len(inputs) == 0 {
 		return math.MinInt64
 	}
+	limit := int64(math.MaxInt64)
 	in := make(map[*segHandle]bool, len(inputs))
 	first, last := string(inputs[0].meta.FirstKey), string(inputs[0].meta.LastKey)
+	mint := inputs[0].meta.MinTime
 	for _, h := range inputs {
 		in[h] = true
 		first, last = min(first, string(h.meta.FirstKey)), max(last, string(h.meta.LastKey))
+		mint = min(mint, h.meta.MinTime)
 	}
+	reach := floorTo(mint, rs.widest) // the start of the widest bucket mint may fall in
 	for _, level := range v.levels {
 		for _, h := range level {
-			if in[h] || h.meta.Samples == 0 || string(h.meta.LastKey) < first || string(h.meta.FirstKey) > last {
+			if in[h] || h.meta.Samples == 0 || string(h.meta.LastKey) < first || string(h.meta.FirstKey) > last || h.meta.MaxTime < reach {
 				continue
 			}
 			limit = min(limit, h.meta.MinTime)
@@ -307,7 +315,7 @@ func (db *DB) rollupLimit(v *version, inputs []*segHandle) int64 {
 	mems := append([]*memRef{db.mu.mem}, db.mu.imm...)
 	db.mu.Unlock()
 	for _, m := range mems {
-		if m != nil && m.t.Len() > 0 {
+		if m != nil && m.t.Len() > 0 && m.t.MaxTime() >= reach {
 			limit = min(limit, m.t.MinTime())
 		}
 	}

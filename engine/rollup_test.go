@@ -7,13 +7,17 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stratadb/strata/internal/point"
+	"github.com/stratadb/strata/internal/vfs"
 	"github.com/stratadb/strata/internal/xsum"
 	"github.com/stratadb/strata/segment"
 )
@@ -93,8 +97,7 @@ func (m rollupModel) writeSpan(t *testing.T, r *rand.Rand, from, to int64, dbs .
 }
 
 // storedBuckets returns the rollup buckets in db's segments by series key.
-func storedBuckets(t *testing.T, db *DB) map[string][]segment.Rollup {
-	t.Helper()
+func storedBuckets(db *DB) (map[string][]segment.Rollup, error) {
 	db.mu.Lock()
 	v := db.mu.v
 	v.ref()
@@ -108,7 +111,7 @@ func storedBuckets(t *testing.T, db *DB) map[string][]segment.Rollup {
 				for b := range si.Rollups {
 					rus, err := h.r.ReadRollups(si, b, nil)
 					if err != nil {
-						t.Fatalf("read rollups: %v", err)
+						return nil, err
 					}
 					out[string(si.Key)] = append(out[string(si.Key)], rus...)
 				}
@@ -118,7 +121,7 @@ func storedBuckets(t *testing.T, db *DB) map[string][]segment.Rollup {
 	for k := range out {
 		slices.SortFunc(out[k], func(a, b segment.Rollup) int { return cmp.Compare(a.Start, b.Start) })
 	}
-	return out
+	return out, nil
 }
 
 // refBucket reduces the samples of ss in [start, start+every) the way a
@@ -167,28 +170,46 @@ func addLo(s segment.Int128, a int128) (uint64, int64) {
 	return x.lo, x.hi
 }
 
-// checkRollups checks db against the model: every stored bucket is the
-// reduction of the model's samples in it, no bucket overlaps another, only
-// series with rules have buckets, and raw reads return each bucket's last
-// sample and every sample outside buckets. It returns the buckets.
+// checkRollups checks db against the model (rollupProblem) and returns
+// its buckets.
 func checkRollups(t *testing.T, db *DB, m rollupModel, where string) map[string][]segment.Rollup {
 	t.Helper()
-	got := storedBuckets(t, db)
+	got, p := rollupProblem(db, m)
+	if p != "" {
+		t.Fatalf("%s: %s", where, p)
+	}
+	return got
+}
+
+// rollupProblem checks db against the model: every stored bucket is the
+// reduction of all the model's samples in it (never half a bucket), no
+// bucket overlaps another (never one twice), only series with rules have
+// buckets, and raw reads return each bucket's last sample and every
+// sample outside buckets (nothing lost, nothing shown both ways). It
+// returns the buckets, or what is wrong.
+func rollupProblem(db *DB, m rollupModel) (map[string][]segment.Rollup, string) {
+	got, err := storedBuckets(db)
+	if err != nil {
+		return nil, "read buckets: " + err.Error()
+	}
 	for _, s := range rollupModelSeries {
 		key := s.key()
+		if _, ok := m[key]; !ok {
+			continue
+		}
 		rus := got[key]
 		if len(rus) > 0 && (s.kind == KindString || key == (rollupSeries{"n", "b", "v", KindFloat}).key()) {
-			t.Fatalf("%s: %s has %d buckets and no rule", where, key, len(rus))
+			return nil, fmt.Sprintf("%s has %d buckets and no rule", key, len(rus))
 		}
 		for i, ru := range rus {
 			if i > 0 && ru.Start < rus[i-1].Start+rus[i-1].Every {
-				t.Fatalf("%s: %s: bucket %d at %d overlaps the one at %d (every %d)", where, key, i, ru.Start, rus[i-1].Start, rus[i-1].Every)
+				return nil, fmt.Sprintf("%s: bucket %d at %d overlaps the one at %d (every %d)", key, i, ru.Start, rus[i-1].Start, rus[i-1].Every)
 			}
 			want, _ := refBucket(m[key], ru.Start, ru.Every)
 			if ru.SumF.Float64() != want.SumF.Float64() || ru.Count != want.Count || ru.SumI != want.SumI ||
 				ru.First != want.First || ru.Last != want.Last || ru.Min != want.Min || ru.Max != want.Max ||
 				ru.FirstT != want.FirstT || ru.LastT != want.LastT || ru.MinT != want.MinT || ru.MaxT != want.MaxT {
-				t.Fatalf("%s: %s bucket %d every %d:\n got %+v\nwant %+v", where, key, ru.Start, ru.Every, ru, want)
+				return nil, fmt.Sprintf("%s bucket %d every %d:\n got %+v\nwant %+v", key, ru.Start, ru.Every, ru, want)
 			}
 		}
 		// Raw reads.
@@ -208,16 +229,19 @@ func checkRollups(t *testing.T, db *DB, m rollupModel, where string) map[string]
 			want = append(want, Sample{Time: rus[j].LastT, Value: rus[j].Last})
 		}
 		q := Query{Selector: Selector{Measurement: s.m, Tags: []Tag{{Key: "host", Value: s.host}}, Field: s.field, Start: minTime, End: maxTime}}
-		res := mustQuery(t, db, q)
+		res, err := db.Query(context.Background(), q)
+		if err != nil {
+			return nil, "query: " + err.Error()
+		}
 		var gotS []Sample
 		if len(res) == 1 {
 			gotS = res[0].Samples
 		}
 		if !reflect.DeepEqual(gotS, want) {
-			t.Fatalf("%s: raw read of %s: %d samples, want %d (%d buckets)", where, key, len(gotS), len(want), len(rus))
+			return nil, fmt.Sprintf("raw read of %s: %d samples, want %d (%d buckets)", key, len(gotS), len(want), len(rus))
 		}
 	}
-	return got
+	return got, ""
 }
 
 // checkRollupAggs checks that aggregates on bucket edges equal those of a
@@ -375,4 +399,123 @@ func TestSetRollupsValidates(t *testing.T) {
 	if err := db.SetRollups(nil); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestCrashInjectionRollup fails, in turn, each operation on segment,
+// manifest and temporary files during compactions that roll up and
+// cascade. Reopened without faults, the database holds every sample
+// either raw or in exactly one whole bucket: none lost, no bucket shown
+// twice or half, aggregates unchanged.
+func TestCrashInjectionRollup(t *testing.T) {
+	template := t.TempDir()
+	base := int64(1_800_000_000) * int64(time.Second)
+	opts := crashOptions()
+	opts.BlockSamples = 16
+	opts.TargetSegmentBytes = 2 << 10 // several outputs
+	opts.Rollups = rollupRules()
+	var now atomic.Int64
+	now.Store(base)
+	opts.Now = func() time.Time { return time.Unix(0, now.Load()) }
+	r := rand.New(rand.NewPCG(7, 25))
+	m := rollupModel{}
+	db := openDB(t, template, opts)
+	ropts := *opts
+	ropts.Rollups = nil
+	raw := openDB(t, t.TempDir(), &ropts)
+	// Three L0 segments, then a compaction that rolls up part, then a
+	// later clock under which the next compaction cascades.
+	for i := range int64(3) {
+		m.writeSpan(t, r, base-8*hourNs+i*2*hourNs, base-6*hourNs+i*2*hourNs, db, raw)
+		mustFlush(t, db)
+	}
+	mustCompact(t, db)
+	m.writeSpan(t, r, base-2*hourNs, base, db, raw)
+	mustFlush(t, db)
+	mustFlush(t, raw)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	now.Store(base + 5*hourNs)
+	if p := func() string {
+		db := openDB(t, template, opts)
+		defer db.Close()
+		_, p := rollupProblem(db, m)
+		return p
+	}(); p != "" {
+		t.Fatalf("template: %s", p)
+	}
+
+	verify := func(dir string, mustRoll bool) string {
+		db, err := Open(dir, opts)
+		if err != nil {
+			return "reopen: " + err.Error()
+		}
+		defer db.Close()
+		got, p := rollupProblem(db, m)
+		if p != "" {
+			return p
+		}
+		if mustRoll {
+			for _, s := range rollupModelSeries[:3] {
+				var in, old int64
+				for _, ru := range got[s.key()] {
+					in += ru.Count
+				}
+				for _, x := range m[s.key()] {
+					if x.Time < floorTo(now.Load()-2*hourNs, int64(time.Minute)) {
+						old++
+					}
+				}
+				if in != old || in == 0 {
+					return fmt.Sprintf("%s: %d samples in buckets, %d older than the bound, after a fault-free compaction", s.key(), in, old)
+				}
+			}
+		}
+		ctx := context.Background()
+		for _, agg := range []Aggregate{AggCount, AggSum, AggMin, AggMax, AggFirst, AggLast} {
+			q := Query{Selector: Selector{Measurement: "m", Start: base - 8*hourNs, End: base}, Agg: agg, Every: int64(time.Hour)}
+			got, err := db.Query(ctx, q)
+			if err != nil {
+				return "query: " + err.Error()
+			}
+			want, err := raw.Query(ctx, q)
+			if err != nil {
+				return "raw query: " + err.Error()
+			}
+			if !reflect.DeepEqual(got, want) {
+				return fmt.Sprintf("%s:\n got %s\nwant %s", formatQuery(q), formatSeries(got), formatSeries(want))
+			}
+		}
+		return ""
+	}
+	n := faultLoop(t, func(i int64) (bool, string) {
+		dir := filepath.Join(t.TempDir(), "db")
+		if err := os.CopyFS(dir, os.DirFS(template)); err != nil {
+			return true, err.Error()
+		}
+		var armed atomic.Bool
+		inj := &vfs.OnIndex{N: i, Sticky: true, Match: func(_ vfs.Op, name string) bool {
+			return armed.Load() && (strings.HasSuffix(name, ".seg") || strings.HasSuffix(name, "MANIFEST") || strings.HasSuffix(name, ".tmp"))
+		}}
+		o := *opts
+		o.fs = vfs.Inject(vfs.Default, inj.Injector())
+		db, err := Open(dir, &o)
+		if err != nil {
+			return true, "open: " + err.Error()
+		}
+		armed.Store(true)
+		cerr := db.Compact()
+		db.Close()
+		if inj.Count() <= i {
+			if cerr != nil {
+				return false, "fault-free compaction failed: " + cerr.Error()
+			}
+			return false, verify(dir, true)
+		}
+		if p := verify(dir, false); p != "" {
+			return true, fmt.Sprintf("(compact returned %v): %s", cerr, p)
+		}
+		return true, ""
+	})
+	t.Logf("%d fault points", n)
 }
