@@ -21,7 +21,7 @@ type SeriesIndex struct {
 	Key    []byte
 	Kind   point.Kind
 	Blocks []BlockMeta
-	// Rollups are the series' rollup blocks (format 3), by bucket start.
+	// Rollups are the series' rollup blocks (format 4), by bucket start.
 	// A series may have rollups and no Blocks.
 	Rollups []RollupMeta
 }
@@ -250,7 +250,7 @@ func parseEntry(c *decbuf.Decbuf, version byte, off, dataEnd, inlineAt int64, s 
 		return 0, errors.New("empty key")
 	}
 	s.Rollups = s.Rollups[:0]
-	hasRollups := version >= 3 && kb&kindHasRollups != 0
+	hasRollups := version >= 4 && kb&kindHasRollups != 0
 	if hasRollups {
 		kb &^= kindHasRollups
 	}

@@ -1,12 +1,12 @@
 package segment
 
-// Rollup blocks (format 3): a series' samples reduced, bucket by bucket,
+// Rollup blocks (format 4): a series' samples reduced, bucket by bucket,
 // to their statistics (see engine's downsampling). A series entry whose
 // kind byte has bit 7 set (kind | 0x80) lists its rollup blocks before its
 // sample blocks, and its stored rollup blocks come before its sample
 // blocks in the data area:
 //
-//	series entry, format 3 with rollups:
+//	series entry, format 4 with rollups:
 //	+----------------+-----+-----------------+-----------------+-------------------------+-----------------+-----------------------+
 //	| keyLen uvarint | key | kind|0x80 (1)   | nRollup uvarint | rollup entry x nRollup  | nBlocks uvarint | block entry x nBlocks |
 //	+----------------+-----+-----------------+-----------------+-------------------------+-----------------+-----------------------+
@@ -66,7 +66,7 @@ import (
 
 const (
 	rollupTag      = 0x80 // first byte of a raw rollup block
-	kindHasRollups = 0x80 // bit of a format 3 series entry's kind byte
+	kindHasRollups = 0x80 // bit of a format 4 series entry's kind byte
 )
 
 // Int128 is a two's-complement 128-bit integer: the exact sum of int or
@@ -443,7 +443,7 @@ func (w *Writer) AddRollups(key []byte, kind point.Kind, rs []Rollup) error {
 	return nil
 }
 
-// appendRollupEntries appends the rollup section of a format 3 series entry.
+// appendRollupEntries appends the rollup section of a format 4 series entry.
 func appendRollupEntries(dst []byte, rms []RollupMeta) []byte {
 	dst = encoding.AppendUvarint(dst, uint64(len(rms)))
 	for i := range rms {

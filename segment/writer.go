@@ -13,10 +13,10 @@
 // crc32c is CRC-32 with the Castagnoli polynomial.
 //
 //	+------------------------------+
-//	| header                       |  magic "STSG" (4) | version (1): 3
+//	| header                       |  magic "STSG" (4) | version (1): 4
 //	|                              |  (readers also read version 1, which
 //	|                              |  is version 2 without inline blocks,
-//	|                              |  and 2, which is 3 without rollups)
+//	|                              |  and 2 and 3, which have no rollups)
 //	+------------------------------+
 //	| block                        |  the stored blocks of series 0 in time
 //	| block                        |  order, then those of series 1, ...
@@ -87,7 +87,7 @@
 //	| nSeries uvarint | series entry x nSeries, keys strictly increasing |
 //	+-----------------+-------------------------------------------------+
 //
-//	series entry (format 3 adds an optional rollup section: rollup.go
+//	series entry (format 4 adds an optional rollup section: rollup.go
 //	draws it, with the rollup block):
 //	+----------------+-----+----------+-----------------+-----------------------+
 //	| keyLen uvarint | key | kind (1) | nBlocks uvarint | block entry x nBlocks |
@@ -172,9 +172,9 @@ import (
 // These constants are part of the durable format and must not be changed.
 const (
 	magic         = "STSG"
-	formatVersion = 3
+	formatVersion = 4
 	// minReadVersion is the oldest format a Reader reads. Format 1 has no
-	// inline blocks; format 2 has no rollup blocks (rollup.go).
+	// inline blocks; formats 2 and 3 have no rollup blocks (rollup.go).
 	minReadVersion = 1
 	headerLen      = 5
 	footerLen      = 41
