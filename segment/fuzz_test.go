@@ -108,7 +108,7 @@ func FuzzSegmentRoundTrip(f *testing.F) {
 // consistent index.
 func FuzzParseIndex(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		for _, version := range []byte{1, 2} {
+		for _, version := range []byte{1, 2, 4} {
 			for _, dataEnd := range []int64{headerLen, 1 << 40} {
 				tab, err := parseIndex(raw, version, headerLen, dataEnd)
 				if err != nil {
@@ -117,12 +117,17 @@ func FuzzParseIndex(f *testing.F) {
 				var prev *SeriesIndex
 				for i := range tab.len() {
 					s := tab.entry(i)
-					if len(s.Blocks) == 0 || !s.Kind.Valid() || (prev != nil && string(s.Key) <= string(prev.Key)) || string(tab.key(i)) != string(s.Key) {
+					if len(s.Blocks)+len(s.Rollups) == 0 || !s.Kind.Valid() || (prev != nil && string(s.Key) <= string(prev.Key)) || string(tab.key(i)) != string(s.Key) {
 						t.Fatalf("series %d inconsistent", i)
 					}
 					for j, b := range s.Blocks {
 						if b.Count < 1 || b.Count > MaxBlockSamples || b.MaxTime < b.MinTime || (j > 0 && b.MinTime <= s.Blocks[j-1].MaxTime) {
 							t.Fatalf("series %d block %d inconsistent: %+v", i, j, b)
+						}
+					}
+					for j, b := range s.Rollups {
+						if b.Count < 1 || b.Count > MaxBlockSamples || b.MaxTime < b.MinTime || b.Every < 1 || (j > 0 && b.MinTime <= s.Rollups[j-1].MinTime) {
+							t.Fatalf("series %d rollup block %d inconsistent: %+v", i, j, b)
 						}
 					}
 					prev = s

@@ -172,25 +172,52 @@ func appendRollupBlock(dst []byte, kind point.Kind, every int64, rs []Rollup, sc
 // decodeRollupBlock appends the buckets of raw rollup block raw to dst
 // after checking it against its index entry.
 func decodeRollupBlock(dst []Rollup, raw []byte, kind point.Kind, rm *RollupMeta, sc *blockScratch) ([]Rollup, error) {
+	base := len(dst)
+	dst, err := parseRollupBlock(dst, raw, kind, sc)
+	if err != nil {
+		return dst[:base], err
+	}
+	out := dst[base:]
+	maxT := int64(math.MinInt64)
+	for i := range out {
+		maxT = max(maxT, out[i].LastT)
+	}
+	switch {
+	case out[0].Every != rm.Every:
+		err = fmt.Errorf("rollup block every %d, index says %d", out[0].Every, rm.Every)
+	case len(out) != rm.Count:
+		err = fmt.Errorf("rollup block holds %d buckets, index says %d", len(out), rm.Count)
+	case out[0].Start != rm.MinTime || maxT != rm.MaxTime:
+		err = fmt.Errorf("rollup block spans %d..%d, index says %d..%d", out[0].Start, maxT, rm.MinTime, rm.MaxTime)
+	}
+	if err != nil {
+		return dst[:base], err
+	}
+	return dst, nil
+}
+
+// parseRollupBlock appends the buckets of raw rollup block raw, checked
+// for consistency, to dst.
+func parseRollupBlock(dst []Rollup, raw []byte, kind point.Kind, sc *blockScratch) ([]Rollup, error) {
 	if len(raw) < 4 || raw[0] != rollupTag {
 		return dst, errors.New("not a rollup block")
 	}
-	if point.Kind(raw[1]) != kind {
+	if point.Kind(raw[1]) != kind || !rollupKind(kind) {
 		return dst, fmt.Errorf("rollup block kind %d, series kind %d", raw[1], kind)
 	}
 	every, rest, err := encoding.Uvarint(raw[2:])
 	if err != nil {
 		return dst, fmt.Errorf("every: %w", err)
 	}
-	if every != uint64(rm.Every) {
-		return dst, fmt.Errorf("rollup block every %d, index says %d", every, rm.Every)
+	if every == 0 || every > math.MaxInt64 {
+		return dst, fmt.Errorf("every %d", every)
 	}
 	count, rest, err := encoding.Uvarint(rest)
 	if err != nil {
 		return dst, fmt.Errorf("count: %w", err)
 	}
-	if count != uint64(rm.Count) {
-		return dst, fmt.Errorf("rollup block holds %d buckets, index says %d", count, rm.Count)
+	if count == 0 || count > MaxBlockSamples {
+		return dst, fmt.Errorf("count %d", count)
 	}
 	n := int(count)
 	tsLen, rest, err := encoding.Uvarint(rest)
@@ -204,9 +231,6 @@ func decodeRollupBlock(dst []Rollup, raw []byte, kind point.Kind, rm *RollupMeta
 	}
 	if len(tail) != 0 {
 		return dst, fmt.Errorf("%d bytes after bucket starts", len(tail))
-	}
-	if starts[0] != rm.MinTime {
-		return dst, fmt.Errorf("rollup block starts at %d, index says %d", starts[0], rm.MinTime)
 	}
 	ev := int64(every)
 	base := len(dst)
@@ -267,7 +291,6 @@ func decodeRollupBlock(dst []Rollup, raw []byte, kind point.Kind, rm *RollupMeta
 			return dst[:base], err
 		}
 	}
-	var maxT int64 = math.MinInt64
 	for i := range out {
 		r := &out[i]
 		if r.FirstT > r.LastT || r.MinT < r.FirstT || r.MinT > r.LastT || r.MaxT < r.FirstT || r.MaxT > r.LastT {
@@ -276,10 +299,6 @@ func decodeRollupBlock(dst []Rollup, raw []byte, kind point.Kind, rm *RollupMeta
 		if i > 0 && r.FirstT <= out[i-1].LastT {
 			return dst[:base], fmt.Errorf("bucket %d overlaps bucket %d", i, i-1)
 		}
-		maxT = max(maxT, r.LastT)
-	}
-	if maxT != rm.MaxTime {
-		return dst[:base], fmt.Errorf("rollup block ends at %d, index says %d", maxT, rm.MaxTime)
 	}
 	for v := range 4 {
 		var vals []uint64
