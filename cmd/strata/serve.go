@@ -75,6 +75,7 @@ example:
   curl -H "Authorization: Token $(cat /etc/strata/token)" --data-binary 'cpu,host=a usage=0.5' \
        http://127.0.0.1:8086/api/v2/write
   strata serve --db ./data --retention 2160h --retention-rule 'cpu{host=~"edge-.*"}=7d' --retention-rule 'audit=0'
+  strata serve --db ./data --retention-rule 'cpu=90d' --rollup 'cpu:1m@7d' --rollup 'cpu{host=~"edge-.*"}:1h@30d'
   strata serve --db ./data --forward-url http://vm:8428/api/v1/write --forward-protocol prometheus`
 
 // serveMain is the serve command. It logs to stderr, including the line
@@ -95,6 +96,10 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.Var(&rules, "retention-rule", "keep the series a rule selects this long, instead of --retention: MEASUREMENT{matchers}=DURATION,\n"+
 		"repeatable, the first matching rule wins; the measurement may be empty (every one), matchers as PromQL's,\n"+
 		"0 keeps forever, e.g. --retention-rule 'cpu{host=~\"edge-.*\"}=7d' --retention-rule '{tier=\"raw\"}=2d'")
+	var rollups rollupRuleFlags
+	fs.Var(&rollups, "rollup", "downsample the series a rule selects: samples older than AFTER become one bucket per EVERY\n"+
+		"(count, sum, min, max, first, last) at compaction: MEASUREMENT{matchers}:EVERY@AFTER, repeatable; the rules\n"+
+		"matching a series cascade, e.g. --rollup 'cpu:1m@7d' --rollup 'cpu:1h@90d' --rollup '{site=\"north\"}:5m@30d'")
 	maxDisk := fs.String("max-disk", "", "disk budget: past it, compaction drops the oldest samples until the files are under 90% of it (default: no bound), e.g. --max-disk 10GiB")
 	maxSeries := fs.Int("max-series", 0, "refuse writes that would create a series past this many (0: no bound), e.g. --max-series 100000")
 	maxSeriesMeas := fs.Int("max-series-per-measurement", 0, "the same per measurement (0: no bound), e.g. --max-series-per-measurement 20000")
@@ -154,7 +159,7 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	dbOpts := &engine.Options{SyncInterval: *syncInterval, MemTableBytes: *memtable, Retention: *retention,
 		MaxSeries: *maxSeries, MaxSeriesPerMeasurement: *maxSeriesMeas, MaxDiskBytes: maxDiskBytes,
-		RetentionRules: rules}
+		RetentionRules: rules, Rollups: rollups}
 	switch *syncMode {
 	case "always":
 		dbOpts.Sync = engine.SyncAlways
