@@ -150,11 +150,26 @@ func (db *DB) compactOnce() (bool, error) {
 			budget, cutoff = b, b
 			plan = db.policy.Pick(levels, cutoff)
 		}
+		// And cap the merge's outputs by the room left (budget_peak.go).
+		if plan != nil && plan.Kind == compaction.PlanMerge {
+			if b := db.budgetMergeFloor(v, plan.Inputs, cutoff); b > cutoff {
+				budget, cutoff = b, b
+				plan = db.policy.Pick(levels, cutoff)
+			}
+		}
 	}
 	if plan == nil && budget != math.MinInt64 {
 		// Over the budget, with its floor inside segments that are not
 		// mostly expired: rewrite them anyway.
 		plan = db.policy.PickBelow(levels, budget)
+		if plan != nil && plan.Kind == compaction.PlanMerge {
+			if b := db.budgetMergeFloor(v, plan.Inputs, cutoff); b > cutoff {
+				budget, cutoff = b, b
+				if p := db.policy.Pick(levels, cutoff); p != nil {
+					plan = p
+				}
+			}
+		}
 	}
 	if plan == nil {
 		// Retention rules: rewrite a bottom-most segment that they have
@@ -256,6 +271,9 @@ func (db *DB) compactOnce() (bool, error) {
 		}
 	}
 
+	if hook := db.testBeforeCompactionApply; hook != nil {
+		hook()
+	}
 	// Dropping expired data, by a whole file or in a merge, may uncover an
 	// older value of the same (series, time) left in another segment: the
 	// expiry floor rises to the cutoff in the same edit, so nothing older

@@ -216,6 +216,10 @@ type DB struct {
 	// testCompactionContext, when set by a test, wraps the context that
 	// compactOnce passes to the merge.
 	testCompactionContext func(context.Context) context.Context
+	// testBeforeCompactionApply, when set by a test, runs in compactOnce
+	// once the outputs are written, before the edit that removes the
+	// inputs: when the compaction holds the most disk.
+	testBeforeCompactionApply func()
 }
 
 // writeScratch holds the buffers the write path reuses.
