@@ -572,7 +572,7 @@ func (r *seriesReader) accumulate(id uint64, meta *seriesMeta, mint, maxt int64,
 		return nil
 	}
 	if rollupsIn(srcs, mint, maxt) {
-		return r.accumulateWithRollups(id, srcs, tombs, mint, maxt, st)
+		return r.accumulateWithRollups(id, meta, srcs, tombs, mint, maxt, q, st)
 	}
 	// Aggregate pushdown: one segment alone holds the series and no
 	// tombstone touches it, so whole blocks inside a bucket use their stats.

@@ -14,8 +14,7 @@ package engine
 //     covers.
 
 import (
-	"cmp"
-	"slices"
+	"math"
 
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/segment"
@@ -101,43 +100,67 @@ func (r *seriesReader) mergeBucketLasts(s source, tombs []tombstone, buf []point
 
 // accumulateWithRollups is accumulate for a series some of whose sources
 // hold buckets in [mint, maxt]: the raw samples fold as usual, the buckets
-// fold by their start into states of their own, and the two merge.
-func (r *seriesReader) accumulateWithRollups(id uint64, srcs []source, tombs []tombstone, mint, maxt int64, st *accs) error {
+// fold by their start, block by block, into runs of states kept in time
+// order, and the runs merge.
+func (r *seriesReader) accumulateWithRollups(id uint64, meta *seriesMeta, srcs []source, tombs []tombstone, mint, maxt int64, q *Query, st *accs) error {
 	r.noLasts = true
 	defer func() { r.noLasts = false }()
-	lo := mint
-	r.ends = r.windowEnds(id, srcs, mint, maxt, partSamples)
-	for _, hi := range r.ends {
-		merged, err := r.mergeSources(id, srcs, tombs, lo, hi)
-		if err != nil {
+	if len(srcs) == 1 && len(tombs) == 0 && pushdownable(q.Agg) {
+		// One segment: its sample blocks as accumulate's pushdown reads them.
+		if err := r.aggregateSegment(srcs[0], meta.kind, mint, maxt, q, st); err != nil {
 			return err
 		}
-		if err := r.ctx.Err(); err != nil {
-			return err
+	} else {
+		lo := mint
+		r.ends = r.windowEnds(id, srcs, mint, maxt, partSamples)
+		for _, hi := range r.ends {
+			merged, err := r.mergeSources(id, srcs, tombs, lo, hi)
+			if err != nil {
+				return err
+			}
+			if err := r.ctx.Err(); err != nil {
+				return err
+			}
+			for _, s := range merged {
+				st.at(s.Time).addSample(s.Time, s.Value)
+			}
+			lo = hi + 1
 		}
-		for _, s := range merged {
-			st.at(s.Time).addSample(s.Time, s.Value)
-		}
-		lo = hi + 1
 	}
-	rus := r.rollBuf[:0]
+	run := accs{b: st.b}
+	last := int64(math.MinInt64)
 	for _, s := range srcs {
-		if s.idx == nil || len(s.idx.Rollups) == 0 {
+		if s.idx == nil {
 			continue
 		}
-		var err error
-		if rus, err = r.bucketsOf(s, tombs, mint, maxt, false, rus); err != nil {
+		for b := range s.idx.Rollups {
+			if rm := &s.idx.Rollups[b]; rm.MaxTime < mint || rm.MinTime > maxt {
+				continue
+			}
+			if err := r.ctx.Err(); err != nil {
+				return err
+			}
+			rus, err := s.seg.r.ReadRollups(s.idx, b, r.rollBuf[:0])
 			r.rollBuf = rus
-			return err
+			if err != nil {
+				return err
+			}
+			for i := range rus {
+				ru := &rus[i]
+				if ru.Start < mint || ru.Start > maxt || bucketDeleted(ru, tombs, s.tombApplied) {
+					continue
+				}
+				if ru.Start < last {
+					// Another source's buckets, earlier: a new run.
+					st.out = mergeAccs(st.out, run.out)
+					run = accs{b: st.b}
+				}
+				last = ru.Start
+				run.at(ru.Start).addRollup(ru)
+			}
 		}
 	}
-	r.rollBuf = rus
-	slices.SortStableFunc(rus, func(a, b segment.Rollup) int { return cmp.Compare(a.Start, b.Start) })
-	ra := accs{b: st.b}
-	for i := range rus {
-		ra.at(rus[i].Start).addRollup(&rus[i])
-	}
-	st.out = mergeAccs(st.out, ra.out)
+	st.out = mergeAccs(st.out, run.out)
 	return nil
 }
 
