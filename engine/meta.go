@@ -444,8 +444,11 @@ func (v *visibility) segFilter(h *segHandle, ids []uint64, visible []bool) (int,
 // segVisible reports whether si has a sample in [mint, maxt] that ranges
 // do not delete, from block time ranges where they decide.
 func (v *visibility) segVisible(h *segHandle, si *segment.SeriesIndex, ranges []timeRange, mint int64) (bool, error) {
-	if len(si.Blocks) == 0 || si.MaxTime() < mint || si.MinTime() > v.maxt {
+	if len(si.Blocks)+len(si.Rollups) == 0 || si.MaxTime() < mint || si.MinTime() > v.maxt {
 		return false, nil
+	}
+	if vis, err := v.bucketVisible(h, si, ranges, mint); vis || err != nil {
+		return vis, err
 	}
 	bs := si.Blocks
 	start := sort.Search(len(bs), func(i int) bool { return bs[i].MaxTime >= mint })

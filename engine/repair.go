@@ -137,6 +137,11 @@ func (r *repairer) checkSegment(path string) error {
 				return err
 			}
 		}
+		for b := range s.Rollups {
+			if _, err := sr.ReadRollups(s, b, nil); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -98,9 +98,16 @@ type rollupSet struct {
 	mu     sync.Mutex                         // serialises filling levels
 	levels atomic.Pointer[[][]compiledRollup] // cascade of each series by catalog id
 
-	// due: by segment file number, the earliest time the segment may hold
-	// data worth rolling up (rollupDueSegment; under compactMu).
-	due map[uint64]int64
+	// due: by segment file number, when the segment holds data worth
+	// rolling up (rollupDueSegment; under compactMu).
+	due map[uint64]rollupDue
+}
+
+// rollupDue is when a segment's data is worth rolling up, and the oldest
+// data that would then be: a rewrite is worth it only if other data does
+// not hold its bound below that.
+type rollupDue struct {
+	at, oldest int64
 }
 
 // compileRollups validates and compiles rules; nil when there are none.
@@ -339,7 +346,7 @@ func (db *DB) rollupDueSegment(v *version, now int64) (fileNum uint64, ok bool) 
 		return 0, false
 	}
 	if rs.due == nil {
-		rs.due = make(map[uint64]int64)
+		rs.due = make(map[uint64]rollupDue)
 	}
 	live := make(map[uint64]bool)
 	for l := maxLevels - 1; l >= 0; l-- {
@@ -349,18 +356,19 @@ func (db *DB) rollupDueSegment(v *version, now int64) (fileNum uint64, ok bool) 
 			if found && h.fileNum > fileNum {
 				continue
 			}
-			if d, ok := rs.due[h.fileNum]; ok && now < d {
+			d, ok := rs.due[h.fileNum]
+			if !ok {
+				d = db.rollupDueAt(rs, h)
+				rs.due[h.fileNum] = d
+			}
+			if now < d.at || h.meta.Samples == 0 || !bottomMost(v, []*segHandle{h}) {
 				continue
 			}
-			if h.meta.Samples == 0 || !bottomMost(v, []*segHandle{h}) {
-				continue
-			}
-			due := db.rollupDueAt(rs, h)
-			if now >= due && db.rollupLimit(v, []*segHandle{h}) > h.meta.MinTime {
+			// Worth it only when other data leaves room past the oldest
+			// (else the rewrite would roll up nothing, again and again).
+			if db.rollupLimit(v, []*segHandle{h}) > addSat(d.oldest, rs.widest) {
 				fileNum, found = h.fileNum, true
-				continue
 			}
-			rs.due[h.fileNum] = max(due, now+1)
 		}
 		if found {
 			return fileNum, true
@@ -374,16 +382,22 @@ func (db *DB) rollupDueSegment(v *version, now int64) (fileNum uint64, ok bool) 
 	return 0, false
 }
 
-// rollupDueAt returns the earliest time some series of h has data worth
-// rolling up (math.MaxInt64 for never).
-func (db *DB) rollupDueAt(rs *rollupSet, h *segHandle) int64 {
-	due := int64(math.MaxInt64)
+// rollupDueAt returns when some series of h has data worth rolling up
+// (at math.MaxInt64 for never) and the oldest such data.
+func (db *DB) rollupDueAt(rs *rollupSet, h *segHandle) rollupDue {
+	d := rollupDue{at: math.MaxInt64, oldest: math.MaxInt64}
 	byPos, known := db.segSeriesIDs(h)
 	if !known {
-		return due
+		return d
 	}
 	span := rollupDueFraction * (float64(h.meta.MaxTime) - float64(h.meta.MinTime) + 1)
 	var si segment.SeriesIndex
+	note := func(t int64, r compiledRollup) {
+		if at := dueAfter(t, r, span); at < d.at {
+			d.at = at
+		}
+		d.oldest = min(d.oldest, t)
+	}
 	for pos, id := range byPos {
 		cascade := rs.levelsOf(db.cat, id)
 		if len(cascade) == 0 {
@@ -393,20 +407,19 @@ func (db *DB) rollupDueAt(rs *rollupSet, h *segHandle) int64 {
 		// Raw samples: due once the finest rule's bound passes the oldest
 		// by the span's fraction.
 		if len(si.Blocks) > 0 {
-			r := cascade[0]
-			due = min(due, dueAfter(si.Blocks[0].MinTime, r, span))
+			note(si.Blocks[0].MinTime, cascade[0])
 		}
 		// Buckets finer than a coarser rule: due likewise.
 		for _, rm := range si.Rollups {
 			for _, r := range cascade {
 				if r.every > rm.Every {
-					due = min(due, dueAfter(rm.MinTime, r, span))
+					note(rm.MinTime, r)
 					break
 				}
 			}
 		}
 	}
-	return due
+	return d
 }
 
 // dueAfter returns when rule r's bound passes t by frac nanoseconds (at

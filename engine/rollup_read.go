@@ -183,3 +183,29 @@ func (a *acc) addRollup(ru *segment.Rollup) {
 	}
 	a.minMax(ru.Min, ru.MinT, ru.Max, ru.MaxT)
 }
+
+// bucketVisible reports whether si holds a bucket whose start lies in
+// [mint, v.maxt] and that ranges do not delete (metadata calls: a series
+// whose samples are all rolled up is still there).
+func (v *visibility) bucketVisible(h *segHandle, si *segment.SeriesIndex, ranges []timeRange, mint int64) (bool, error) {
+	var rus []segment.Rollup
+	for b := range si.Rollups {
+		rm := &si.Rollups[b]
+		if rm.MaxTime < mint || rm.MinTime > v.maxt {
+			continue
+		}
+		if err := v.ctx.Err(); err != nil {
+			return false, err
+		}
+		var err error
+		if rus, err = h.r.ReadRollups(si, b, rus[:0]); err != nil {
+			return false, err
+		}
+		for i := range rus {
+			if t := rus[i].Start; t >= mint && t <= v.maxt && !covered(t, ranges) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}

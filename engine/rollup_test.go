@@ -317,6 +317,12 @@ func TestRollupModel(t *testing.T) {
 			if len(b[rollupModelSeries[0].key()]) == 0 || len(b[rollupModelSeries[4].key()]) == 0 {
 				t.Fatalf("compacted: no buckets")
 			}
+			// A series whose samples in a range are all rolled up is still
+			// in it for the metadata calls.
+			infos, err := db.SeriesInfo(context.Background(), Selector{Measurement: "m", Field: "v", Start: from, End: from + hourNs})
+			if err != nil || len(infos) != 3 {
+				t.Fatalf("compacted: SeriesInfo over a rolled-up hour: %d series (%v), want 3", len(infos), err)
+			}
 			// Everything older than the finest bound is rolled up.
 			for _, s := range rollupModelSeries[:3] {
 				rus := b[s.key()]

@@ -72,6 +72,12 @@ func (db *DB) Verify(ctx context.Context) (VerifyReport, error) {
 					rep.Blocks++
 					rep.Samples += int64(len(buf))
 				}
+				for b := range s.Rollups {
+					if _, err := h.r.ReadRollups(s, b, nil); err != nil {
+						return rep, err
+					}
+					rep.Blocks++
+				}
 			}
 		}
 	}
