@@ -361,12 +361,15 @@ func (db *DB) rollupDueSegment(v *version, now int64) (fileNum uint64, ok bool) 
 				d = db.rollupDueAt(rs, h)
 				rs.due[h.fileNum] = d
 			}
-			if now < d.at || h.meta.Samples == 0 || !bottomMost(v, []*segHandle{h}) {
+			if now < d.at || h.meta.Samples == 0 {
 				continue
 			}
 			// Worth it only when other data leaves room past the oldest
-			// (else the rewrite would roll up nothing, again and again).
-			if db.rollupLimit(v, []*segHandle{h}) > addSat(d.oldest, rs.widest) {
+			// (else the rewrite would roll up nothing, again and again),
+			// counting what the compaction will take with h: below L0 a
+			// segment is rewritten alone, an L0 one goes down with every
+			// L0 segment and the L1 ones they overlap.
+			if db.rollupLimit(v, rewriteInputs(v, l, h)) > addSat(d.oldest, rs.widest) {
 				fileNum, found = h.fileNum, true
 			}
 		}
@@ -380,6 +383,25 @@ func (db *DB) rollupDueSegment(v *version, now int64) (fileNum uint64, ok bool) 
 		}
 	}
 	return 0, false
+}
+
+// rewriteInputs returns the segments a rewrite of segment h of level l
+// merges, as the compaction policy picks them.
+func rewriteInputs(v *version, l int, h *segHandle) []*segHandle {
+	if l > 0 {
+		return []*segHandle{h}
+	}
+	in := slices.Clone(v.levels[0])
+	first, last := string(h.meta.FirstKey), string(h.meta.LastKey)
+	for _, o := range in {
+		first, last = min(first, string(o.meta.FirstKey)), max(last, string(o.meta.LastKey))
+	}
+	for _, o := range v.levels[1] {
+		if string(o.meta.LastKey) >= first && string(o.meta.FirstKey) <= last {
+			in = append(in, o)
+		}
+	}
+	return in
 }
 
 // rollupDueAt returns when some series of h has data worth rolling up

@@ -525,3 +525,42 @@ func TestCrashInjectionRollup(t *testing.T) {
 	})
 	t.Logf("%d fault points", n)
 }
+
+// TestRollupAcrossABucketSplitByAFlush: a compaction rolls up only below
+// the memtable's oldest sample, which may fall inside a bucket; the next
+// flush's segment then shares that bucket with the rolled-up segment
+// below it, and must still be rolled up with it (it once waited for the
+// older segment to fall due on its own, far later).
+func TestRollupAcrossABucketSplitByAFlush(t *testing.T) {
+	const sec = int64(time.Second)
+	base := int64(1_800_000_000) * sec / hourNs * hourNs
+	opts := quietOptions()
+	opts.DisableBackgroundCompaction = true
+	opts.Now = func() time.Time { return time.Unix(0, base+7*hourNs) }
+	opts.Rollups = []RollupRule{{Measurement: "m", Every: time.Minute, After: time.Hour}}
+	db := openDB(t, t.TempDir(), opts)
+	m := rollupModel{}
+	key := rollupModelSeries[0].key()
+	write := func(from, to int64) {
+		var pts []Point
+		for ts := from; ts < to; ts += sec {
+			pts = append(pts, pt("m", []Tag{{Key: "host", Value: "a"}}, "v", Float(float64(ts/sec%1000)), ts))
+			m[key] = append(m[key], Sample{Time: ts, Value: Float(float64(ts / sec % 1000))})
+		}
+		mustWrite(t, db, pts...)
+	}
+	write(base, base+5*hourNs+31*sec)
+	mustFlush(t, db)
+	write(base+5*hourNs+31*sec, base+7*hourNs)
+	mustCompact(t, db) // rolls up below 5h: the memtable starts inside the next bucket
+	mustFlush(t, db)
+	mustCompact(t, db)
+	got := checkRollups(t, db, m, "compacted")
+	var in int64
+	for _, ru := range got[key] {
+		in += ru.Count
+	}
+	if want := 6 * hourNs / sec; in != want {
+		t.Fatalf("%d samples in buckets, want the %d older than the bound", in, want)
+	}
+}
