@@ -236,8 +236,9 @@ func parseRollupBlock(dst []Rollup, raw []byte, kind point.Kind, sc *blockScratc
 	base := len(dst)
 	dst = slices.Grow(dst, n)[:base+n]
 	out := dst[base:]
-	clear(out)
 	for i := range out {
+		// Every field is set below: SumF for floats, SumI for the rest.
+		out[i].SumI = Int128{}
 		if i > 0 && starts[i] <= starts[i-1] {
 			return dst[:base], fmt.Errorf("bucket %d at %d not after %d", i, starts[i], starts[i-1])
 		}
@@ -337,6 +338,9 @@ func parseRollupBlock(dst []Rollup, raw []byte, kind point.Kind, sc *blockScratc
 			col = col[k:]
 		}
 	} else {
+		for i := range out {
+			out[i].SumF = xsum.Acc{}
+		}
 		if err := ints("sums", func(r *Rollup, v uint64) error { r.SumI.Hi = int64(v); return nil }); err != nil {
 			return dst[:base], err
 		}
