@@ -158,8 +158,9 @@ type Server struct {
 	// unauthorized answers a request that lacks the token.
 	unauthorized       http.HandlerFunc
 	labelValuesHandler http.HandlerFunc
-	// remoteApps pools the engine appenders of remote writes.
-	remoteApps sync.Pool
+	// remoteApps and otlpApps pool the engine appenders of remote and
+	// OTLP writes.
+	remoteApps, otlpApps sync.Pool
 }
 
 // New returns an http.Handler that serves db (see the package comment). The
