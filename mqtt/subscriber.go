@@ -302,6 +302,7 @@ func (s *Subscriber) clientOptions() *paho.ClientOptions {
 		o.AddBroker(b)
 	}
 	o.SetClientID(s.opts.ClientID)
+	o.SetCustomOpenConnectionFn(openConnection)
 	o.SetCleanSession(false)
 	o.SetAutoAckDisabled(true) // acknowledged by flush, once durable
 	o.SetOrderMatters(true)    // one handler call at a time, in arrival order
