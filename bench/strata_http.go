@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,11 +28,13 @@ import (
 // the engine's write; the server runs in the same process as the client.
 // Queries go to the database directly: the row measures ingest.
 //
-// The insert phase posts through writeAsync: httpClients requests in
-// flight, as a client such as Telegraf with two writers does, so that one
-// batch is encoded and parsed while another is stored. write (the mixed
-// workload's, whose latencies are measured) posts one request and waits
-// for its answer.
+// The insert phase posts through writeAsync: the client encodes the next
+// batch while the previous request is in flight, and the requests go one
+// at a time, in order, so the server sees the batches as the other rows'
+// engines do (two requests in flight at once interleave the batches, which
+// costs the memtable out-of-order appends: 80 instead of 59 MB allocated
+// per million points). write (the mixed workload's, whose latencies are
+// measured) posts one request and waits for its answer.
 type strataHTTPStore struct {
 	strataStore
 	srv    *http.Server
@@ -39,7 +42,8 @@ type strataHTTPStore struct {
 	client *http.Client
 	body   bytes.Buffer
 
-	free     chan *bytes.Buffer // bodies of writeAsync not in flight
+	free     chan *bytes.Buffer // bodies of writeAsync not in use
+	send     chan *bytes.Buffer // bodies encoded, for the sender
 	inflight sync.WaitGroup
 	errMu    sync.Mutex
 	err      error // the first failure of a request in flight
@@ -52,8 +56,9 @@ type pipeliner interface {
 	writeAsync(points []engine.Point) error
 }
 
-// httpClients is how many requests writeAsync keeps in flight.
-const httpClients = 2
+// httpBodies is how many encoded bodies writeAsync keeps: the one in
+// flight and the next.
+const httpBodies = 2
 
 func openStrataHTTP(dir string, cfg Config, dur Durability) (store, error) {
 	db, err := engine.Open(dir, strataOptions(cfg, dur))
@@ -74,10 +79,10 @@ func openStrataHTTP(dir string, cfg Config, dur Durability) (store, error) {
 		strataStore: strataStore{db},
 		srv:         &http.Server{Handler: h},
 		url:         "http://" + ln.Addr().String() + "/api/v2/write?precision=ns",
-		client:      &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: httpClients}},
-		free:        make(chan *bytes.Buffer, httpClients),
+		client:      &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}},
+		free:        make(chan *bytes.Buffer, httpBodies),
 	}
-	for range httpClients {
+	for range httpBodies {
 		s.free <- new(bytes.Buffer)
 	}
 	go s.srv.Serve(ln)
@@ -131,9 +136,10 @@ func (s *strataHTTPStore) write(points []engine.Point) error {
 	return s.post(s.body.Bytes())
 }
 
-// writeAsync encodes the batch and posts it in the background, with at
-// most httpClients requests in flight: it waits for a free one. A failed
-// request fails a later writeAsync, wait or close.
+// writeAsync encodes the batch and hands it to the sender, which posts
+// the batches one at a time, in order: the next batch is encoded while a
+// request is in flight. A failed request fails a later writeAsync, wait or
+// close.
 func (s *strataHTTPStore) writeAsync(points []engine.Point) error {
 	if err := s.firstErr(); err != nil {
 		return err
@@ -143,9 +149,18 @@ func (s *strataHTTPStore) writeAsync(points []engine.Point) error {
 		s.free <- body
 		return err
 	}
+	if s.send == nil {
+		s.send = make(chan *bytes.Buffer, httpBodies-1)
+		go s.sender()
+	}
 	s.inflight.Add(1)
-	go func() {
-		defer s.inflight.Done()
+	s.send <- body
+	return nil
+}
+
+// sender posts the bodies of writeAsync in order.
+func (s *strataHTTPStore) sender() {
+	for body := range s.send {
 		if err := s.post(body.Bytes()); err != nil {
 			s.errMu.Lock()
 			if s.err == nil {
@@ -154,8 +169,8 @@ func (s *strataHTTPStore) writeAsync(points []engine.Point) error {
 			s.errMu.Unlock()
 		}
 		s.free <- body
-	}()
-	return nil
+		s.inflight.Done()
+	}
 }
 
 func (s *strataHTTPStore) firstErr() error {
@@ -177,15 +192,27 @@ func (s *strataHTTPStore) query(ctx context.Context, q engine.Query, rs *resultS
 	return s.strataStore.query(ctx, q, rs)
 }
 
-// encodeBatch writes points to body as line protocol.
+// encodeBatch writes points to body as line protocol. A body too small
+// for the batch is sized once, from its first line, rather than grown by
+// doubling.
 func encodeBatch(body *bytes.Buffer, points []engine.Point) error {
 	body.Reset()
 	b := body.AvailableBuffer()
 	for i := range points {
+		n := len(b)
 		var err error
 		if b, err = appendLine(b, &points[i]); err != nil {
 			return err
 		}
+		if i == 0 {
+			if want := (len(b) - n) * (len(points) + len(points)/8); cap(b) < want {
+				b = slices.Grow(b, want-len(b))
+			}
+		}
+	}
+	if cap(b) > body.Cap() {
+		*body = *bytes.NewBuffer(b) // b outgrew the body: it becomes the body
+		return nil
 	}
 	body.Write(b)
 	return nil
@@ -209,6 +236,9 @@ func (s *strataHTTPStore) post(body []byte) error {
 // the database.
 func (s *strataHTTPStore) close() error {
 	werr := s.wait()
+	if s.send != nil {
+		close(s.send)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	err := errors.Join(werr, s.srv.Shutdown(ctx))
