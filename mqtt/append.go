@@ -86,7 +86,7 @@ func (t *refTable) set(section []byte, field string, ref engine.SeriesRef) {
 	t.sections[string(section)] = append(refs, fieldRef{field: field, ref: ref})
 }
 
-// appender returns the appender of the subscriber's Writer, or nil when
+// appenderOf returns the appender of the subscriber's Writer, or nil when
 // it has none.
 func appenderOf(db Writer) point.SampleAppender {
 	if adb, ok := db.(lineproto.AppenderDB); ok {

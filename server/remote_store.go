@@ -88,7 +88,7 @@ type remoteCounts struct {
 	msgs                                 []string // the first maxReportedLines reasons
 }
 
-func newRemoteStore(s *Server, samples int) *remoteStore {
+func newRemoteStore(s *Server) *remoteStore {
 	return &remoteStore{s: s, app: s.remoteAppender()}
 }
 
