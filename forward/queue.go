@@ -303,8 +303,9 @@ func (q *queue) noQueueFiles() bool {
 // and the counts) in place, with one write, and fsyncs it when sync (clean:
 // on close). When the file is not open yet, it writes the record to a new
 // file and renames it over the old one, keeping it open for the writes
-// after: a full disk leaves the old cursor whole. The caller holds cmu, not
-// mu.
+// after, so that a crash never leaves a cursor cut short; only where the
+// new file does not fit (a full disk) is the old one overwritten in place.
+// The caller holds cmu, not mu.
 func (q *queue) writeCursorLocked(sync, clean bool) error {
 	q.mu.Lock()
 	rec := cursorRecord{seq: q.acked.seq, done: q.acked.done, settled: q.settled,
@@ -314,7 +315,19 @@ func (q *queue) writeCursorLocked(sync, clean bool) error {
 	if q.cursorFile == nil {
 		f, err := q.createCursor(q.cursorBuf)
 		if err != nil {
-			return err
+			// No room for a second cursor (a full disk): overwrite the
+			// one there, whose space its own truncation gives back.
+			f, err = q.fs.Create(filepath.Join(q.dir, cursorName))
+			if err != nil {
+				return fmt.Errorf("open cursor: %w", err)
+			}
+			q.cursorFile = f
+			if _, err := f.WriteAt(q.cursorBuf, 0); err != nil {
+				return fmt.Errorf("write cursor: %w", err)
+			}
+			if err := f.Sync(); err != nil {
+				return fmt.Errorf("sync cursor: %w", err)
+			}
 		}
 		q.cursorFile, q.wroteEnd = f, rec.queued
 		return nil

@@ -443,3 +443,66 @@ func TestQueueFaultWhileRunning(t *testing.T) {
 		})
 	}
 }
+
+// A big queue file on a disk with less free space than a file header: the
+// queue opens (the old cursor whole), reads and delivers what it holds,
+// counts the batches it cannot queue, and queues again, by itself, once
+// the delivered file is removed and its space is back.
+func TestQueueFullDiskBigFile(t *testing.T) {
+	m := vfs.NewMem()
+	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	q, _ := memQueue(t, m, 1<<20, 0, 1<<62, clk.now)
+	var total int64
+	for s := uint64(1); s <= 50; s++ {
+		put(t, q, s, 3)
+		total += 3
+	}
+	var rb readBuf
+	fr, _, _ := q.next(&rb)
+	c := cursor{seq: fr.seq, done: fr.samples, count: fr.count + uint64(fr.samples), countOK: true}
+	if err := q.saveCursor(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.close(); err != nil {
+		t.Fatal(err)
+	}
+	m.SetCapacity(m.Used() + queueHeaderSize - 1)
+
+	q2, rec := memQueue(t, m, 1<<20, 0, 1<<62, clk.now)
+	defer q2.close()
+	if err := q2.prepare(51, 5, 1, []byte("payload 51")); err == nil {
+		t.Fatal("queued a frame on a full disk")
+	}
+	if pub, lost := q2.commit(51, true); pub != 0 || lost != 5 {
+		t.Fatalf("on a full disk: published %d lost %d, want 0 and 5", pub, lost)
+	}
+	seqs := drain(t, q2)
+	// The reader starts at the oldest frame; the sender skips those the
+	// cursor says were delivered.
+	if len(seqs) != 50 || q2.damaged != 0 {
+		t.Fatalf("read %v after a restart on a full disk (damaged %d); log %q", seqs, q2.damaged, rec.take())
+	}
+	last := seqs[len(seqs)-1]
+	c = cursor{seq: last, done: 3, count: uint64(total), countOK: true}
+	if err := q2.saveCursor(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := q2.removeDone(c); err != nil {
+		t.Fatal(err)
+	}
+	// The delivered file is gone: the next batch starts a file at once,
+	// without waiting for the retry time.
+	put(t, q2, 52, 4)
+	equalSeqs(t, drain(t, q2), 52)
+	if err := q2.close(); err != nil {
+		t.Fatal(err)
+	}
+	q3, rec3 := memQueue(t, m, 1<<20, 0, 1<<62, clk.now)
+	defer q3.close()
+	if cur := q3.acked; cur.seq != 50 || cur.done != 3 {
+		t.Fatalf("cursor after a full disk %+v, want 50/3", cur)
+	}
+	if got := drain(t, q3); len(got) != 1 || got[0] != 52 || q3.damaged != 0 {
+		t.Fatalf("after recovery: read %v damaged %d; log %q", got, q3.damaged, rec3.take())
+	}
+}
