@@ -9,7 +9,6 @@ package forward
 // operating-system files (see mapActive).
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -23,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stratadb/strata/internal/record"
 	"github.com/stratadb/strata/internal/vfs"
 )
 
@@ -171,6 +171,10 @@ func openQueue(dir string, segBytes int64, recovered uint64, logger *slog.Logger
 func openQueueConfig(c queueConfig) (*queue, cursor, error) {
 	if err := c.fs.MkdirAll(c.dir, 0o755); err != nil {
 		return nil, cursor{}, fmt.Errorf("create queue dir: %w", err)
+	}
+	// The directory's entry must be durable before any file in it is.
+	if err := vfs.SyncDirOf(c.fs, c.dir); err != nil {
+		c.logger.Warn("forward: sync the queue dir's parent", "dir", c.dir, "err", err)
 	}
 	q := &queue{fs: c.fs, dir: c.dir, segBytes: c.segBytes, rollAge: int64(c.rollAge), logger: c.logger, now: c.now,
 		notify: make(chan struct{}, 1), aborted: make(map[uint64]struct{})}
@@ -703,18 +707,14 @@ func (q *queue) lostFrame(st *scanState, fr frame, what string) {
 // findFrame returns the offset of the first version 2 frame that checks
 // in data at or after from, or -1.
 func findFrame(data []byte, from int64) int64 {
-	for from >= 0 && from < int64(len(data)) {
-		i := bytes.Index(data[from:], []byte(frameMagic))
-		if i < 0 {
-			return -1
-		}
-		at := from + int64(i)
-		if _, _, err := parseFrame(queueVersion, data[at:]); err == nil {
-			return at
-		}
-		from = at + 1
+	if from < 0 {
+		return -1
 	}
-	return -1
+	off, ok, err := frameLayout.Scan(record.Mem(data), from)
+	if !ok || err != nil {
+		return -1
+	}
+	return off
 }
 
 // allZero tells whether b holds only zero bytes.
@@ -879,7 +879,7 @@ func (q *queue) prepareLocked(seq uint64, samples int, format byte, payload []by
 		n, err = writeFrameAt(q.osf, q.wbuf, payload, q.wsize)
 	} else {
 		q.wbuf = appendFrame(q.wbuf[:0], seq, now, ns, format, count, payload)
-		n, err = q.active.WriteAt(q.wbuf, q.wsize)
+		n, err = record.WriteAt(q.active, q.wbuf, q.wsize)
 	}
 	q.wsize += int64(n)
 	if err != nil {

@@ -110,13 +110,14 @@ package forward
 // These constants are part of the durable format and must not be changed.
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"strconv"
 	"strings"
+
+	"github.com/stratadb/strata/internal/record"
 )
 
 const (
@@ -149,6 +150,27 @@ const (
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// frameLayout is a version 2 frame, drawn above, to the record package,
+// which seals, checks and resynchronizes frames (as it does the WAL's and
+// the series catalog's records).
+var frameLayout = &record.Layout{
+	Magic:      frameMagic,
+	HeaderSize: frameHeaderSize,
+	LengthAt:   8,
+	MaxPayload: maxFramePayload,
+	HeaderCRC:  &record.CRC{At: 4, From: 8, To: frameHeaderSize},
+	PayloadCRC: record.CRC{At: 41},
+}
+
+// frameLayoutV1 is a version 1 frame: length, then the crc of seq ..
+// payload.
+var frameLayoutV1 = &record.Layout{
+	HeaderSize: frameHeaderSizeV1,
+	LengthAt:   0,
+	MaxPayload: maxFramePayload,
+	PayloadCRC: record.CRC{At: 4, From: 8, To: frameHeaderSizeV1},
+}
 
 // errQueueCorrupt marks damage found in a queue or cursor file.
 var errQueueCorrupt = errors.New("forward: corrupt queue")
@@ -251,31 +273,26 @@ func appendFrame(dst []byte, seq uint64, t int64, samples uint32, format byte, c
 func appendFrameHeader(dst []byte, seq uint64, t int64, samples uint32, format byte, count uint64, payload []byte) []byte {
 	s := len(dst)
 	dst = append(dst, frameMagic...)
-	dst = append(dst, 0, 0, 0, 0) // hcrc, below
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // hcrc, length: sealed below
 	dst = binary.LittleEndian.AppendUint64(dst, seq)
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(t))
 	dst = binary.LittleEndian.AppendUint32(dst, samples)
 	dst = append(dst, format)
 	dst = binary.LittleEndian.AppendUint64(dst, count)
-	dst = binary.LittleEndian.AppendUint32(dst, crc32.Checksum(payload, castagnoli))
-	binary.LittleEndian.PutUint32(dst[s+4:], crc32.Checksum(dst[s+8:], castagnoli))
+	dst = append(dst, 0, 0, 0, 0) // pcrc
+	frameLayout.Seal(dst[s:], payload)
 	return dst
 }
 
 // appendFrameV1 appends the version 1 encoding of a frame (tests write old
 // files).
 func appendFrameV1(dst []byte, seq uint64, t int64, samples uint32, format byte, payload []byte) []byte {
-	s := len(dst)
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
-	dst = append(dst, 0, 0, 0, 0)
-	dst = binary.LittleEndian.AppendUint64(dst, seq)
-	dst = binary.LittleEndian.AppendUint64(dst, uint64(t))
-	dst = binary.LittleEndian.AppendUint32(dst, samples)
-	dst = append(dst, format)
-	crc := crc32.Update(crc32.Checksum(dst[s+8:], castagnoli), castagnoli, payload)
-	binary.LittleEndian.PutUint32(dst[s+4:], crc)
-	return append(dst, payload...)
+	var h [frameHeaderSizeV1]byte
+	binary.LittleEndian.PutUint64(h[8:], seq)
+	binary.LittleEndian.PutUint64(h[16:], uint64(t))
+	binary.LittleEndian.PutUint32(h[24:], samples)
+	h[28] = format
+	return frameLayoutV1.AppendFrame(dst, h[:], payload)
 }
 
 // parseFrame decodes the frame of the given file version at the start of
@@ -283,66 +300,50 @@ func appendFrameV1(dst []byte, seq uint64, t int64, samples uint32, format byte,
 // frame's whole size, when the header was readable) and errQueueCorrupt
 // for a bad magic, length or checksum. The payload aliases b.
 func parseFrame(version byte, b []byte) (f frame, need int64, err error) {
+	l := frameLayout
 	if version == queueVersion1 {
-		return parseFrameV1(b)
+		l = frameLayoutV1
 	}
-	if len(b) < len(frameMagic) {
-		if !bytes.HasPrefix([]byte(frameMagic), b) {
-			return f, 0, fmt.Errorf("%w: no frame magic", errQueueCorrupt)
+	fr, bad := l.Parse(b)
+	switch bad {
+	case record.OK, record.PastEnd, record.BadCRC:
+		need = fr.Size
+		if version == queueVersion {
+			h := fr.Header
+			f.seq = binary.LittleEndian.Uint64(h[12:])
+			f.time = int64(binary.LittleEndian.Uint64(h[20:]))
+			f.samples = binary.LittleEndian.Uint32(h[28:])
+			f.format = h[32]
+			f.count = binary.LittleEndian.Uint64(h[33:])
+			f.hdr, f.hdrOK = frameHeaderSize, true
 		}
+	case record.Short:
 		return f, 0, errShort
-	}
-	if string(b[:4]) != frameMagic {
+	case record.BadMagic:
 		return f, 0, fmt.Errorf("%w: no frame magic", errQueueCorrupt)
-	}
-	if len(b) < frameHeaderSize {
-		return f, 0, errShort
-	}
-	if crc32.Checksum(b[8:frameHeaderSize], castagnoli) != binary.LittleEndian.Uint32(b[4:]) {
+	case record.BadHeaderCRC:
 		return f, 0, fmt.Errorf("%w: frame header checksum mismatch", errQueueCorrupt)
+	case record.BadLength:
+		return f, 0, fmt.Errorf("%w: frame length %d", errQueueCorrupt, l.Length(b))
 	}
-	n := binary.LittleEndian.Uint32(b[8:])
-	if n > maxFramePayload {
-		return f, 0, fmt.Errorf("%w: frame length %d", errQueueCorrupt, n)
-	}
-	f.seq = binary.LittleEndian.Uint64(b[12:])
-	f.time = int64(binary.LittleEndian.Uint64(b[20:]))
-	f.samples = binary.LittleEndian.Uint32(b[28:])
-	f.format = b[32]
-	f.count = binary.LittleEndian.Uint64(b[33:])
-	f.hdr, f.hdrOK = frameHeaderSize, true
-	need = frameHeaderSize + int64(n)
-	if int64(len(b)) < need {
+	switch bad {
+	case record.PastEnd:
 		return f, need, errShort
-	}
-	if crc32.Checksum(b[frameHeaderSize:need], castagnoli) != binary.LittleEndian.Uint32(b[41:]) {
+	case record.BadCRC:
+		if version == queueVersion1 {
+			return f, need, fmt.Errorf("%w: frame checksum mismatch", errQueueCorrupt)
+		}
 		return f, need, fmt.Errorf("%w: frame payload checksum mismatch", errQueueCorrupt)
 	}
-	f.payload = b[frameHeaderSize:need]
-	return f, need, nil
-}
-
-func parseFrameV1(b []byte) (f frame, need int64, err error) {
-	if len(b) < frameHeaderSizeV1 {
-		return f, 0, errShort
+	if version == queueVersion1 {
+		h := fr.Header
+		f.seq = binary.LittleEndian.Uint64(h[8:])
+		f.time = int64(binary.LittleEndian.Uint64(h[16:]))
+		f.samples = binary.LittleEndian.Uint32(h[24:])
+		f.format = h[28]
+		f.hdr = frameHeaderSizeV1
 	}
-	n := binary.LittleEndian.Uint32(b)
-	if n > maxFramePayload {
-		return f, 0, fmt.Errorf("%w: frame length %d", errQueueCorrupt, n)
-	}
-	need = frameHeaderSizeV1 + int64(n)
-	if int64(len(b)) < need {
-		return f, need, errShort
-	}
-	if crc32.Checksum(b[8:need], castagnoli) != binary.LittleEndian.Uint32(b[4:]) {
-		return f, need, fmt.Errorf("%w: frame checksum mismatch", errQueueCorrupt)
-	}
-	f.seq = binary.LittleEndian.Uint64(b[8:])
-	f.time = int64(binary.LittleEndian.Uint64(b[16:]))
-	f.samples = binary.LittleEndian.Uint32(b[24:])
-	f.format = b[28]
-	f.payload = b[frameHeaderSizeV1:need]
-	f.hdr = frameHeaderSizeV1
+	f.payload = fr.Payload
 	return f, need, nil
 }
 
