@@ -1415,6 +1415,17 @@ func (q *queue) removeDone(acked cursor) error {
 		keep = append(keep, f)
 	}
 	q.files = keep
+	if len(rm) > 0 {
+		// Everything before the first file left is delivered or dropped
+		// (files of version 1 carry no counts: acknowledgements inside
+		// them do not move settled).
+		switch {
+		case len(keep) > 0 && keep[0].version == queueVersion:
+			q.settled = max(q.settled, keep[0].start)
+		case len(keep) == 0:
+			q.settled = max(q.settled, q.queuedEnd)
+		}
+	}
 	q.mu.Unlock()
 	if len(rm) == 0 {
 		return nil
