@@ -199,6 +199,10 @@ func openQueueConfig(c queueConfig) (*queue, cursor, error) {
 	}
 	st.spans = q.readCounted()
 	before := len(st.spans)
+	if !rec.counts && len(nums) > 0 {
+		q.logger.Info("forward: the cursor holds no counts (an earlier release's, or none); a loss before the oldest queue file or at the end of the newest cannot be counted at this start",
+			"dir", c.dir)
+	}
 	for i, n := range nums {
 		if i > 0 && n != nums[i-1]+1 {
 			q.logger.Error("forward: queue files are missing; their batches are lost",
