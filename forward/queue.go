@@ -612,7 +612,7 @@ func (q *queue) scanFile(num uint64, last bool, st *scanState) *qfile {
 				if st.at == "" {
 					st.at, st.atOff = path, off // samples missing before this frame
 				}
-				q.lose(st, fr.count, fr.seq, "queue damaged")
+				q.lose(st, fr.count, fr.seq, "samples missing before this frame (damage, or a queue file removed)")
 			} else {
 				q.logger.Warn("forward: queue frame counts go back; counting on from this frame", "file", path, "offset", off)
 			}
