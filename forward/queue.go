@@ -973,7 +973,7 @@ func (q *queue) roll(need int64) error {
 	q.mu.Lock()
 	acked := q.acked
 	q.mu.Unlock()
-	if err := q.removeDone(acked); err != nil {
+	if err := q.removeDoneSync(acked, false); err != nil {
 		q.logger.Warn("forward: remove delivered queue files", "err", err)
 	}
 	if err := q.createFile(q.nextNum, need); err != nil {
@@ -1402,8 +1402,15 @@ func (q *queue) mayPass(maxBytes int64) bool {
 // removeDone removes the files that nothing needs any more: files the
 // reader is through, other than the active one, whose frames are all
 // acknowledged, or which trim dropped (unless the acknowledged position is
-// inside them: their read part is still in flight).
-func (q *queue) removeDone(acked cursor) error {
+// inside them: their read part is still in flight). The cursor is written
+// and fsynced first (see removeDoneSync).
+func (q *queue) removeDone(acked cursor) error { return q.removeDoneSync(acked, true) }
+
+// removeDoneSync is removeDone; unless sync, the cursor is written but not
+// fsynced before the files are removed (the writer's roll, which must not
+// wait for the disk under the engine's commit lock: after a power loss, as
+// opposed to a kill -9, the files it removed may then be counted lost).
+func (q *queue) removeDoneSync(acked cursor, sync bool) error {
 	q.mu.Lock()
 	q.acked = acked
 	var rm []uint64
@@ -1438,7 +1445,7 @@ func (q *queue) removeDone(acked cursor) error {
 	// The cursor says why the files are gone (settled) before they are: a
 	// later Open tells them from files lost to damage.
 	q.cmu.Lock()
-	err := q.writeCursorLocked(true, false)
+	err := q.writeCursorLocked(sync, false)
 	q.cmu.Unlock()
 	if err != nil {
 		q.logger.Warn("forward: cannot record the removal of delivered queue files in the cursor; a restart may count them as lost", "err", err)

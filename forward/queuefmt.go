@@ -85,8 +85,9 @@ package forward
 //	flags       bit 0: written by a clean close (queued is the queue's end)
 //
 // The cursor is rewritten when the sender acknowledges, on the sync tick
-// when frames were queued since, and fsynced before queue files are
-// removed and on close; it is created by writing a new file and renaming
+// when frames were queued since, and before queue files are removed; it
+// is fsynced then (but for the writer's roll, which does not wait for the
+// disk) and on close; it is created by writing a new file and renaming
 // it (a full disk leaves the old one). Open compares the first file's
 // start with settled (a removed oldest file, or one set aside), and the
 // count after the last good frame with queued (a removed or cut newest
