@@ -149,7 +149,7 @@ type DB struct {
 	closed   atomic.Bool
 	readOnly bool          // Options.ReadOnly: no lock, no WAL, no background work
 	seq      atomic.Uint64 // last sequence number assigned (Write and Delete)
-	vis      seqVisibility // what readers see: see visibility.go
+	vis      seqVisibility // what readers see: see readview.go
 
 	rules atomic.Pointer[ruleSet] // retention rules (rules.go); nil: none
 

@@ -249,35 +249,3 @@ func (w *lastWorker) visit(i int, si *segment.SeriesIndex) error {
 	}
 	return nil
 }
-
-// memNewest leaves in v.buf the visible samples of id in memtable m of the
-// newest window of [mint, maxt] that has one (none when no window has):
-// a long series is read window by window from its end (about PartSamples
-// samples each, polling ctx between them).
-func (v *visibility) memNewest(m *memRef, id uint64, mint int64) error {
-	if m.t.SeriesLen(id) <= partSamples {
-		v.buf = v.db.memSamples(v.snap, m, id, mint, v.maxt, v.buf[:0])
-		return nil
-	}
-	v.spans = m.t.Spans(id, mint, v.maxt, v.snap.oldest, v.spans[:0])
-	to, n := v.maxt, 0
-	for i := len(v.spans) - 1; i >= 0; i-- {
-		if n += v.spans[i].Count; n < partSamples && i > 0 {
-			continue
-		}
-		if err := v.ctx.Err(); err != nil {
-			return err
-		}
-		from := mint
-		if i > 0 {
-			from = v.spans[i-1].MaxTime + 1
-		}
-		v.buf = v.db.memSamples(v.snap, m, id, from, to, v.buf[:0])
-		if len(v.buf) > 0 {
-			return nil
-		}
-		to, n = from-1, 0
-	}
-	v.buf = v.buf[:0]
-	return nil
-}

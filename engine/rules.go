@@ -11,7 +11,7 @@ package engine
 // in on first use, so a reader pays one array load per series.
 //
 // Reads hide a sample older than its series' cutoff, now minus its keep,
-// and never older than the expiry floor (visibility.go). The base cutoff
+// and never older than the expiry floor (readview.go). The base cutoff
 // is the least of them: now minus the longest keep (none when some keep is
 // forever), never below the floor. Compaction drops below the base cutoff
 // everywhere and raises the floor to it, as Retention alone does.

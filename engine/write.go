@@ -331,7 +331,7 @@ func (db *DB) newMemRef(tombApplied uint64) *memRef {
 
 // Delete removes the samples s selects that were written before it; later
 // writes into the range are kept. It is applied to reads at once, as a
-// tombstone (see visibility.go), and physically by flush and compaction.
+// tombstone (see tombstone.go), and physically by flush and compaction.
 // A ctx cancelled before the delete is logged makes it return ctx's error
 // with nothing deleted; once logged, the delete is done and Delete returns
 // its outcome (a cancellation then only cuts short the freeing of memtable

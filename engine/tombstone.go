@@ -1,193 +1,85 @@
 package engine
 
-// Visibility: what a reader sees.
-//
-// Every Write and Delete takes the next sequence number under the commit
-// lock, is logged in the WAL and applied (a write's samples to the active
-// memtable, tagged with its sequence number; a delete's tombstone to the
-// tombstone list), and only then, once its WAL record is durable as the
-// sync mode asks, is it resolved: published, or, when the WAL refused it,
-// undone (its samples dropped, its tombstone removed) before anyone can see
-// it. published is the highest sequence number at or below which every
-// operation is resolved; Write and Delete return only once published has
-// reached theirs, so a caller reads its own writes.
-//
-// A reader (query, flush, compaction) works as of one sequence number asOf
-// taken with its snapshot: memtable samples above asOf are invisible, and
-// so are tombstones above it, so each Write and Delete is seen whole or not
-// at all by the reader. A tombstone with sequence number d hides the
-// samples of its series and range written before d: in a memtable, those
-// with a lower sequence number (a mask: see memtable.View); in a segment,
-// all of them unless the segment has applied d already (tombApplied >= d),
-// because everything in a segment was written before any tombstone it has
-// not applied.
-//
-// Retention hides samples older than now minus Retention. Compaction drops
-// them physically, and a dropped sample may have shadowed an older value of
-// the same (series, time) in a segment the compaction did not touch; so
-// every compaction that applies a cutoff raises the expiry floor to it,
-// persisted in the manifest, and samples older than the floor stay
-// invisible for good: moving the clock back or raising Retention never
-// brings an overwritten value back.
-
 import (
 	"context"
 	"math"
 	"slices"
-	"sync"
-	"sync/atomic"
 
 	"github.com/stratadb/strata/compaction"
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/memtable"
 )
 
-// seqVisibility publishes sequence numbers and tracks the readers' ones.
-type seqVisibility struct {
-	published atomic.Uint64
-	// floor: samples with a time below it are gone for good (see above);
-	// math.MinInt64 until a compaction applies a retention cutoff.
-	floor atomic.Int64
+// Tombstones: what a Delete hides, and when it can be forgotten.
+//
+// A Delete adds a tombstone (its sequence number and selector) to the live
+// list, persisted in the manifest. It hides the samples it selects written
+// before it (see readview.go): memtable samples through masks, segment
+// samples unless the segment's tombApplied mark has reached it. Compaction
+// drops the samples a tombstone deletes from the segments it rewrites
+// (dropFunc), raises the mark of segments it cannot affect
+// (raiseTombApplied), and a tombstone every source has applied is dropped
+// from the list (pruneTombstones).
 
-	mu      sync.Mutex
-	cond    *sync.Cond
-	done    []uint64       // resolved sequence numbers above published, ascending
-	waiting int            // goroutines in wait
-	readers map[uint64]int // live readers by asOf
+// tombstone is one Delete: its sequence number and what it selects, as
+// the manifest and the WAL record it.
+type tombstone struct {
+	seq uint64
+	sel Selector // Start, End half-open
 }
 
-// start sets the state of a freshly opened DB: every sequence number up to
-// last is resolved.
-func (v *seqVisibility) start(last uint64, floor int64) {
-	v.published.Store(last)
-	v.floor.Store(floor)
+// ctomb is a tombstone with its matchers compiled once.
+type ctomb struct {
+	seq        uint64
+	sel        *Selector
+	ms         []matcher
+	ok         bool
+	mint, maxt int64
 }
 
-// resolve marks seq resolved: its operation is visible, or undone. The
-// caller has undone a failed operation before resolving it.
-func (v *seqVisibility) resolve(seq uint64) {
-	v.mu.Lock()
-	p := v.published.Load()
-	if seq == p+1 {
-		p = seq
-		for len(v.done) > 0 && v.done[0] == p+1 {
-			p = v.done[0]
-			v.done = v.done[1:]
+type timeRange struct{ mint, maxt int64 }
+
+// tombRanges returns the ranges that tombstones newer than applied delete
+// from series id. The caller holds cat.mu.RLock.
+func (v *visibility) tombRanges(id uint64, applied uint64) []timeRange {
+	v.ranges = v.appendTombRanges(v.ranges[:0], id, applied)
+	return v.ranges
+}
+
+// appendTombRanges appends to dst the ranges that tombstones newer than
+// applied delete from series id. The caller holds cat.mu.RLock. It only
+// reads v, so concurrent workers may call it.
+func (v *visibility) appendTombRanges(dst []timeRange, id uint64, applied uint64) []timeRange {
+	for i := range v.tombs {
+		t := &v.tombs[i]
+		if t.seq <= applied || !t.ok {
+			continue
 		}
-		v.published.Store(p)
-		if v.waiting > 0 {
-			v.cond.Broadcast()
+		s := &v.db.cat.series[id]
+		if s.set.measurement != t.sel.Measurement || (t.sel.Field != "" && s.field != t.sel.Field) || !matchTags(s.set.tags, t.ms) {
+			continue
 		}
-	} else if seq > p {
-		i, _ := slices.BinarySearch(v.done, seq)
-		v.done = slices.Insert(v.done, i, seq)
+		dst = append(dst, timeRange{t.mint, t.maxt})
 	}
-	v.mu.Unlock()
+	return dst
 }
 
-// wait returns once every sequence number up to seq is resolved.
-func (v *seqVisibility) wait(seq uint64) {
-	if v.published.Load() >= seq {
-		return
-	}
-	v.mu.Lock()
-	if v.cond == nil {
-		v.cond = sync.NewCond(&v.mu)
-	}
-	v.waiting++
-	for v.published.Load() < seq {
-		v.cond.Wait()
-	}
-	v.waiting--
-	v.mu.Unlock()
-}
-
-// acquire registers a reader as of the current published sequence number
-// and returns it, with the oldest sequence number any live reader reads as
-// of (see memtable.View.Oldest).
-func (v *seqVisibility) acquire() (asOf, oldest uint64) {
-	v.mu.Lock()
-	asOf = v.published.Load()
-	if v.readers == nil {
-		v.readers = make(map[uint64]int)
-	}
-	v.readers[asOf]++
-	oldest = v.oldestLocked()
-	v.mu.Unlock()
-	return asOf, oldest
-}
-
-func (v *seqVisibility) release(asOf uint64) {
-	v.mu.Lock()
-	if v.readers[asOf]--; v.readers[asOf] <= 0 {
-		delete(v.readers, asOf)
-	}
-	v.mu.Unlock()
-}
-
-// oldest returns the oldest sequence number a reader reads as of, or the
-// published one when no reader is live. A reader that starts later reads
-// as of a newer one.
-func (v *seqVisibility) oldest() uint64 {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.oldestLocked()
-}
-
-func (v *seqVisibility) oldestLocked() uint64 {
-	o := v.published.Load()
-	for s := range v.readers {
-		o = min(o, s)
-	}
-	return o
-}
-
-// raiseFloor raises the expiry floor to cutoff and returns the new floor.
-func (v *seqVisibility) raiseFloor(cutoff int64) int64 {
-	for {
-		f := v.floor.Load()
-		if cutoff <= f || v.floor.CompareAndSwap(f, cutoff) {
-			return max(f, cutoff)
+func covered(t int64, ranges []timeRange) bool {
+	for _, r := range ranges {
+		if t >= r.mint && t <= r.maxt {
+			return true
 		}
 	}
+	return false
 }
 
-// snapshot is what one reader reads: a version, the memtables of the same
-// instant, and the tombstones, all as of one sequence number.
-type snapshot struct {
-	v          *version
-	imm        []*memRef
-	mem        *memRef
-	tombstones []tombstone // those at or below asOf
-	asOf       uint64
-	oldest     uint64 // no live reader reads as of an older sequence number
-}
-
-func (db *DB) acquireSnapshot() (*snapshot, error) {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	if db.mu.v == nil {
-		return nil, ErrClosed
+func (v *visibility) hasTombsAbove(applied uint64) bool {
+	for i := range v.tombs {
+		if v.tombs[i].seq > applied {
+			return true
+		}
 	}
-	db.mu.v.ref()
-	// Under mu, so that every tombstone at or below asOf is in the list
-	// (tombstones are added under mu before they are published) and none
-	// the version's segments need is pruned yet.
-	asOf, oldest := db.vis.acquire()
-	return &snapshot{v: db.mu.v, imm: slices.Clone(db.mu.imm), mem: db.mu.mem,
-		tombstones: tombstonesAsOf(db.mu.tombstones, asOf), asOf: asOf, oldest: oldest}, nil
-}
-
-func (db *DB) releaseSnapshot(s *snapshot) {
-	db.vis.release(s.asOf)
-	db.unrefVersion(s.v)
-}
-
-// memView returns the view of memtable m for one series whose tombstones
-// are tombs: as of s.asOf, with a mask for every tombstone that m may hold
-// samples under.
-func (s *snapshot) memView(m *memRef, tombs []tombstone) memtable.View {
-	return memtable.View{AsOf: s.asOf, Oldest: s.oldest, Masks: masks(tombs, m.tombApplied, nil)}
+	return false
 }
 
 // applyDeleteToMem removes from t the samples sel selects that t holds now:
@@ -226,17 +118,6 @@ func (db *DB) reclaimDeleted(ctx context.Context, sel *Selector, seq uint64) {
 			m.t.DeleteBefore(id, mint, maxt, seq)
 		}
 	}
-}
-
-// memSamples appends to buf the samples of series id in [mint, maxt] that
-// snapshot s sees in memtable m: as of s.asOf, without what its tombstones
-// delete. Every read of a memtable goes through a view like this one.
-func (db *DB) memSamples(s *snapshot, m *memRef, id uint64, mint, maxt int64, buf []point.Sample) []point.Sample {
-	db.cat.mu.RLock()
-	tombs := db.seriesTombstones(id, s.tombstones, m.tombApplied, nil)
-	db.cat.mu.RUnlock()
-	view := s.memView(m, tombs)
-	return m.t.Read(id, mint, maxt, &view, buf)
 }
 
 // tombstonesAsOf returns the tombstones with seq <= asOf; tombs is never
