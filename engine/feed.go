@@ -175,12 +175,10 @@ func feedResolve(subs []FeedSubscriber, seq uint64, kept bool) {
 // names it. Ids are never reused, so a record kept on disk resolves the
 // same way after a restart. It works after Close too.
 func (db *DB) FeedSeries(id uint64) (key string, info SeriesInfo, ok bool) {
-	db.cat.mu.RLock()
-	defer db.cat.mu.RUnlock()
-	if id >= uint64(len(db.cat.series)) {
+	m, ok := db.cat.meta(id)
+	if !ok {
 		return "", SeriesInfo{}, false
 	}
-	m := &db.cat.series[id]
 	return m.key, SeriesInfo{Measurement: m.set.measurement, Tags: m.set.tags, Field: m.field, Kind: m.kind}, true
 }
 

@@ -135,10 +135,8 @@ func (db *DB) flushMemtable(m *memRef) error {
 		var buf []point.Sample
 		var stombs []tombstone
 		for _, id := range ids {
-			db.cat.mu.RLock()
-			meta := db.cat.series[id]
+			meta, _ := db.cat.meta(id)
 			stombs = db.seriesTombstones(id, tombs, m.tombApplied, stombs[:0])
-			db.cat.mu.RUnlock()
 			view := snap.memView(m, stombs)
 			buf = m.t.Read(id, math.MinInt64, math.MaxInt64, &view, buf[:0])
 			if len(buf) == 0 {

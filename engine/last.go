@@ -24,9 +24,7 @@ import (
 func (db *DB) Last(ctx context.Context, s Selector) ([]Series, error) {
 	var out []Series
 	err := db.withVisibility(ctx, &s, func(v *visibility) error {
-		v.db.cat.mu.RLock()
 		ids := v.db.cat.matchCompiled(v.sel, v.ms)
-		v.db.cat.mu.RUnlock()
 		if len(ids) == 0 {
 			return nil
 		}
@@ -43,20 +41,19 @@ func (db *DB) Last(ctx context.Context, s Selector) ([]Series, error) {
 		v.db.cat.sortByKey(found)
 		// The results' samples are best's; one allocation for the tags.
 		out = make([]Series, len(found))
-		v.db.cat.mu.RLock()
+		metas := v.db.cat.metas(found)
 		ntags := 0
-		for _, id := range found {
-			ntags += len(v.db.cat.series[id].set.tags)
+		for _, m := range metas {
+			ntags += len(m.set.tags)
 		}
 		tags := make([]Tag, 0, ntags)
 		for n, id := range found {
-			m := &v.db.cat.series[id]
+			m := metas[n]
 			t := len(tags)
 			tags = append(tags, m.set.tags...)
 			i, _ := slices.BinarySearch(ids, id) // ids is ascending
 			out[n] = Series{Measurement: m.set.measurement, Tags: tags[t:len(tags):len(tags)], Field: m.field, Samples: best.samples[i : i+1 : i+1]}
 		}
-		v.db.cat.mu.RUnlock()
 		return nil
 	})
 	return out, err
@@ -212,9 +209,7 @@ func (w *lastWorker) visit(i int, si *segment.SeriesIndex) error {
 	mint := v.lo(w.ids[i])
 	var ranges []timeRange
 	if w.anyTomb {
-		v.db.cat.mu.RLock()
 		w.ranges = v.appendTombRanges(w.ranges[:0], w.ids[i], w.applied)
-		v.db.cat.mu.RUnlock()
 		ranges = w.ranges
 	}
 	bs := si.Blocks

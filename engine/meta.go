@@ -19,13 +19,8 @@ import (
 func (db *DB) Measurements(ctx context.Context) ([]string, error) {
 	var out []string
 	err := db.withVisibility(ctx, &Selector{}, func(v *visibility) error {
-		v.db.cat.mu.RLock()
-		names := slices.Clone(v.db.cat.idx.sorted)
-		v.db.cat.mu.RUnlock()
-		for _, name := range names {
-			v.db.cat.mu.RLock()
-			ids := v.db.cat.idx.measurements[name].ids
-			v.db.cat.mu.RUnlock()
+		for _, name := range v.db.cat.measurements() {
+			ids := v.db.cat.measurementIDs(name)
 			// Usually the first series answers; look at a few, then at all.
 			for lo, n := 0, 1; lo < len(ids); lo, n = lo+n, n*16 {
 				if err := ctx.Err(); err != nil {
@@ -57,13 +52,11 @@ func (db *DB) TagKeys(ctx context.Context, s Selector) ([]string, error) {
 		}
 		seen := make(map[*tagSet]bool)
 		keys := make(map[string]bool)
-		v.db.cat.mu.RLock()
-		for i, id := range ids {
+		for i, m := range v.db.cat.metas(ids) {
 			if i%(16*checkContextEvery) == 0 && v.ctx.Err() != nil {
-				v.db.cat.mu.RUnlock()
 				return v.ctx.Err()
 			}
-			set := v.db.cat.series[id].set
+			set := m.set
 			if seen[set] {
 				continue
 			}
@@ -72,7 +65,6 @@ func (db *DB) TagKeys(ctx context.Context, s Selector) ([]string, error) {
 				keys[t.Key] = true
 			}
 		}
-		v.db.cat.mu.RUnlock()
 		for k := range keys {
 			out = append(out, k)
 		}
@@ -90,51 +82,9 @@ func (db *DB) TagValues(ctx context.Context, key string, s Selector) ([]string, 
 	}
 	var out []string
 	err := db.withVisibility(ctx, &s, func(v *visibility) error {
-		c := v.db.cat
-		var lists [][]string
-		c.mu.RLock()
-		mis := c.measIndexes(s.Measurement)
-		c.mu.RUnlock()
-		hasKey := matcher{key: key, op: MatchNotEqual}
-		for _, mi := range mis {
-			c.mu.RLock()
-			ki := mi.keys[key]
-			var ids []uint64
-			if ki != nil {
-				ms := v.ms
-				if ki.n*4 < len(mi.ids) {
-					// Few series hold the key: start from them.
-					ms = append(slices.Clip(ms), hasKey)
-				}
-				ids = c.fieldFilter(mi.selectIDs(ms, len(c.series)), s.Field)
-			}
-			c.mu.RUnlock()
-			if len(ids) == 0 {
-				continue
-			}
-			ids, err := v.filter(ids)
-			if err != nil {
-				return err
-			}
-			if len(ids) == 0 {
-				continue
-			}
-			visible := newIDSet(int(ids[len(ids)-1]) + 1) // ids ascending
-			visible.addAll(ids)
-			sorted := ki.values()
-			vals := make([]string, 0, min(len(sorted), len(ids)))
-			c.mu.RLock()
-			for i, p := range sorted {
-				if i%4096 == 0 && ctx.Err() != nil {
-					c.mu.RUnlock()
-					return ctx.Err()
-				}
-				if slices.ContainsFunc(p.ids, visible.has) {
-					vals = append(vals, p.value)
-				}
-			}
-			c.mu.RUnlock()
-			lists = append(lists, vals)
+		lists, err := v.db.cat.tagValues(ctx, s.Measurement, s.Field, key, v.ms, v.filter)
+		if err != nil {
+			return err
 		}
 		out = mergeSortedStrings(lists)
 		return nil
@@ -170,16 +120,12 @@ func (db *DB) SeriesInfo(ctx context.Context, s Selector) ([]SeriesInfo, error) 
 		}
 		v.db.cat.sortByKey(ids)
 		out = make([]SeriesInfo, len(ids))
-		v.db.cat.mu.RLock()
-		for i, id := range ids {
+		for i, m := range v.db.cat.metas(ids) {
 			if i%(16*checkContextEvery) == 0 && v.ctx.Err() != nil {
-				v.db.cat.mu.RUnlock()
 				return v.ctx.Err()
 			}
-			m := &v.db.cat.series[id]
 			out[i] = SeriesInfo{Measurement: m.set.measurement, Tags: slices.Clone(m.set.tags), Field: m.field, Kind: m.kind}
 		}
-		v.db.cat.mu.RUnlock()
 		return nil
 	})
 	return out, err

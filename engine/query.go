@@ -257,16 +257,12 @@ func (r *seriesReader) windowEnds(id uint64, srcs []source, mint, maxt int64, li
 // selectSorted returns the series sel selects (compiled matchers ms),
 // sorted by canonical key, with their ids.
 func (db *DB) selectSorted(sel *Selector, ms []matcher) ([]seriesMeta, []uint64) {
-	db.cat.mu.RLock()
 	ids := db.cat.matchCompiled(sel, ms)
-	db.cat.mu.RUnlock()
 	db.cat.sortByKey(ids)
 	metas := make([]seriesMeta, len(ids))
-	db.cat.mu.RLock()
-	for i, id := range ids {
-		metas[i] = db.cat.series[id]
+	for i, m := range db.cat.metas(ids) {
+		metas[i] = *m
 	}
-	db.cat.mu.RUnlock()
 	return metas, ids
 }
 
@@ -507,9 +503,7 @@ func (r *seriesReader) sourcesAndTombs(id uint64, meta *seriesMeta, mint, maxt i
 	for _, s := range srcs {
 		applied = min(applied, s.tombApplied)
 	}
-	r.db.cat.mu.RLock()
 	tombs := r.db.seriesTombstones(id, r.snap.tombstones, applied, nil)
-	r.db.cat.mu.RUnlock()
 	return srcs, tombs
 }
 

@@ -199,9 +199,7 @@ func (s *snapshot) memView(m *memRef, tombs []tombstone) memtable.View {
 // snapshot s sees in memtable m: as of s.asOf, without what its tombstones
 // delete. Every read of a memtable goes through a view like this one.
 func (db *DB) memSamples(s *snapshot, m *memRef, id uint64, mint, maxt int64, buf []point.Sample) []point.Sample {
-	db.cat.mu.RLock()
 	tombs := db.seriesTombstones(id, s.tombstones, m.tombApplied, nil)
-	db.cat.mu.RUnlock()
 	view := s.memView(m, tombs)
 	return m.t.Read(id, mint, maxt, &view, buf)
 }
@@ -257,7 +255,7 @@ type visibility struct {
 }
 
 // lo returns the oldest visible time of series id: mint, or its retention
-// cutoff when later. The caller must not hold db.cat.mu.
+// cutoff when later.
 func (v *visibility) lo(id uint64) int64 {
 	if v.cuts == nil {
 		return v.mint
@@ -292,9 +290,7 @@ func (v *visibility) selected(extra *matcher) ([]uint64, error) {
 	if extra != nil {
 		ms = append(slices.Clip(ms), *extra)
 	}
-	v.db.cat.mu.RLock()
 	ids := v.db.cat.matchCompiled(v.sel, ms)
-	v.db.cat.mu.RUnlock()
 	return v.filter(ids)
 }
 
@@ -376,9 +372,7 @@ func (v *visibility) segFilter(h *segHandle, ids []uint64, visible []bool) (int,
 	err := v.eachSeries(h, ids, func(i int) bool { return visible[i] }, func(i int, si *segment.SeriesIndex) error {
 		var ranges []timeRange
 		if anyTomb {
-			v.db.cat.mu.RLock()
 			ranges = v.tombRanges(ids[i], applied)
-			v.db.cat.mu.RUnlock()
 		}
 		ok, err := v.segVisible(h, si, ranges, v.lo(ids[i]))
 		if err != nil {
@@ -467,18 +461,7 @@ type segIDs struct {
 // callers look keys up).
 func (db *DB) segSeriesIDs(h *segHandle) ([]uint64, bool) {
 	h.ids.once.Do(func() {
-		n := h.r.NumSeries()
-		ids := make([]uint64, 0, n)
-		db.cat.mu.RLock()
-		defer db.cat.mu.RUnlock()
-		for i := range n {
-			id, ok := db.cat.lookup(string(h.r.Key(i)))
-			if !ok {
-				return
-			}
-			ids = append(ids, id)
-		}
-		h.ids.byPos, h.ids.ok = ids, true
+		h.ids.byPos, h.ids.ok = db.cat.lookupKeys(h.r.NumSeries(), h.r.Key)
 	})
 	return h.ids.byPos, h.ids.ok
 }
@@ -528,9 +511,8 @@ func (v *visibility) eachSeries(h *segHandle, ids []uint64, skip func(i int) boo
 			if skip(i) {
 				continue
 			}
-			v.db.cat.mu.RLock()
-			key := v.db.cat.series[id].key
-			v.db.cat.mu.RUnlock()
+			m, _ := v.db.cat.meta(id)
+			key := m.key
 			if key < string(h.meta.FirstKey) || key > string(h.meta.LastKey) {
 				continue
 			}

@@ -63,14 +63,13 @@ func openHeapPerSeries(b *testing.B, dir string, series int) (float64, time.Dura
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	var keyBytes int
-	db.cat.mu.RLock()
-	if n := len(db.cat.series); n != series {
+	all := db.cat.since(0)
+	if n := len(all); n != series {
 		b.Fatalf("%d series after reopen, want %d", n, series)
 	}
-	for i := range db.cat.series {
-		keyBytes += len(db.cat.series[i].key)
+	for i := range all {
+		keyBytes += len(all[i].key)
 	}
-	db.cat.mu.RUnlock()
 	return (float64(after.HeapAlloc) - float64(before.HeapAlloc) - float64(keyBytes)) / float64(series), took
 }
 

@@ -104,7 +104,8 @@ func TestStatsLevels(t *testing.T) {
 	}
 	r := seriesReader{ctx: context.Background(), db: db, snap: snap}
 	for id := range uint64(st.Series) {
-		key := []byte(db.cat.series[id].key)
+		m, _ := db.cat.meta(id)
+		key := []byte(m.key)
 		segs := 0
 		for _, src := range r.sources(id, key, minTime, maxTime) {
 			if src.seg != nil {

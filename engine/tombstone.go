@@ -40,22 +40,25 @@ type ctomb struct {
 type timeRange struct{ mint, maxt int64 }
 
 // tombRanges returns the ranges that tombstones newer than applied delete
-// from series id. The caller holds cat.mu.RLock.
+// from series id.
 func (v *visibility) tombRanges(id uint64, applied uint64) []timeRange {
 	v.ranges = v.appendTombRanges(v.ranges[:0], id, applied)
 	return v.ranges
 }
 
 // appendTombRanges appends to dst the ranges that tombstones newer than
-// applied delete from series id. The caller holds cat.mu.RLock. It only
-// reads v, so concurrent workers may call it.
+// applied delete from series id. It only reads v, so concurrent workers
+// may call it.
 func (v *visibility) appendTombRanges(dst []timeRange, id uint64, applied uint64) []timeRange {
+	var s *seriesMeta
 	for i := range v.tombs {
 		t := &v.tombs[i]
 		if t.seq <= applied || !t.ok {
 			continue
 		}
-		s := &v.db.cat.series[id]
+		if s == nil {
+			s, _ = v.db.cat.meta(id)
+		}
 		if s.set.measurement != t.sel.Measurement || (t.sel.Field != "" && s.field != t.sel.Field) || !matchTags(s.set.tags, t.ms) {
 			continue
 		}
@@ -85,9 +88,7 @@ func (v *visibility) hasTombsAbove(applied uint64) bool {
 // applyDeleteToMem removes from t the samples sel selects that t holds now:
 // recovery replays a delete this way, in WAL order, with no reader yet.
 func (db *DB) applyDeleteToMem(t *memtable.Table, sel *Selector) {
-	db.cat.mu.RLock()
 	ids := db.cat.match(sel)
-	db.cat.mu.RUnlock()
 	mint, maxt := sel.TimeRange()
 	for _, id := range ids {
 		t.Delete(id, mint, maxt)
@@ -106,9 +107,7 @@ func (db *DB) reclaimDeleted(ctx context.Context, sel *Selector, seq uint64) {
 	db.mu.Lock()
 	mems := append(slices.Clone(db.mu.imm), db.mu.mem)
 	db.mu.Unlock()
-	db.cat.mu.RLock()
 	ids := db.cat.match(sel)
-	db.cat.mu.RUnlock()
 	mint, maxt := sel.TimeRange()
 	for _, m := range mems {
 		for i, id := range ids {
@@ -138,10 +137,17 @@ func tombstonesAsOf(tombs []tombstone, asOf uint64) []tombstone {
 }
 
 // seriesTombstones appends to dst the tombstones of tombs, above applied,
-// that select series id. The caller holds db.cat.mu for reading.
+// that select series id.
 func (db *DB) seriesTombstones(id uint64, tombs []tombstone, applied uint64, dst []tombstone) []tombstone {
+	var s *seriesMeta
 	for _, t := range tombs {
-		if t.seq > applied && db.cat.matches(id, &t.sel) {
+		if t.seq <= applied {
+			continue
+		}
+		if s == nil {
+			s, _ = db.cat.meta(id)
+		}
+		if s.selectedBy(&t.sel) {
 			dst = append(dst, t)
 		}
 	}
@@ -204,18 +210,11 @@ func (db *DB) tombstoneAffects(h *segHandle, t *tombstone) bool {
 	if tmax < h.meta.MinTime || tmin > h.meta.MaxTime {
 		return false
 	}
-	db.cat.mu.RLock()
 	ids := db.cat.match(&t.sel)
 	if len(ids) > maxAffectCheck {
-		db.cat.mu.RUnlock()
 		return true
 	}
-	keys := make([]string, len(ids))
-	for i, id := range ids {
-		keys[i] = db.cat.series[id].key
-	}
-	db.cat.mu.RUnlock()
-	for _, key := range keys {
+	for _, key := range db.cat.keys(ids) {
 		if key < string(h.meta.FirstKey) || key > string(h.meta.LastKey) {
 			continue
 		}
@@ -239,15 +238,14 @@ func (db *DB) dropFunc(applied uint64, tombs []tombstone) func(key []byte) []com
 		return nil
 	}
 	return func(key []byte) []compaction.TimeRange {
-		db.cat.mu.RLock()
-		defer db.cat.mu.RUnlock()
 		id, ok := db.cat.lookup(string(key))
 		if !ok {
 			return nil
 		}
+		s, _ := db.cat.meta(id)
 		var out []compaction.TimeRange
 		for _, t := range live {
-			if db.cat.matches(id, &t.sel) {
+			if s.selectedBy(&t.sel) {
 				tmin, tmax := t.sel.TimeRange()
 				out = append(out, compaction.TimeRange{Min: tmin, Max: tmax})
 			}
