@@ -102,13 +102,7 @@ func (db *DB) query(ctx context.Context, q Query, part int, emit func(Series) bo
 	if err != nil {
 		return err
 	}
-	if err := db.checkOpen(); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	snap, err := db.acquireSnapshot()
+	snap, err := db.readSnapshot(ctx)
 	if err != nil {
 		return err
 	}
@@ -118,9 +112,7 @@ func (db *DB) query(ctx context.Context, q Query, part int, emit func(Series) bo
 	}
 
 	// Visible range, inclusive: [mint, maxt].
-	mint, maxt := q.TimeRange()
-	cuts := db.cutoffs()
-	mint = max(mint, cuts.base)
+	mint, maxt, cuts := db.visibleRange(&q.Selector)
 	if mint > maxt {
 		return nil
 	}

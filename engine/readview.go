@@ -204,6 +204,26 @@ func (db *DB) memSamples(s *snapshot, m *memRef, id uint64, mint, maxt int64, bu
 	return m.t.Read(id, mint, maxt, &view, buf)
 }
 
+// readSnapshot checks that db is open and ctx is live, then takes a
+// snapshot; the caller releases it.
+func (db *DB) readSnapshot(ctx context.Context) (*snapshot, error) {
+	if err := db.checkOpen(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return db.acquireSnapshot()
+}
+
+// visibleRange returns the part of s's range a read sees now, inclusive
+// (mint > maxt when none), retention applied, and the cutoffs it applied.
+func (db *DB) visibleRange(s *Selector) (mint, maxt int64, cuts *cutoffs) {
+	mint, maxt = s.TimeRange()
+	cuts = db.cutoffs()
+	return max(mint, cuts.base), maxt, cuts
+}
+
 // withVisibility validates s, takes a snapshot and runs f with a
 // visibility checker over s's range (retention applied).
 func (db *DB) withVisibility(ctx context.Context, s *Selector, f func(v *visibility) error) error {
@@ -214,20 +234,12 @@ func (db *DB) withVisibility(ctx context.Context, s *Selector, f func(v *visibil
 	if err != nil {
 		return err
 	}
-	if err := db.checkOpen(); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	snap, err := db.acquireSnapshot()
+	snap, err := db.readSnapshot(ctx)
 	if err != nil {
 		return err
 	}
 	defer db.releaseSnapshot(snap)
-	mint, maxt := s.TimeRange()
-	cuts := db.cutoffs()
-	mint = max(mint, cuts.base)
+	mint, maxt, cuts := db.visibleRange(s)
 	if mint > maxt {
 		return nil
 	}

@@ -33,7 +33,7 @@ func (db *DB) Write(points []Point) error {
 	if locked, err := db.lockForCommit(len(points)); !locked {
 		return err
 	}
-	if err := db.resolveLocked(points); err != nil {
+	if err := db.assignSeriesLocked(points); err != nil {
 		db.commitMu.Unlock()
 		return err
 	}
@@ -146,10 +146,12 @@ func (db *DB) commitLocked(entries []point.Entry, pend []pendingSeries, points i
 	return true, nil
 }
 
-// resolveLocked maps every field of points to a series id, checking kinds,
-// and fills w.entries. Series the call creates are collected in w.pend with
-// ids following the catalog's; nothing is registered yet.
-func (db *DB) resolveLocked(points []Point) error {
+// assignSeriesLocked maps every field of points to a series id, checking
+// kinds, and fills w.entries. Series the call creates are collected in
+// w.pend with ids following the catalog's; nothing is registered yet.
+// (Not to be confused with resolving a sequence number: see
+// seqVisibility.resolve.)
+func (db *DB) assignSeriesLocked(points []Point) error {
 	w := &db.w
 	w.entries = w.entries[:0]
 	w.pend = w.pend[:0]
