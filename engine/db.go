@@ -169,6 +169,12 @@ type DB struct {
 
 	refs refTable // appenders' series refs (appender.go)
 
+	// partSamples is PartSamples and lastParallelMin defaultLastParallelMin;
+	// a test sets smaller ones on its own DB so that parts, windows and
+	// parallel sweeps happen on small data.
+	partSamples     int
+	lastParallelMin int
+
 	// testAfterCompactionSnapshot, when set by a test, runs in compactOnce
 	// right after the compaction has taken its snapshot.
 	testAfterCompactionSnapshot func()
@@ -182,6 +188,9 @@ type DB struct {
 	// testCompactionContext, when set by a test, wraps the context that
 	// compactOnce passes to the merge.
 	testCompactionContext func(context.Context) context.Context
+	// testCheckpointFS, when set by a test, wraps the filesystem a
+	// checkpoint writes its target through.
+	testCheckpointFS func(vfs.FS) vfs.FS
 }
 
 // writeScratch holds the buffers the write path reuses.

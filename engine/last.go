@@ -153,7 +153,7 @@ func (v *visibility) segNewest(ctx context.Context, h *segHandle, rank int, ids 
 	// read-ahead window. Each id appears once in a segment, so workers
 	// write disjoint entries of best.
 	idx := v.indexOf(ids)
-	workers := max(1, min(runtime.GOMAXPROCS(0), 8, len(byPos)/lastParallelMin))
+	workers := max(1, min(runtime.GOMAXPROCS(0), 8, len(byPos)/v.db.lastParallelMin))
 	per := (len(byPos) + workers - 1) / workers
 	errs := make([]error, workers)
 	var wg sync.WaitGroup
@@ -183,9 +183,9 @@ func (v *visibility) segNewest(ctx context.Context, h *segHandle, rank int, ids 
 	return errors.Join(errs...)
 }
 
-// lastParallelMin is the fewest series per worker of a segment sweep; a
-// variable so that tests can run several workers on small data.
-var lastParallelMin = 16 << 10
+// defaultLastParallelMin is the fewest series per worker of a segment
+// sweep (DB.lastParallelMin).
+const defaultLastParallelMin = 16 << 10
 
 // lastWorker finds the newest samples of series in one segment.
 type lastWorker struct {

@@ -258,7 +258,9 @@ func newDB(dir string, opts *Options, fsys vfs.FS) *DB {
 			L1TargetBytes: opts.L1TargetBytes,
 			MaxLevels:     maxLevels,
 		},
-		compactCh: make(chan struct{}, 1),
+		compactCh:       make(chan struct{}, 1),
+		partSamples:     PartSamples,
+		lastParallelMin: defaultLastParallelMin,
 	}
 	db.mu.cond = sync.NewCond(&db.mu.Mutex)
 	rs, _ := compileRules(opts.RetentionRules, opts.Retention) // validated by Options.Validate

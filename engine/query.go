@@ -81,15 +81,12 @@ func (db *DB) QuerySeq(ctx context.Context, q Query) iter.Seq2[Series, error] {
 // series.
 const PartSamples = 1 << 16
 
-// partSamples is PartSamples, a variable so that tests can use small parts.
-var partSamples = PartSamples
-
 // query runs q and passes each result to emit until emit returns false. A
 // raw series of more than part samples is emitted in parts; part 0 emits
 // every series whole.
 func (db *DB) query(ctx context.Context, q Query, part int, emit func(Series) bool) error {
 	if part > 0 {
-		part = partSamples
+		part = db.partSamples
 	}
 	if err := validateQuery(&q); err != nil {
 		return err
@@ -465,7 +462,7 @@ func (r *seriesReader) read(id uint64, meta *seriesMeta, mint, maxt int64, q *Qu
 	}
 	var out []point.Sample
 	lo := mint
-	r.ends = r.windowEnds(id, srcs, mint, maxt, partSamples)
+	r.ends = r.windowEnds(id, srcs, mint, maxt, r.db.partSamples)
 	for _, hi := range r.ends {
 		merged, err := r.mergeSources(id, srcs, tombs, lo, hi)
 		if err != nil {
@@ -552,7 +549,7 @@ func (r *seriesReader) accumulate(id uint64, meta *seriesMeta, mint, maxt int64,
 	}
 	// Window by window, so that a long series is never read whole.
 	lo := mint
-	r.ends = r.windowEnds(id, srcs, mint, maxt, partSamples)
+	r.ends = r.windowEnds(id, srcs, mint, maxt, r.db.partSamples)
 	for _, hi := range r.ends {
 		merged, err := r.mergeSources(id, srcs, tombs, lo, hi)
 		if err != nil {

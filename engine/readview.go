@@ -439,14 +439,14 @@ func (v *visibility) memVisible(m *memRef, id uint64) (bool, error) {
 	if !ok || hi < mint || lo > v.maxt {
 		return false, nil
 	}
-	if m.t.SeriesLen(id) <= partSamples {
+	if m.t.SeriesLen(id) <= v.db.partSamples {
 		v.buf = v.db.memSamples(v.snap, m, id, mint, v.maxt, v.buf[:0])
 		return len(v.buf) > 0, nil
 	}
 	v.spans = m.t.Spans(id, mint, v.maxt, v.snap.oldest, v.spans[:0])
 	from, n := mint, 0
 	for i, sp := range v.spans {
-		if n += sp.Count; n < partSamples && i < len(v.spans)-1 {
+		if n += sp.Count; n < v.db.partSamples && i < len(v.spans)-1 {
 			continue
 		}
 		if err := v.ctx.Err(); err != nil {
@@ -582,14 +582,14 @@ func (v *visibility) indexOf(ids []uint64) []int32 {
 // a long series is read window by window from its end (about PartSamples
 // samples each, polling ctx between them).
 func (v *visibility) memNewest(m *memRef, id uint64, mint int64) error {
-	if m.t.SeriesLen(id) <= partSamples {
+	if m.t.SeriesLen(id) <= v.db.partSamples {
 		v.buf = v.db.memSamples(v.snap, m, id, mint, v.maxt, v.buf[:0])
 		return nil
 	}
 	v.spans = m.t.Spans(id, mint, v.maxt, v.snap.oldest, v.spans[:0])
 	to, n := v.maxt, 0
 	for i := len(v.spans) - 1; i >= 0; i-- {
-		if n += v.spans[i].Count; n < partSamples && i > 0 {
+		if n += v.spans[i].Count; n < v.db.partSamples && i > 0 {
 			continue
 		}
 		if err := v.ctx.Err(); err != nil {
