@@ -178,9 +178,9 @@ type DB struct {
 	// testAfterCompactionSnapshot, when set by a test, runs in compactOnce
 	// right after the compaction has taken its snapshot.
 	testAfterCompactionSnapshot func()
-	// testAfterQuerySnapshot, when set by a test, runs in Query right after
-	// the query has taken its snapshot.
-	testAfterQuerySnapshot func()
+	// testAfterReadSnapshot, when set by a test, runs right after a query
+	// or a metadata call has taken its snapshot (beginRead).
+	testAfterReadSnapshot func()
 	// testOnBlockDecode, when set by a test, runs before every segment
 	// block a read decodes (after its context check); it may be called
 	// from several goroutines at once.

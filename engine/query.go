@@ -99,20 +99,12 @@ func (db *DB) query(ctx context.Context, q Query, part int, emit func(Series) bo
 	if err != nil {
 		return err
 	}
-	snap, err := db.readSnapshot(ctx)
-	if err != nil {
+	// Visible range, inclusive: [mint, maxt].
+	snap, mint, maxt, cuts, err := db.beginRead(ctx, &q.Selector)
+	if snap == nil {
 		return err
 	}
 	defer db.releaseSnapshot(snap)
-	if hook := db.testAfterQuerySnapshot; hook != nil {
-		hook()
-	}
-
-	// Visible range, inclusive: [mint, maxt].
-	mint, maxt, cuts := db.visibleRange(&q.Selector)
-	if mint > maxt {
-		return nil
-	}
 
 	metas, ids := db.selectSorted(&q.Selector, ms)
 	if q.Agg == AggSum || q.Agg == AggMean || q.Agg == AggMin || q.Agg == AggMax {

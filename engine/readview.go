@@ -204,24 +204,31 @@ func (db *DB) memSamples(s *snapshot, m *memRef, id uint64, mint, maxt int64, bu
 	return m.t.Read(id, mint, maxt, &view, buf)
 }
 
-// readSnapshot checks that db is open and ctx is live, then takes a
-// snapshot; the caller releases it.
-func (db *DB) readSnapshot(ctx context.Context) (*snapshot, error) {
+// beginRead starts a read of s (a query or a metadata call): it checks
+// that db is open and ctx is live, takes a snapshot, and returns it with
+// the part of s's range the read sees, inclusive, retention applied, and
+// the cutoffs it applied. snap is nil, and err nil too, when nothing of the
+// range is visible; otherwise the caller releases snap.
+func (db *DB) beginRead(ctx context.Context, s *Selector) (snap *snapshot, mint, maxt int64, cuts *cutoffs, err error) {
 	if err := db.checkOpen(); err != nil {
-		return nil, err
+		return nil, 0, 0, nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, 0, 0, nil, err
 	}
-	return db.acquireSnapshot()
-}
-
-// visibleRange returns the part of s's range a read sees now, inclusive
-// (mint > maxt when none), retention applied, and the cutoffs it applied.
-func (db *DB) visibleRange(s *Selector) (mint, maxt int64, cuts *cutoffs) {
+	if snap, err = db.acquireSnapshot(); err != nil {
+		return nil, 0, 0, nil, err
+	}
+	if hook := db.testAfterReadSnapshot; hook != nil {
+		hook()
+	}
 	mint, maxt = s.TimeRange()
 	cuts = db.cutoffs()
-	return max(mint, cuts.base), maxt, cuts
+	if mint = max(mint, cuts.base); mint > maxt {
+		db.releaseSnapshot(snap)
+		return nil, 0, 0, nil, nil
+	}
+	return snap, mint, maxt, cuts, nil
 }
 
 // withVisibility validates s, takes a snapshot and runs f with a
@@ -234,15 +241,11 @@ func (db *DB) withVisibility(ctx context.Context, s *Selector, f func(v *visibil
 	if err != nil {
 		return err
 	}
-	snap, err := db.readSnapshot(ctx)
-	if err != nil {
+	snap, mint, maxt, cuts, err := db.beginRead(ctx, s)
+	if snap == nil {
 		return err
 	}
 	defer db.releaseSnapshot(snap)
-	mint, maxt, cuts := db.visibleRange(s)
-	if mint > maxt {
-		return nil
-	}
 	v := newVisibility(db, snap, mint, maxt)
 	v.ctx, v.sel, v.ms, v.cuts = ctx, s, ms, cuts
 	return f(v)
