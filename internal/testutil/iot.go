@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
 
 	"github.com/stratadb/strata/internal/point"
 )
@@ -60,4 +61,14 @@ func (w *IoTWalk) Next() (t int64, vals []float64) {
 	t = IoTStart + int64(w.step)*IoTInterval
 	w.step++
 	return t, w.vals
+}
+
+// AppendIoTLine appends to dst the line protocol of device i's value v at
+// time t (ns), newline included.
+func AppendIoTLine(dst []byte, i int, v float64, t int64) []byte {
+	dst = fmt.Appendf(dst, "%s,device_id=dev-%04d,site=site-%02d %s=", IoTMeasurement, i, i%10, IoTField)
+	dst = strconv.AppendFloat(dst, v, 'f', -1, 64)
+	dst = append(dst, ' ')
+	dst = strconv.AppendInt(dst, t, 10)
+	return append(dst, '\n')
 }
