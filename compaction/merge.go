@@ -55,6 +55,9 @@ type MergeOptions struct {
 	// or none: the series' samples are kept as they are. Called once per
 	// series.
 	Rollup func(key []byte, kind point.Kind) []RollupLevel
+
+	// onBlockRead, when a test sets it, runs after every block read.
+	onBlockRead func()
 }
 
 // MergeStats describes one Merge.
@@ -457,8 +460,8 @@ func (m *merger) advance(s *inputState, key []byte) error {
 		m.stats.BytesRead += int64(b.Length)
 		m.stats.SamplesIn += int64(len(buf))
 		m.noteResident()
-		if testHookBlockRead != nil {
-			testHookBlockRead()
+		if hook := m.opts.onBlockRead; hook != nil {
+			hook()
 		}
 	}
 }
@@ -529,9 +532,6 @@ func (s *inputState) touched(lo, hi int64) bool {
 	}
 	return s.rpos < len(s.ranges) && s.ranges[s.rpos].Min <= hi
 }
-
-// testHookBlockRead, when set by a test, runs after every block read.
-var testHookBlockRead func()
 
 // noteResident updates MaxResidentSamples after a block load.
 func (m *merger) noteResident() {

@@ -112,7 +112,7 @@ func (r *seriesReader) accumulateWithRollups(id uint64, meta *seriesMeta, srcs [
 		}
 	} else {
 		lo := mint
-		r.ends = r.windowEnds(id, srcs, mint, maxt, partSamples)
+		r.ends = r.windowEnds(id, srcs, mint, maxt, r.db.partSamples)
 		for _, hi := range r.ends {
 			merged, err := r.mergeSources(id, srcs, tombs, lo, hi)
 			if err != nil {
