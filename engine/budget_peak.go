@@ -6,16 +6,21 @@ import (
 	"github.com/stratadb/strata/compaction"
 )
 
+// budgetMergePeak is the share of MaxDiskBytes that the files and a
+// merge's outputs may take: the rest of the way to 1.1x is left to what
+// flushes and the WAL add while the merge runs.
+const budgetMergePeak = 1.0
+
 // budgetHardPeak is the share of MaxDiskBytes that the files may reach
 // while a compaction's outputs sit beside its inputs, when staying within
-// budgetPeak would take dropping every sample but the newest.
-const budgetHardPeak = 1.08
+// budgetMergePeak would take dropping every sample but the newest.
+const budgetHardPeak = 1.05
 
 // budgetMergeFloor returns a time floor, at or above floor, under which a
 // merge of inputs must drop its samples so that its outputs, written
 // beside every file of v until the merge's edit removes its inputs, keep
-// the files within budgetPeak of MaxDiskBytes (budgetHardPeak when that
-// is out of reach). The outputs are estimated from the inputs' sizes,
+// the files within budgetMergePeak of MaxDiskBytes (budgetHardPeak when
+// that is out of reach). The outputs are estimated from the inputs' sizes,
 // each input's bytes taken as spread evenly over its time span. The floor
 // never passes the newest segment sample.
 func (db *DB) budgetMergeFloor(v *version, inputs []compaction.SegmentInfo, floor int64) int64 {
@@ -51,7 +56,7 @@ func (db *DB) budgetMergeFloor(v *version, inputs []compaction.SegmentInfo, floo
 		}
 		return n
 	}
-	room := float64(limit)*budgetPeak - float64(files)
+	room := float64(limit)*budgetMergePeak - float64(files)
 	if out(floor) <= room || newest <= floor {
 		return floor
 	}
