@@ -203,7 +203,7 @@ type lastWorker struct {
 
 func (w *lastWorker) visit(i int, si *segment.SeriesIndex) error {
 	v, best, rank := w.v, w.best, w.rank
-	if len(si.Blocks) == 0 || si.MinTime() > v.maxt || si.MaxTime() < v.mint || !best.beats(i, min(si.MaxTime(), v.maxt), rank) {
+	if len(si.Blocks)+len(si.Rollups) == 0 || si.MinTime() > v.maxt || si.MaxTime() < v.mint || !best.beats(i, min(si.MaxTime(), v.maxt), rank) {
 		return nil
 	}
 	mint := v.lo(w.ids[i])
@@ -211,6 +211,11 @@ func (w *lastWorker) visit(i int, si *segment.SeriesIndex) error {
 	if w.anyTomb {
 		w.ranges = v.appendTombRanges(w.ranges[:0], w.ids[i], w.applied)
 		ranges = w.ranges
+	}
+	if len(si.Rollups) > 0 {
+		if err := w.visitBuckets(i, si, mint, ranges); err != nil {
+			return err
+		}
 	}
 	bs := si.Blocks
 	// The last block starting at or before maxt, then older ones.

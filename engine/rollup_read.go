@@ -209,3 +209,40 @@ func (v *visibility) bucketVisible(h *segHandle, si *segment.SeriesIndex, ranges
 	}
 	return false, nil
 }
+
+// visitBuckets offers Last the last sample of the newest bucket of si
+// whose last sample lies in [mint, maxt] and whose start no range deletes.
+func (w *lastWorker) visitBuckets(i int, si *segment.SeriesIndex, mint int64, ranges []timeRange) error {
+	v := w.v
+	var rus []segment.Rollup
+	for b := len(si.Rollups) - 1; b >= 0; b-- {
+		rm := &si.Rollups[b]
+		if rm.MinTime > v.maxt {
+			continue
+		}
+		if rm.MaxTime < mint || !w.best.beats(i, min(rm.MaxTime, v.maxt), w.rank) {
+			return nil
+		}
+		if err := v.ctx.Err(); err != nil {
+			return err
+		}
+		var err error
+		if rus, err = w.h.r.ReadRollups(si, b, rus[:0]); err != nil {
+			return err
+		}
+		for j := len(rus) - 1; j >= 0; j-- {
+			ru := &rus[j]
+			if ru.LastT > v.maxt || covered(ru.Start, ranges) {
+				continue
+			}
+			if ru.LastT < mint {
+				return nil
+			}
+			if w.best.beats(i, ru.LastT, w.rank) {
+				w.best.set(i, Sample{Time: ru.LastT, Value: ru.Last}, w.rank)
+			}
+			return nil
+		}
+	}
+	return nil
+}

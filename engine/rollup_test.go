@@ -32,6 +32,9 @@ func rollupRules() []RollupRule {
 	}
 }
 
+// rollupModelBase is the model's first clock, on an hour.
+const rollupModelBase = int64(1_800_000_000) * int64(time.Second)
+
 type rollupSeries struct {
 	m, host, field string
 	kind           Kind
@@ -240,6 +243,29 @@ func rollupProblem(db *DB, m rollupModel) (map[string][]segment.Rollup, string) 
 		if !reflect.DeepEqual(gotS, want) {
 			return nil, fmt.Sprintf("raw read of %s: %d samples, want %d (%d buckets)", key, len(gotS), len(want), len(rus))
 		}
+		// Last reads the same newest sample, over the whole range and
+		// over one that ends inside the rolled-up part.
+		for _, end := range []int64{maxTime, (rollupModelBase - 8*hourNs)} {
+			sel := q.Selector
+			sel.End = end
+			var lastWant []Sample
+			for _, x := range want {
+				if x.Time < end {
+					lastWant = append(lastWant[:0], x)
+				}
+			}
+			res, err := db.Last(context.Background(), sel)
+			if err != nil {
+				return nil, "last: " + err.Error()
+			}
+			var lastGot []Sample
+			if len(res) == 1 {
+				lastGot = res[0].Samples
+			}
+			if !reflect.DeepEqual(lastGot, lastWant) {
+				return nil, fmt.Sprintf("last of %s before %d: %v, want %v", key, end, lastGot, lastWant)
+			}
+		}
 	}
 	return got, ""
 }
@@ -291,7 +317,7 @@ func TestRollupModel(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 25))
 			var now atomic.Int64
-			base := int64(1_800_000_000) * int64(time.Second) // on an hour
+			base := rollupModelBase
 			now.Store(base)
 			opts := quietOptions()
 			opts.DisableBackgroundCompaction = true
@@ -418,7 +444,7 @@ func TestSetRollupsValidates(t *testing.T) {
 // twice or half, aggregates unchanged.
 func TestCrashInjectionRollup(t *testing.T) {
 	template := t.TempDir()
-	base := int64(1_800_000_000) * int64(time.Second)
+	base := rollupModelBase
 	opts := crashOptions()
 	opts.BlockSamples = 16
 	opts.TargetSegmentBytes = 2 << 10 // several outputs
