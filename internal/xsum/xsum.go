@@ -139,6 +139,56 @@ func (a *Acc) Add(x float64) {
 	}
 }
 
+// AddBits adds the float64 values whose IEEE-754 bit patterns are bs, as
+// Add does one by one, faster.
+func (a *Acc) AddBits(bs []uint64) {
+	for len(bs) > 0 {
+		chunk := bs[:min(len(bs), normEvery/2)]
+		bs = bs[len(chunk):]
+		lo, hi := int32(nLimbs), int32(0)
+		for _, b := range chunk {
+			e := uint(b>>52) & 0x7ff
+			m := b & (1<<52 - 1)
+			switch e {
+			case 0x7ff:
+				a.addSpecial(b)
+				continue
+			case 0:
+				if m == 0 {
+					continue
+				}
+				e = 1
+			default:
+				m |= 1 << 52
+			}
+			p := e - 1
+			i := int32(p / digitBits)
+			s := p % digitBits
+			d0 := int64((m << s) & digitMask)
+			r := m >> (digitBits - s)
+			d1 := int64(r & digitMask)
+			d2 := int64(r >> digitBits)
+			neg := -int64(b >> 63)
+			l := (*[3]int64)(a.limb[i : i+3])
+			l[0] += (d0 ^ neg) - neg
+			l[1] += (d1 ^ neg) - neg
+			l[2] += (d2 ^ neg) - neg
+			lo, hi = min(lo, i), max(hi, i+3)
+		}
+		if hi > 0 {
+			if a.hi == 0 {
+				a.lo, a.hi = lo, hi
+			} else {
+				a.lo, a.hi = min(a.lo, lo), max(a.hi, hi)
+			}
+		}
+		a.pending += int32(len(chunk))
+		if a.pending >= normEvery/2 {
+			a.normalize()
+		}
+	}
+}
+
 func (a *Acc) addSpecial(b uint64) {
 	switch {
 	case b&(1<<52-1) != 0:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/big"
 	"math/rand/v2"
@@ -62,9 +63,15 @@ func same(a, b float64) bool {
 }
 
 func sum(xs []float64) float64 {
-	var a Acc
-	for _, x := range xs {
+	var a, b Acc
+	bs := make([]uint64, len(xs))
+	for i, x := range xs {
 		a.Add(x)
+		bs[i] = math.Float64bits(x)
+	}
+	b.AddBits(bs)
+	if got, want := b.AppendBinary(nil), a.AppendBinary(nil); !bytes.Equal(got, want) {
+		panic(fmt.Sprintf("AddBits(%v) gives %x, Add %x", xs, got, want))
 	}
 	return a.Float64()
 }
@@ -422,6 +429,20 @@ func BenchmarkAdd(b *testing.B) {
 		a.Add(xs[i&4095])
 	}
 	_ = a.Float64()
+}
+
+func BenchmarkAddBits(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	xs := make([]uint64, 1000)
+	for i := range xs {
+		xs[i] = math.Float64bits(math.Round((rng.Float64()*200-50)*100) / 100)
+	}
+	var a Acc
+	b.ReportAllocs()
+	for b.Loop() {
+		a.AddBits(xs)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(xs)), "ns/value")
 }
 
 func BenchmarkMergeDecoded(b *testing.B) {
