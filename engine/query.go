@@ -22,13 +22,16 @@ const checkContextEvery = 128
 // no sample in range is left out. With q.GroupBy non-nil it returns one
 // result per group instead (see QuerySeq). Query collects QuerySeq.
 //
-// Integer sums are exact: an AggSum of int samples whose true sum lies
-// outside the int64 range saturates at math.MaxInt64 or math.MinInt64, and
-// one of uint samples at math.MaxUint64, never wrapping; AggMean of ints
-// and uints divides the exact sum. Float sums and means add the samples in
-// time order. Every aggregate gives the same answer, bit for bit, whether
-// the samples are in memtables, segments (block stats included), compacted
-// or reopened.
+// Sums are exact. An AggSum of float samples is their exact sum, correctly
+// rounded (to nearest, ties to even) to a float64: it depends on no order
+// of addition, so block stats give it without decoding. An AggSum of int
+// samples whose true sum lies outside the int64 range saturates at
+// math.MaxInt64 or math.MinInt64, and one of uint samples at
+// math.MaxUint64, never wrapping; where numeric kinds mix (GroupBy), the
+// float64 sum is the exact sum of every value rounded once. AggMean divides
+// the exact sum, rounded once, by the count. Every aggregate gives the same
+// answer, bit for bit, whether the samples are in memtables, segments
+// (block stats included), compacted or reopened.
 func (db *DB) Query(ctx context.Context, q Query) ([]Series, error) {
 	var out []Series
 	err := db.query(ctx, q, 0, func(s Series) bool {
@@ -326,7 +329,7 @@ func (r *seriesReader) queryGroups(ctx context.Context, q *Query, keys []string,
 				return ctx.Err()
 			}
 			n++
-			series = accs{b: b, out: series.out[:0]}
+			series = accs{b: b, out: series.out[:0], bits: series.bits}
 			if err := r.accumulate(ids[i], &metas[i], mint, maxt, q, &series); err != nil {
 				return err
 			}
@@ -351,7 +354,7 @@ func (r *seriesReader) queryGroups(ctx context.Context, q *Query, keys []string,
 				return ctx.Err()
 			}
 			n++
-			series = accs{b: b, out: series.out[:0]}
+			series = accs{b: b, out: series.out[:0], bits: series.bits}
 			if err := r.accumulate(ids[i], &metas[i], mint, maxt, q, &series); err != nil {
 				return err
 			}
@@ -399,6 +402,7 @@ type seriesReader struct {
 	ends     []int64           // windowEnds' result
 	spans    []memtable.Span   // windowEnds' scratch
 	accOut   []acc             // read's per-bucket states
+	accBits  []uint64          // accs.bits, kept from series to series
 	cuts     *cutoffs          // retention, per series (rules.go)
 }
 
@@ -462,11 +466,11 @@ func (r *seriesReader) read(id uint64, meta *seriesMeta, mint, maxt int64, q *Qu
 		return nil, nil
 	}
 	if q.Agg != AggNone {
-		st := accs{b: bucketer{every: q.Every, start: q.Start}, out: r.accOut[:0]}
+		st := accs{b: bucketer{every: q.Every, start: q.Start}, out: r.accOut[:0], bits: r.accBits}
 		if err := r.accumulate(id, meta, mint, maxt, q, &st); err != nil {
 			return nil, err
 		}
-		r.accOut = st.out
+		r.accOut, r.accBits = st.out, st.bits
 		return finishAccs(st.out, q.Agg, q.Every, nil), nil
 	}
 	// Window by window, polling ctx between them, so that cancelling a
@@ -575,9 +579,7 @@ func (r *seriesReader) accumulate(id uint64, meta *seriesMeta, mint, maxt int64,
 		if err := r.ctx.Err(); err != nil {
 			return err
 		}
-		for _, s := range merged {
-			st.at(s.Time).addSample(s.Time, s.Value)
-		}
+		st.addSamples(merged, meta.kind, q.Agg)
 		lo = hi + 1
 	}
 	return nil
@@ -605,6 +607,19 @@ func mergeNewer(out, older, newer []point.Sample) []point.Sample {
 	return append(out, newer[j:]...)
 }
 
+// inRange returns the time-sorted samples within [mint, maxt].
+func inRange(samples []point.Sample, mint, maxt int64) []point.Sample {
+	if n := len(samples); n > 0 && (samples[0].Time < mint || samples[n-1].Time > maxt) {
+		i, _ := slices.BinarySearchFunc(samples, mint, func(x point.Sample, t int64) int { return cmp.Compare(x.Time, t) })
+		j, found := slices.BinarySearchFunc(samples, maxt, func(x point.Sample, t int64) int { return cmp.Compare(x.Time, t) })
+		if found {
+			j++
+		}
+		return samples[i:max(i, j)]
+	}
+	return samples
+}
+
 func pushdownable(a Aggregate) bool {
 	return a == AggCount || a == AggSum || a == AggMean || a == AggMin || a == AggMax
 }
@@ -613,7 +628,8 @@ func pushdownable(a Aggregate) bool {
 // for blocks that lie wholly inside the range and inside one bucket. With
 // Every 0, min and max need the time of the value they pick: a block whose
 // min (max) cannot beat the one found so far is skipped, one that can is
-// decoded. An int or uint block sum that may have wrapped is not trusted.
+// decoded. An int or uint block sum that may have wrapped, or a float block
+// without an exact partial sum, is not trusted.
 func (r *seriesReader) aggregateSegment(s source, kind Kind, mint, maxt int64, q *Query, st *accs) error {
 	buf := r.blockBuf
 	defer func() { r.blockBuf = buf }()
@@ -634,10 +650,10 @@ func (r *seriesReader) aggregateSegment(s source, kind Kind, mint, maxt int64, q
 			use := true
 			switch q.Agg {
 			case AggSum, AggMean:
-				// A float block's stored sum was added in another order
-				// than the samples one by one: decode it, so that every
-				// path gives the same answer bit for bit.
-				use = kind != KindFloat && blockSumExact(bm, kind)
+				// A float block's exact partial merges to the same bits
+				// as its samples; a block of an older format without one
+				// is decoded.
+				use = blockSumExact(bm, kind)
 			case AggMin, AggMax:
 				if q.Every == 0 {
 					use = false
@@ -660,11 +676,7 @@ func (r *seriesReader) aggregateSegment(s source, kind Kind, mint, maxt int64, q
 		if err != nil {
 			return err
 		}
-		for _, smp := range buf {
-			if smp.Time >= mint && smp.Time <= maxt {
-				st.at(smp.Time).addSample(smp.Time, smp.Value)
-			}
-		}
+		st.addSamples(inRange(buf, mint, maxt), kind, q.Agg)
 	}
 	return nil
 }

@@ -481,6 +481,47 @@ func (a *Acc) decode(src []byte) (int, error) {
 	return end, nil
 }
 
+// MergeBinary adds the sum encoded at the start of src (by AppendBinary)
+// to a, as DecodeAcc and Merge would without building an Acc, and returns
+// the encoding's length. On error a is unchanged.
+func (a *Acc) MergeBinary(src []byte) (int, error) {
+	flags, off, mag, end, err := parse(src)
+	if err != nil {
+		return 0, err
+	}
+	a.special |= flags &^ flagNeg
+	if len(mag) == 0 {
+		return end, nil
+	}
+	if a.pending+1 >= normEvery {
+		a.normalize()
+	}
+	neg := int64(0)
+	if flags&flagNeg != 0 {
+		neg = -1
+	}
+	for j, c := range mag {
+		p := off + j
+		var v int64
+		var i int
+		if p < topLimb*digitBytes {
+			i, v = p/digitBytes, int64(c)<<(8*(p%digitBytes))
+		} else {
+			i, v = topLimb, int64(c)<<(8*(p-topLimb*digitBytes))
+		}
+		a.limb[i] += (v ^ neg) - neg
+	}
+	lo := int32(min(off/digitBytes, topLimb))
+	hi := int32(min((off+len(mag)-1)/digitBytes+1, nLimbs))
+	if a.hi == 0 {
+		a.lo, a.hi = lo, hi
+	} else {
+		a.lo, a.hi = min(a.lo, lo), max(a.hi, hi)
+	}
+	a.pending++
+	return end, nil
+}
+
 // EncodedLen checks that src starts with a valid encoding, as DecodeAcc
 // does, and returns its length without decoding it.
 func EncodedLen(src []byte) (int, error) {

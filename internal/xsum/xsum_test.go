@@ -201,7 +201,19 @@ func splitSum(t *testing.T, rng *rand.Rand, xs []float64) float64 {
 			}
 		}
 		xs = xs[k:]
-		if rng.IntN(2) == 0 {
+		if rng.IntN(3) == 0 {
+			// Through MergeBinary into a fresh or a started sum.
+			var b Acc
+			if rng.IntN(2) == 0 {
+				b.Add(0x1p-1074)
+				b.Add(-0x1p-1074)
+			}
+			enc := a.AppendBinary(nil)
+			if n, err := b.MergeBinary(append(enc, 9)); err != nil || n != len(enc) {
+				t.Fatalf("MergeBinary %x: n %d err %v", enc, n, err)
+			}
+			a = b
+		} else if rng.IntN(2) == 0 {
 			enc := a.AppendBinary([]byte{0xee})
 			b, n, err := DecodeAcc(enc[1:])
 			if err != nil || n != len(enc)-1 {
@@ -362,8 +374,10 @@ func FuzzDecodeAcc(f *testing.F) {
 		b := a
 		b.Merge(&a)
 		c, _, _ := DecodeAcc(data)
-		c.Merge(&a)
-		if !same(b.Float64(), c.Float64()) {
+		if m, err := c.MergeBinary(data); m != n || err != nil {
+			t.Fatalf("MergeBinary: %d, %v", m, err)
+		}
+		if !same(b.Float64(), c.Float64()) || !bytes.Equal(b.AppendBinary(nil), c.AppendBinary(nil)) {
 			t.Fatalf("merge of %x: %v vs %v", data[:n], b.Float64(), c.Float64())
 		}
 		if !math.IsNaN(v) && !math.IsInf(v, 0) && a.IsZero() != (v == 0 && a.special == 0) {
@@ -457,6 +471,22 @@ func BenchmarkMergeDecoded(b *testing.B) {
 	for b.Loop() {
 		c, _, _ := DecodeAcc(enc)
 		a.Merge(&c)
+	}
+}
+
+func BenchmarkMergeBinary(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	var p Acc
+	for range 1000 {
+		p.Add(math.Round((rng.Float64()*200-50)*100) / 100)
+	}
+	enc := p.AppendBinary(nil)
+	var a Acc
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := a.MergeBinary(enc); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
