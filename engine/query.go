@@ -563,12 +563,21 @@ func (r *seriesReader) accumulate(id uint64, meta *seriesMeta, mint, maxt int64,
 	if len(srcs) == 0 {
 		return nil
 	}
-	// Aggregate pushdown: one segment alone holds the series and no
-	// tombstone touches it, so whole blocks inside a bucket use their stats.
-	if len(srcs) == 1 && srcs[0].seg != nil && len(tombs) == 0 && pushdownable(q.Agg) {
-		return r.aggregateSegment(srcs[0], meta.kind, mint, maxt, q, st)
+	// Aggregate pushdown: no tombstone touches the series, so whole blocks
+	// inside a bucket that no other source overlaps use their stats.
+	if len(tombs) == 0 && pushdownable(q.Agg) {
+		if len(srcs) == 1 && srcs[0].seg != nil {
+			return r.aggregateSegment(srcs[0], meta.kind, mint, maxt, q, st)
+		}
+		return r.aggregateSources(id, srcs, meta.kind, mint, maxt, q, st)
 	}
-	// Window by window, so that a long series is never read whole.
+	return r.foldMerged(id, srcs, tombs, meta.kind, mint, maxt, q, st)
+}
+
+// foldMerged folds the visible samples of series id in [mint, maxt], merged
+// from srcs, into st, window by window, so that a long series is never
+// read whole.
+func (r *seriesReader) foldMerged(id uint64, srcs []source, tombs []tombstone, kind Kind, mint, maxt int64, q *Query, st *accs) error {
 	lo := mint
 	r.ends = r.windowEnds(id, srcs, mint, maxt, partSamples)
 	for _, hi := range r.ends {
@@ -579,7 +588,7 @@ func (r *seriesReader) accumulate(id uint64, meta *seriesMeta, mint, maxt int64,
 		if err := r.ctx.Err(); err != nil {
 			return err
 		}
-		st.addSamples(merged, meta.kind, q.Agg)
+		st.addSamples(merged, kind, q.Agg)
 		lo = hi + 1
 	}
 	return nil

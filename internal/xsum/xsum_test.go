@@ -446,17 +446,24 @@ func BenchmarkAdd(b *testing.B) {
 }
 
 func BenchmarkAddBits(b *testing.B) {
-	rng := rand.New(rand.NewPCG(1, 1))
-	xs := make([]uint64, 1000)
-	for i := range xs {
-		xs[i] = math.Float64bits(math.Round((rng.Float64()*200-50)*100) / 100)
+	for _, c := range []struct {
+		name     string
+		lo, span float64
+	}{{"narrow", 15, 20}, {"wide", -50, 200}} {
+		b.Run(c.name, func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 1))
+			xs := make([]uint64, 60) // a minute of readings
+			for i := range xs {
+				xs[i] = math.Float64bits(math.Round((c.lo+rng.Float64()*c.span)*100) / 100)
+			}
+			var a Acc
+			b.ReportAllocs()
+			for b.Loop() {
+				a.AddBits(xs)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(xs)), "ns/value")
+		})
 	}
-	var a Acc
-	b.ReportAllocs()
-	for b.Loop() {
-		a.AddBits(xs)
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(xs)), "ns/value")
 }
 
 func BenchmarkMergeDecoded(b *testing.B) {
@@ -524,5 +531,23 @@ func TestLazyCarries(t *testing.T) {
 	}
 	if got := a.Float64(); !same(got, want) {
 		t.Fatalf("sum %v, want %v", got, want)
+	}
+}
+
+// TestAddBitsLong adds more values than one register chunk holds, narrow
+// and near the exponent limit of the register path, against math/big.
+func TestAddBitsLong(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, scale := range []float64{1, -1, 0x1p800, 0x1p820, 0x1p-1060} {
+		xs := make([]float64, fastChunk+1234)
+		for i := range xs {
+			xs[i] = scale * (1 + rng.Float64()*500)
+			if i%3 == 0 {
+				xs[i] = -xs[i]
+			}
+		}
+		if got, want := sum(xs), refSum(xs); !same(got, want) {
+			t.Fatalf("scale %g: %v, want %v", scale, got, want)
+		}
 	}
 }
