@@ -145,6 +145,9 @@ func (db *DB) query(ctx context.Context, q Query, part int, emit func(Series) bo
 	if groupBy != nil {
 		return r.queryGroups(ctx, &q, groupBy, metas, ids, mint, maxt, emit)
 	}
+	if q.Agg != AggNone && part == 0 && len(metas) >= aggParallelMin {
+		return r.queryAggParallel(ctx, &q, metas, ids, mint, maxt, emit)
+	}
 	for i := range metas {
 		if i%checkContextEvery == 0 && ctx.Err() != nil {
 			return ctx.Err()
