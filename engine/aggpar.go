@@ -56,9 +56,10 @@ func (r *seriesReader) queryAggParallel(ctx context.Context, q *Query, metas []s
 				if c >= n {
 					return
 				}
-				var res chunk
+				lo, hi := c*aggChunk, min(len(metas), (c+1)*aggChunk)
+				res := chunk{out: make([]Series, 0, hi-lo)}
 				if res.err = ctx.Err(); res.err == nil {
-					for i := c * aggChunk; i < min(len(metas), (c+1)*aggChunk); i++ {
+					for i := lo; i < hi; i++ {
 						samples, err := w.read(ids[i], &metas[i], mint, maxt, q)
 						if err != nil {
 							res.err = err

@@ -13,6 +13,16 @@ type pushed struct {
 	src, block int
 }
 
+// timeSpan is an inclusive time range.
+type timeSpan struct{ lo, hi int64 }
+
+// pushdownScratch holds aggregateSources' buffers, reused from series to
+// series.
+type pushdownScratch struct {
+	spans  [][]timeSpan
+	pushed []pushed
+}
+
 // aggregateSources aggregates one series that lives in several sources
 // (segments and memtables) with no tombstone over it. A segment block that
 // lies wholly inside the range and inside one bucket, whose stats the
@@ -22,18 +32,22 @@ type pushed struct {
 // folded sample by sample, gap by gap between those blocks, in time order.
 func (r *seriesReader) aggregateSources(id uint64, srcs []source, kind Kind, mint, maxt int64, q *Query, st *accs) error {
 	// The time span of each source, per block for segments.
-	type span struct{ lo, hi int64 }
-	spans := make([][]span, len(srcs))
+	sc := &r.pushdown
+	for len(sc.spans) < len(srcs) {
+		sc.spans = append(sc.spans, nil)
+	}
+	spans := sc.spans[:len(srcs)]
 	for i, s := range srcs {
+		spans[i] = spans[i][:0]
 		if s.idx == nil {
 			if lo, hi, ok := s.mem.t.Bounds(id); ok {
-				spans[i] = []span{{lo, hi}}
+				spans[i] = append(spans[i], timeSpan{lo, hi})
 			}
 			continue
 		}
 		for b := range s.idx.Blocks {
 			bm := &s.idx.Blocks[b]
-			spans[i] = append(spans[i], span{bm.MinTime, bm.MaxTime})
+			spans[i] = append(spans[i], timeSpan{bm.MinTime, bm.MaxTime})
 		}
 	}
 	// overlapsOther reports whether a source other than i has a span
@@ -43,14 +57,15 @@ func (r *seriesReader) aggregateSources(id uint64, srcs []source, kind Kind, min
 			if j == i {
 				continue
 			}
-			k, _ := slices.BinarySearchFunc(sp, lo, func(s span, t int64) int { return cmp.Compare(s.hi, t) })
+			k, _ := slices.BinarySearchFunc(sp, lo, func(s timeSpan, t int64) int { return cmp.Compare(s.hi, t) })
 			if k < len(sp) && sp[k].lo <= hi {
 				return true
 			}
 		}
 		return false
 	}
-	var ps []pushed
+	ps := sc.pushed[:0]
+	defer func() { sc.pushed = ps[:0] }()
 	for i, s := range srcs {
 		if s.idx == nil {
 			continue

@@ -406,6 +406,7 @@ type seriesReader struct {
 	spans    []memtable.Span   // windowEnds' scratch
 	accOut   []acc             // read's per-bucket states
 	accBits  []uint64          // accs.bits, kept from series to series
+	pushdown pushdownScratch   // aggregateSources' buffers
 	cuts     *cutoffs          // retention, per series (rules.go)
 }
 
