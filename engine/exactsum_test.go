@@ -3,6 +3,7 @@ package engine
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"sync/atomic"
 	"testing"
 
@@ -121,5 +122,35 @@ func TestBlockSumExactFloat(t *testing.T) {
 	nw := segment.BlockMeta{Count: 3, Partial: []byte{1, 0, 0, 0}}
 	if !blockSumExact(&nw, KindFloat) {
 		t.Fatal("a block with a partial sum is not trusted")
+	}
+}
+
+// TestPerSeriesBucketsHeldOneAtATime checks that a per-series aggregate
+// turns each bucket into its result as soon as the next starts: a query
+// with 20,000 buckets allocates about its result, not 20,000 bucket
+// states (each holds an exact float accumulator of some 700 bytes).
+func TestPerSeriesBucketsHeldOneAtATime(t *testing.T) {
+	opts := quietOptions()
+	opts.BlockSamples = 100
+	db := openDB(t, t.TempDir(), opts)
+	const n = 20_000
+	pts := make([]Point, 0, n)
+	for i := range n {
+		pts = append(pts, pt("m", nil, "f", Float(float64(i%97)/10), int64(i)))
+	}
+	mustWrite(t, db, pts...)
+	mustFlush(t, db)
+	q := rawAll("m")
+	q.Agg, q.Every = AggMean, 1
+	mustQuery(t, db, q) // warm the reader's buffers
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	res := mustQuery(t, db, q)
+	runtime.ReadMemStats(&after)
+	if len(res) != 1 || len(res[0].Samples) != n {
+		t.Fatalf("%d series", len(res))
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 8<<20 {
+		t.Fatalf("the query allocated %d bytes for %d buckets", alloc, n)
 	}
 }

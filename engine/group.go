@@ -364,6 +364,10 @@ type accs struct {
 	b    bucketer
 	out  []acc
 	bits []uint64 // addSamples' scratch
+	// finish, when set, takes each bucket's result as soon as a later
+	// bucket starts, so that out holds one state instead of one per
+	// bucket of the series.
+	finish *finished
 }
 
 // end returns the first time after the bucket starting at start, or
@@ -432,8 +436,24 @@ func (s *accs) at(t int64) *acc {
 	if n := len(s.out); n > 0 && s.out[n-1].bucket == b {
 		return &s.out[n-1]
 	}
+	if s.finish != nil && len(s.out) > 0 {
+		// A later bucket starts, so the one held is complete: turn it
+		// into its result and reuse its state, holding one at a time.
+		if smp, ok := s.out[0].result(s.finish.agg, s.b.every); ok {
+			s.finish.done = append(s.finish.done, smp)
+		}
+		s.out[0] = acc{bucket: b}
+		return &s.out[0]
+	}
 	s.out = append(s.out, acc{bucket: b})
 	return &s.out[len(s.out)-1]
+}
+
+// finished collects the results of the buckets accs has completed, when
+// it folds one series on its own (no group to merge it into).
+type finished struct {
+	agg  Aggregate
+	done []point.Sample
 }
 
 // mergeAccs merges the buckets of a series (src) into a group's (dst),

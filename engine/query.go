@@ -407,6 +407,7 @@ type seriesReader struct {
 	accOut   []acc             // read's per-bucket states
 	accBits  []uint64          // accs.bits, kept from series to series
 	pushdown pushdownScratch   // aggregateSources' buffers
+	fin      finished          // read's completed buckets, a fresh slice per series
 	cuts     *cutoffs          // retention, per series (rules.go)
 }
 
@@ -470,12 +471,13 @@ func (r *seriesReader) read(id uint64, meta *seriesMeta, mint, maxt int64, q *Qu
 		return nil, nil
 	}
 	if q.Agg != AggNone {
-		st := accs{b: bucketer{every: q.Every, start: q.Start}, out: r.accOut[:0], bits: r.accBits}
+		r.fin = finished{agg: q.Agg}
+		st := accs{b: bucketer{every: q.Every, start: q.Start}, out: r.accOut[:0], bits: r.accBits, finish: &r.fin}
 		if err := r.accumulate(id, meta, mint, maxt, q, &st); err != nil {
 			return nil, err
 		}
 		r.accOut, r.accBits = st.out, st.bits
-		return finishAccs(st.out, q.Agg, q.Every, nil), nil
+		return finishAccs(st.out, q.Agg, q.Every, r.fin.done), nil
 	}
 	// Window by window, polling ctx between them, so that cancelling a
 	// query over a long series stops within one window of merging.
