@@ -464,12 +464,16 @@ func insert(ctx context.Context, open opener, dir string, cfg Config, dur Durabi
 		return st, fmt.Errorf("open: %w", err)
 	}
 	done := 0
+	write := db.write
+	if p, ok := db.(pipeliner); ok {
+		write = p.writeAsync
+	}
 	for b := range ds.Batches(batch) {
 		if err := ctx.Err(); err != nil {
 			db.close()
 			return st, err
 		}
-		if err := db.write(b); err != nil {
+		if err := write(b); err != nil {
 			db.close()
 			return st, fmt.Errorf("write batch at point %d: %w", done, err)
 		}

@@ -48,3 +48,38 @@ func TestStrataHTTPEscapes(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStrataHTTPPipelined: batches posted with writeAsync are all stored
+// once close (or a query) returns, and a request the server refuses fails
+// a later call.
+func TestStrataHTTPPipelined(t *testing.T) {
+	db, err := openStrataHTTP(t.TempDir(), ConfigDefault, Fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := db.(pipeliner)
+	batch := make([]engine.Point, 100)
+	for k := range 10 {
+		for i := range batch {
+			batch[i] = engine.Point{Measurement: "m", Tags: []engine.Tag{{Key: "d", Value: strings.Repeat("x", i%7+1)}},
+				Fields: []engine.Field{{Key: "v", Value: engine.Float(float64(k))}}, Time: int64(k*len(batch) + i)}
+		}
+		if err := p.writeAsync(batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rs resultSet
+	if err := db.query(context.Background(), engine.Query{Selector: engine.Selector{Measurement: "m", Start: 0, End: 1 << 40}}, &rs); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rs.sorted()); n != 1000 {
+		t.Fatalf("%d points stored, want 1000", n)
+	}
+	bad := []engine.Point{{Measurement: "m", Tags: []engine.Tag{{Key: "d", Value: "x"}}, Fields: []engine.Field{{Key: "v", Value: engine.Float(math.NaN())}}, Time: 1}}
+	if err := p.writeAsync(bad); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.close(); err == nil {
+		t.Fatal("close: a refused request went unreported")
+	}
+}

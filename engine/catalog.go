@@ -24,7 +24,9 @@ package engine
 // Ids are dense: the first entry of the file is id 0 and every entry is one
 // past the previous. A damaged record at the end of the file is the torn
 // tail of an interrupted append (the WAL still holds those series) and is
-// cut off; damage before a valid record is corruption.
+// cut off; damage before a valid record is corruption. The record header
+// is catalogLayout to the record package, which seals, checks and
+// resynchronizes the records (as it does the WAL's and the forward queue's).
 //
 // These constants are part of the durable format and must not be changed.
 
@@ -42,6 +44,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/stratadb/strata/internal/point"
+	"github.com/stratadb/strata/internal/record"
 	"github.com/stratadb/strata/internal/vfs"
 )
 
@@ -74,6 +77,11 @@ var catalogDecoder = sync.OnceValues(func() (*zstd.Decoder, error) {
 })
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// catalogLayout is the record header drawn above: length, then the crc32c
+// of the payload.
+var catalogLayout = &record.Layout{HeaderSize: 8, LengthAt: 0, MinPayload: 1, MaxPayload: catalogMaxRecord,
+	PayloadCRC: record.CRC{At: 4}}
 
 // seriesMeta describes one series. It never changes once created. The
 // strings of the series and of its tag set are substrings of key when the
@@ -378,28 +386,21 @@ type catalogFile struct {
 }
 
 func nextCatalogRecord(b []byte) ([]byte, int, error) {
-	if len(b) < 8 {
+	f, bad := catalogLayout.Parse(b)
+	switch bad {
+	case record.OK:
+		return f.Payload, int(f.Size), nil
+	case record.Short:
 		return nil, 0, errors.New("short record header")
-	}
-	n := binary.LittleEndian.Uint32(b)
-	sum := binary.LittleEndian.Uint32(b[4:])
-	if n == 0 || n > catalogMaxRecord || int64(n) > int64(len(b)-8) {
-		return nil, 0, fmt.Errorf("bad record length %d", n)
-	}
-	p := b[8 : 8+n]
-	if crc32.Checksum(p, castagnoli) != sum {
+	case record.BadCRC:
 		return nil, 0, errors.New("record checksum mismatch")
 	}
-	return p, 8 + int(n), nil
+	return nil, 0, fmt.Errorf("bad record length %d", catalogLayout.Length(b))
 }
 
 func laterValidRecord(b []byte) bool {
-	for i := 0; i+8 <= len(b); i++ {
-		if _, _, err := nextCatalogRecord(b[i:]); err == nil {
-			return true
-		}
-	}
-	return false
+	_, found, _ := catalogLayout.Scan(record.Mem(b), 0)
+	return found
 }
 
 // decodeCatalogRecord decodes the payload of a record of a file of the
@@ -509,9 +510,8 @@ func (cf *catalogFile) persist(c *catalog, to int) error {
 			return err
 		}
 	}
-	binary.LittleEndian.PutUint32(buf, uint32(len(buf)-8))
-	binary.LittleEndian.PutUint32(buf[4:], crc32.Checksum(buf[8:], castagnoli))
-	if _, err := cf.f.Write(buf); err != nil {
+	catalogLayout.Seal(buf[:8], buf[8:])
+	if _, err := record.Write(cf.f, buf); err != nil {
 		cf.f.Truncate(cf.size) // never leave a partial record before a later one
 		return fmt.Errorf("append series catalog: %w", err)
 	}

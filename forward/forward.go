@@ -382,15 +382,17 @@ func (f *Forwarder) sendLoop() {
 	// where the cores are contended they run after the writers.
 	yieldCPU()
 	var (
-		dec     engine.FeedDecoder
-		rb      readBuf
-		cur     []engine.FeedSample // the frame being sent, as decoded
-		curIdx  int
-		curSeq  uint64
-		curTime int64
-		end     cursor
-		meta    = newMetaCache(f.db, f.opts.Protocol)
-		batch   = sender{proto: f.opts.Protocol}
+		dec        engine.FeedDecoder
+		rb         readBuf
+		cur        []engine.FeedSample // the frame being sent, as decoded
+		curIdx     int
+		curSeq     uint64
+		curTime    int64
+		curCount   uint64
+		curCountOK bool
+		end        cursor
+		meta       = newMetaCache(f.db, f.opts.Protocol)
+		batch      = sender{proto: f.opts.Protocol}
 	)
 	f.ackMu.Lock()
 	skip := f.acked
@@ -408,7 +410,7 @@ func (f *Forwarder) sendLoop() {
 				}
 				batch.add(cur[curIdx : curIdx+take])
 				curIdx += take
-				end = cursor{seq: curSeq, done: uint32(curIdx)}
+				end = cursor{seq: curSeq, done: uint32(curIdx), count: curCount + uint64(curIdx), countOK: curCountOK}
 				continue
 			}
 			if batch.n < f.opts.BatchSize {
@@ -432,6 +434,7 @@ func (f *Forwarder) sendLoop() {
 						start = min(int(skip.done), len(samples))
 					}
 					cur, curIdx, curSeq, curTime = samples, start, fr.seq, fr.time
+					curCount, curCountOK = fr.count, fr.hdrOK
 					f.st.held.Store(int64(batch.n + len(cur) - curIdx))
 					continue
 				}

@@ -9,7 +9,6 @@ package forward
 // operating-system files (see mapActive).
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -23,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stratadb/strata/internal/record"
 	"github.com/stratadb/strata/internal/vfs"
 )
 
@@ -41,6 +41,7 @@ type qfile struct {
 	version  byte
 	hdr      int64  // header size: the first frame's offset
 	start    uint64 // version 2: the count of the file's first frame
+	end      uint64 // version 2: the count after its last committed frame
 	size     int64  // committed bytes: the reader never reads past it
 	samples  int64  // samples of the committed frames
 	firstSeq uint64
@@ -121,8 +122,11 @@ type queue struct {
 	failing bool  // the last frame could not be queued
 	failed  int64 // frames not queued since failing began
 
+	// cmu serialises cursor writes; it is taken before mu, never inside it.
 	cmu        sync.Mutex
 	cursorFile vfs.File // the sender's, overwritten in place; nil until it opens
+	cursorBuf  []byte
+	wroteEnd   uint64 // queuedEnd when the cursor was last written
 
 	mu        sync.Mutex
 	files     []*qfile // ascending; the last one is active when activeNum is its number
@@ -133,6 +137,13 @@ type queue struct {
 	// damaged those lost to damage found while reading.
 	backlog int64
 	damaged int64
+	// The counts the cursor file records besides the acknowledged position
+	// (see the cursor's format): settled, and the count and seq after the
+	// newest committed frame; counted holds the count ranges whose loss
+	// was counted (the counted file).
+	settled              uint64
+	queuedEnd, queuedSeq uint64
+	counted              []span
 	// unreadMax is at least the unread bytes: set to them by trim, grown
 	// by commit, never lowered by reads, so that the writer can tell
 	// cheaply when trim cannot have anything to do.
@@ -161,13 +172,18 @@ func openQueueConfig(c queueConfig) (*queue, cursor, error) {
 	if err := c.fs.MkdirAll(c.dir, 0o755); err != nil {
 		return nil, cursor{}, fmt.Errorf("create queue dir: %w", err)
 	}
+	// The directory's entry must be durable before any file in it is.
+	if err := vfs.SyncDirOf(c.fs, c.dir); err != nil {
+		c.logger.Warn("forward: sync the queue dir's parent", "dir", c.dir, "err", err)
+	}
 	q := &queue{fs: c.fs, dir: c.dir, segBytes: c.segBytes, rollAge: int64(c.rollAge), logger: c.logger, now: c.now,
 		notify: make(chan struct{}, 1), aborted: make(map[uint64]struct{})}
 	names, err := c.fs.ReadDir(c.dir)
 	if err != nil {
 		return nil, cursor{}, fmt.Errorf("list queue dir: %w", err)
 	}
-	cur := q.openCursor()
+	rec := q.readCursor()
+	cur := rec.ack()
 	var nums []uint64
 	for _, name := range names {
 		if n, ok := parseQueueFileName(name); ok {
@@ -176,6 +192,17 @@ func openQueueConfig(c queueConfig) (*queue, cursor, error) {
 	}
 	slices.Sort(nums)
 	st := &scanState{cur: cur, recovered: c.recovered}
+	if rec.counts {
+		// Nothing below settled is owed: what the files do not account
+		// for above it is lost.
+		st.end, st.endKnown, st.floor = rec.settled, true, rec.settled
+	}
+	st.spans = q.readCounted()
+	before := len(st.spans)
+	if !rec.counts && len(nums) > 0 {
+		q.logger.Info("forward: the cursor holds no counts (an earlier release's, or none); a loss before the oldest queue file or at the end of the newest cannot be counted at this start",
+			"dir", c.dir)
+	}
 	for i, n := range nums {
 		if i > 0 && n != nums[i-1]+1 {
 			q.logger.Error("forward: queue files are missing; their batches are lost",
@@ -186,6 +213,7 @@ func openQueueConfig(c queueConfig) (*queue, cursor, error) {
 			q.files = append(q.files, f)
 		}
 	}
+	q.checkEnd(rec, st, c.dir)
 	q.damaged = st.lost
 	// Files wholly acknowledged are removed; the reader starts at the first
 	// frame not wholly acknowledged.
@@ -203,12 +231,29 @@ func openQueueConfig(c queueConfig) (*queue, cursor, error) {
 	if len(nums) > 0 {
 		q.nextNum = nums[len(nums)-1] + 1
 	}
-	q.nextCount = st.end
+	// Counts never go back, past a lost end of the newest file too: a
+	// later Open counts from them.
+	q.nextCount = max(st.end, st.floor)
+	q.settled = rec.settled
+	if !rec.counts && len(q.files) > 0 {
+		// A version 1 cursor (or none): from now on settled holds.
+		q.settled = q.files[0].start
+	}
+	q.counted = pruneSpans(st.spans, q.settled)
+	if st.added || len(q.counted) != before {
+		q.writeCounted(q.counted)
+	}
+	q.queuedEnd, q.queuedSeq = q.nextCount, st.lastSeq
 	q.rd = readPos{num: q.nextNum, off: queueHeaderSize}
 	if len(q.files) > 0 {
 		q.rd = readPos{num: q.files[0].num, off: q.files[0].hdr}
 	}
 	q.acked = cur
+	q.cmu.Lock()
+	if err := q.writeCursorLocked(false, false); err != nil {
+		q.logger.Error("forward: cannot write the cursor; retrying at the next delivery", "dir", c.dir, "err", err)
+	}
+	q.cmu.Unlock()
 	q.pf = newPrefaulter()
 	if err := q.createFile(q.nextNum, 0); err != nil {
 		// A full disk: degrade, never fail. The queue read so far is
@@ -220,49 +265,149 @@ func openQueueConfig(c queueConfig) (*queue, cursor, error) {
 	return q, cur, nil
 }
 
-// openCursor reads the cursor file and opens it for overwriting, writing
-// back what it read. A cursor it cannot read or open is logged: delivery
-// then resumes at the oldest queued frame (duplicates, never a loss), and
-// saveCursor tries to open it again.
-func (q *queue) openCursor() cursor {
-	var cur cursor
+// readCursor reads the cursor file. A cursor it cannot read is logged:
+// delivery then resumes at the oldest queued frame (duplicates, never a
+// loss), and the losses before the oldest file and at the end of the
+// newest are not counted.
+func (q *queue) readCursor() cursorRecord {
 	cpath := filepath.Join(q.dir, cursorName)
 	b, err := vfs.ReadFile(q.fs, cpath)
 	switch {
 	case err == nil && len(b) > 0:
-		if cur, err = unmarshalCursor(b); err != nil {
+		rec, err := unmarshalCursor(b)
+		if err != nil {
 			// Only a power loss mid-write does this: start over from the
 			// oldest queued frame (duplicates, never a loss).
 			q.logger.Warn("forward: damaged cursor; delivering the whole queue again", "file", cpath, "err", err)
-			cur = cursor{}
+			return cursorRecord{}
 		}
+		return rec
 	case err == nil || errors.Is(err, fs.ErrNotExist):
+		// No cursor: a new queue (nothing is owed below count 0), unless
+		// queue files are there (checked by the caller's scan: their
+		// counts then start where they start).
+		return cursorRecord{counts: q.noQueueFiles()}
 	default:
 		q.logger.Error("forward: cannot read the cursor; delivering the whole queue again", "file", cpath, "err", err)
+		return cursorRecord{}
 	}
-	q.cmu.Lock()
-	defer q.cmu.Unlock()
-	if err := q.openCursorLocked(cur, len(b) > 0); err != nil {
-		q.logger.Error("forward: cannot open the cursor; retrying at the next delivery", "file", cpath, "err", err)
-	}
-	return cur
 }
 
-// openCursorLocked creates the cursor file (vfs has no open-for-overwrite)
-// and writes cur into it when write. The caller holds cmu.
-func (q *queue) openCursorLocked(cur cursor, write bool) error {
-	f, err := q.fs.Create(filepath.Join(q.dir, cursorName))
+// noQueueFiles tells whether the queue directory holds no queue file.
+func (q *queue) noQueueFiles() bool {
+	names, err := q.fs.ReadDir(q.dir)
 	if err != nil {
-		return err
+		return false
 	}
-	if write {
-		if _, err := f.WriteAt(cur.marshal(), 0); err != nil {
-			f.Close()
-			return fmt.Errorf("write cursor: %w", err)
+	for _, name := range names {
+		if _, ok := parseQueueFileName(name); ok {
+			return false
 		}
 	}
-	q.cursorFile = f
+	return true
+}
+
+// writeCursorLocked writes the cursor record (the acknowledged position
+// and the counts) in place, with one write, and fsyncs it when sync (clean:
+// on close). When the file is not open yet, it writes the record to a new
+// file and renames it over the old one, keeping it open for the writes
+// after, so that a crash never leaves a cursor cut short; only where the
+// new file does not fit (a full disk) is the old one overwritten in place.
+// The caller holds cmu, not mu.
+func (q *queue) writeCursorLocked(sync, clean bool) error {
+	q.mu.Lock()
+	rec := cursorRecord{seq: q.acked.seq, done: q.acked.done, settled: q.settled,
+		queued: q.queuedEnd, queuedSeq: q.queuedSeq, clean: clean, counts: true}
+	q.mu.Unlock()
+	q.cursorBuf = rec.marshal(q.cursorBuf[:0])
+	if q.cursorFile == nil {
+		f, err := q.createCursor(q.cursorBuf)
+		if err != nil {
+			// No room for a second cursor (a full disk): overwrite the
+			// one there, whose space its own truncation gives back.
+			f, err = q.fs.Create(filepath.Join(q.dir, cursorName))
+			if err != nil {
+				return fmt.Errorf("open cursor: %w", err)
+			}
+			q.cursorFile = f
+			if _, err := f.WriteAt(q.cursorBuf, 0); err != nil {
+				return fmt.Errorf("write cursor: %w", err)
+			}
+			if err := f.Sync(); err != nil {
+				return fmt.Errorf("sync cursor: %w", err)
+			}
+		}
+		q.cursorFile, q.wroteEnd = f, rec.queued
+		return nil
+	}
+	if _, err := q.cursorFile.WriteAt(q.cursorBuf, 0); err != nil {
+		return fmt.Errorf("write cursor: %w", err)
+	}
+	q.wroteEnd = rec.queued
+	if sync {
+		if err := q.cursorFile.Sync(); err != nil {
+			return fmt.Errorf("sync cursor: %w", err)
+		}
+	}
 	return nil
+}
+
+// createCursor publishes b as the cursor file (write new, fsync, rename,
+// fsync dir) and returns it open.
+func (q *queue) createCursor(b []byte) (vfs.File, error) {
+	cpath := filepath.Join(q.dir, cursorName)
+	tmp := cpath + ".tmp"
+	f, err := q.fs.Create(tmp)
+	if err != nil {
+		return nil, fmt.Errorf("create cursor: %w", err)
+	}
+	if _, err = f.WriteAt(b, 0); err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = q.fs.Rename(tmp, cpath)
+	}
+	if err == nil {
+		err = q.fs.SyncDir(q.dir)
+	}
+	if err != nil {
+		f.Close()
+		q.fs.Remove(tmp)
+		return nil, fmt.Errorf("write cursor: %w", err)
+	}
+	return f, nil
+}
+
+// checkEnd counts what the newest file lost at its end (or with it, when it
+// is gone): the cursor's queued count past the count after the last good
+// frame. After a clean close that is exact; after a crash, a lower bound
+// (frames queued after the cursor's last write are not in it).
+func (q *queue) checkEnd(rec cursorRecord, st *scanState, dir string) {
+	if !rec.counts || rec.queued <= max(st.end, st.floor) {
+		return
+	}
+	if rec.queuedSeq > st.recovered {
+		q.logger.Warn("forward: the cursor counts batches the database never logged; a loss at the end of the queue cannot be counted",
+			"dir", dir, "queued_seq", rec.queuedSeq, "recovered", st.recovered)
+		return
+	}
+	at, off := st.at, st.atOff
+	if at == "" {
+		at, off = dir, 0
+	}
+	n := st.count(max(st.end, st.floor), rec.queued)
+	if n == 0 {
+		st.end = rec.queued
+		return
+	}
+	if rec.clean {
+		q.logger.Error("forward: the end of the newest queue file is gone; samples lost",
+			"file", at, "offset", off, "samples", n, "after_seq", st.lastSeq)
+	} else {
+		q.logger.Error("forward: the end of the newest queue file is gone; at least this many samples lost (a lower bound: the queue was not closed cleanly)",
+			"file", at, "offset", off, "samples", n, "after_seq", st.lastSeq)
+	}
+	st.end, st.at = rec.queued, ""
 }
 
 // scanState carries what scanFile learns from file to file.
@@ -275,6 +420,48 @@ type scanState struct {
 	at        string // where damage was last found, for the log
 	atOff     int64
 	lost      int64 // samples counted lost
+	// floor: nothing below it is owed (delivered, or dropped by the
+	// bounds); spans: the ranges counted lost before (added: and now).
+	floor uint64
+	spans []span
+	added bool
+}
+
+// count counts the loss of the samples of counts [lo, hi) not counted
+// before, and returns how many that is.
+func (st *scanState) count(lo, hi uint64) int64 {
+	n := uncounted(st.spans, lo, hi)
+	if n > 0 {
+		st.spans, st.added = addSpan(st.spans, lo, hi), true
+	}
+	st.lost += int64(n)
+	return int64(n)
+}
+
+// readCounted reads the counted file (none: nothing counted yet). A
+// damaged one is logged: damage counted before may be counted again.
+func (q *queue) readCounted() []span {
+	p := filepath.Join(q.dir, countedName)
+	b, err := vfs.ReadFile(q.fs, p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	var spans []span
+	if err == nil {
+		spans, err = unmarshalCounted(b)
+	}
+	if err != nil {
+		q.logger.Warn("forward: cannot read what queue damage was counted; damage still on disk may be counted again", "file", p, "err", err)
+	}
+	return spans
+}
+
+// writeCounted replaces the counted file with spans; a failure is logged
+// (damage still on disk may be counted again after a restart).
+func (q *queue) writeCounted(spans []span) {
+	if err := vfs.WriteFileAtomic(q.fs, filepath.Join(q.dir, countedName), marshalCounted(spans)); err != nil {
+		q.logger.Warn("forward: cannot record what queue damage was counted; a restart may count it again", "err", err)
+	}
 }
 
 // damage notes damage at off in path: the samples it took are counted at
@@ -291,13 +478,17 @@ func (st *scanState) damage(path string, off int64) {
 func (q *queue) lose(st *scanState, count, seq uint64, what string) {
 	at, off := st.at, st.atOff
 	st.at = ""
-	if !st.endKnown || count <= st.end {
+	from := max(st.end, st.floor)
+	if !st.endKnown || count <= from {
 		if at != "" && !st.endKnown {
 			q.logger.Error("forward: queue damaged before a version 1 or first file; its loss cannot be counted", "file", at, "offset", off)
 		}
 		return
 	}
-	n := int64(count - st.end)
+	n := uncounted(st.spans, from, count)
+	if n == 0 {
+		return // counted by an earlier Open
+	}
 	if at == "" {
 		at = "(between frames)"
 	}
@@ -312,7 +503,7 @@ func (q *queue) lose(st *scanState, count, seq uint64, what string) {
 		// was delivered; n bounds the loss.
 		q.logger.Error("forward: "+what+"; at most this many samples lost (part was delivered)", "file", at, "offset", off, "samples", n, "before_seq", seq)
 	}
-	st.lost += n
+	st.count(from, count)
 }
 
 // scanFile reads file num and returns what the queue needs to know of it,
@@ -380,6 +571,7 @@ func (q *queue) scanFile(num uint64, last bool, st *scanState) *qfile {
 				// Cut short, or the last frame of the newest file: the
 				// torn tail of a crash, counted.
 				q.lostFrame(st, fr, "cutting off torn queue tail")
+				f.end = st.end
 				if last {
 					q.truncateTail(path, off, f)
 				} else {
@@ -388,6 +580,7 @@ func (q *queue) scanFile(num uint64, last bool, st *scanState) *qfile {
 				return f
 			}
 			q.lostFrame(st, fr, "queue frame damaged, skipped")
+			f.end = st.end
 			f.holes = append(f.holes, hole{off, end})
 			off = end
 			continue
@@ -416,7 +609,10 @@ func (q *queue) scanFile(num uint64, last bool, st *scanState) *qfile {
 		}
 		if fr.count != st.end {
 			if fr.count > st.end {
-				q.lose(st, fr.count, fr.seq, "queue damaged")
+				if st.at == "" {
+					st.at, st.atOff = path, off // samples missing before this frame
+				}
+				q.lose(st, fr.count, fr.seq, "samples missing before this frame (damage, or a queue file removed)")
 			} else {
 				q.logger.Warn("forward: queue frame counts go back; counting on from this frame", "file", path, "offset", off)
 			}
@@ -427,6 +623,7 @@ func (q *queue) scanFile(num uint64, last bool, st *scanState) *qfile {
 		}
 		f.lastSeq, st.lastSeq, f.lastN = fr.seq, fr.seq, int64(fr.samples)
 		st.end = fr.count + uint64(fr.samples)
+		f.end = st.end
 		f.samples += int64(fr.samples)
 		f.newest = fr.time
 		off += need
@@ -514,18 +711,14 @@ func (q *queue) lostFrame(st *scanState, fr frame, what string) {
 // findFrame returns the offset of the first version 2 frame that checks
 // in data at or after from, or -1.
 func findFrame(data []byte, from int64) int64 {
-	for from >= 0 && from < int64(len(data)) {
-		i := bytes.Index(data[from:], []byte(frameMagic))
-		if i < 0 {
-			return -1
-		}
-		at := from + int64(i)
-		if _, _, err := parseFrame(queueVersion, data[at:]); err == nil {
-			return at
-		}
-		from = at + 1
+	if from < 0 {
+		return -1
 	}
-	return -1
+	off, ok, err := frameLayout.Scan(record.Mem(data), from)
+	if !ok || err != nil {
+		return -1
+	}
+	return off
 }
 
 // allZero tells whether b holds only zero bytes.
@@ -581,7 +774,7 @@ func (q *queue) createFile(num uint64, need int64) error {
 	q.nextNum = num + 1
 	q.mapActive(need)
 	q.mu.Lock()
-	q.files = append(q.files, &qfile{num: num, version: queueVersion, hdr: queueHeaderSize, start: q.nextCount, size: queueHeaderSize})
+	q.files = append(q.files, &qfile{num: num, version: queueVersion, hdr: queueHeaderSize, start: q.nextCount, end: q.nextCount, size: queueHeaderSize})
 	q.activeNum = num
 	q.mu.Unlock()
 	return nil
@@ -690,7 +883,7 @@ func (q *queue) prepareLocked(seq uint64, samples int, format byte, payload []by
 		n, err = writeFrameAt(q.osf, q.wbuf, payload, q.wsize)
 	} else {
 		q.wbuf = appendFrame(q.wbuf[:0], seq, now, ns, format, count, payload)
-		n, err = q.active.WriteAt(q.wbuf, q.wsize)
+		n, err = record.WriteAt(q.active, q.wbuf, q.wsize)
 	}
 	q.wsize += int64(n)
 	if err != nil {
@@ -780,7 +973,7 @@ func (q *queue) roll(need int64) error {
 	q.mu.Lock()
 	acked := q.acked
 	q.mu.Unlock()
-	if err := q.removeDone(acked); err != nil {
+	if err := q.removeDoneSync(acked, false); err != nil {
 		q.logger.Warn("forward: remove delivered queue files", "err", err)
 	}
 	if err := q.createFile(q.nextNum, need); err != nil {
@@ -848,6 +1041,8 @@ func (q *queue) commit(seq uint64, logged bool) (published, lost int64) {
 		f.firstSeq = seq
 	}
 	f.lastSeq, f.lastN = seq, p.samples
+	f.end = q.nextCount
+	q.queuedEnd, q.queuedSeq = q.nextCount, seq
 	f.size = p.off + p.size
 	f.samples += p.samples
 	f.newest = p.time
@@ -1082,6 +1277,7 @@ func (q *queue) skipDamage(rb *readBuf, f *qfile, pos readPos, cause error) {
 		return
 	}
 	var after int64
+	nextFrame, _, _ := parseFrame(queueVersion, data[next:])
 	for off := next; off >= 0; {
 		fr, need, err := parseFrame(queueVersion, data[off:])
 		if err != nil {
@@ -1095,8 +1291,8 @@ func (q *queue) skipDamage(rb *readBuf, f *qfile, pos readPos, cause error) {
 		}
 	}
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	if q.rd != pos {
+		q.mu.Unlock()
 		return
 	}
 	lost := max(f.samples-pos.read-after, 0)
@@ -1105,6 +1301,14 @@ func (q *queue) skipDamage(rb *readBuf, f *qfile, pos readPos, cause error) {
 	q.rd = readPos{num: pos.num, off: pos.off + next, read: f.samples - after}
 	q.damaged += lost
 	q.backlog -= lost
+	// Counted: an Open while the damage is still on disk does not count it
+	// again.
+	q.counted = addSpan(q.counted, nextFrame.count-uint64(lost), nextFrame.count)
+	spans := q.counted
+	q.mu.Unlock()
+	if lost > 0 {
+		q.writeCounted(spans)
+	}
 }
 
 // dropRest drops the unread frames of the reader's file, as damaged.
@@ -1127,6 +1331,9 @@ func (q *queue) dropReaderFileLocked() int64 {
 	f := q.files[i]
 	n := max(f.samples-q.rd.read, 0)
 	f.dropped = true
+	if f.version == queueVersion {
+		q.settled = max(q.settled, f.end) // dropped by the bounds: not owed
+	}
 	if i == len(q.files)-1 {
 		q.rd.off, q.rd.read = f.size, f.samples
 	} else {
@@ -1195,8 +1402,15 @@ func (q *queue) mayPass(maxBytes int64) bool {
 // removeDone removes the files that nothing needs any more: files the
 // reader is through, other than the active one, whose frames are all
 // acknowledged, or which trim dropped (unless the acknowledged position is
-// inside them: their read part is still in flight).
-func (q *queue) removeDone(acked cursor) error {
+// inside them: their read part is still in flight). The cursor is written
+// and fsynced first (see removeDoneSync).
+func (q *queue) removeDone(acked cursor) error { return q.removeDoneSync(acked, true) }
+
+// removeDoneSync is removeDone; unless sync, the cursor is written but not
+// fsynced before the files are removed (the writer's roll, which must not
+// wait for the disk under the engine's commit lock: after a power loss, as
+// opposed to a kill -9, the files it removed may then be counted lost).
+func (q *queue) removeDoneSync(acked cursor, sync bool) error {
 	q.mu.Lock()
 	q.acked = acked
 	var rm []uint64
@@ -1212,11 +1426,31 @@ func (q *queue) removeDone(acked cursor) error {
 		keep = append(keep, f)
 	}
 	q.files = keep
-	q.mu.Unlock()
 	if len(rm) > 0 {
-		q.freed.Store(true)
+		// Everything before the first file left is delivered or dropped
+		// (files of version 1 carry no counts: acknowledgements inside
+		// them do not move settled).
+		switch {
+		case len(keep) > 0 && keep[0].version == queueVersion:
+			q.settled = max(q.settled, keep[0].start)
+		case len(keep) == 0:
+			q.settled = max(q.settled, q.queuedEnd)
+		}
 	}
-	var err error
+	q.mu.Unlock()
+	if len(rm) == 0 {
+		return nil
+	}
+	q.freed.Store(true)
+	// The cursor says why the files are gone (settled) before they are: a
+	// later Open tells them from files lost to damage.
+	q.cmu.Lock()
+	err := q.writeCursorLocked(sync, false)
+	q.cmu.Unlock()
+	if err != nil {
+		q.logger.Warn("forward: cannot record the removal of delivered queue files in the cursor; a restart may count them as lost", "err", err)
+		err = nil
+	}
 	for _, n := range rm {
 		if rerr := q.removeFile(n); err == nil {
 			err = rerr
@@ -1234,22 +1468,20 @@ func (q *queue) removeFile(num uint64) error {
 
 // saveCursor records c as the acknowledged position, overwriting the
 // cursor file in place with one write: the page cache keeps it through a
-// kill -9 at any instant. It is fsynced on close only: after a power loss
-// the cursor may be older than the truth, or fail its checksum, and delivery
-// then resumes earlier (duplicates, never a loss).
+// kill -9 at any instant. It is fsynced before files are removed and on
+// close only: after a power loss the cursor may be older than the truth,
+// or fail its checksum, and delivery then resumes earlier (duplicates,
+// never a loss).
 func (q *queue) saveCursor(c cursor) error {
 	q.cmu.Lock()
 	defer q.cmu.Unlock()
-	if q.cursorFile == nil {
-		if err := q.openCursorLocked(c, true); err != nil {
-			return fmt.Errorf("open cursor: %w", err)
-		}
-		return nil
+	q.mu.Lock()
+	q.acked = c
+	if c.countOK {
+		q.settled = max(q.settled, c.count)
 	}
-	if _, err := q.cursorFile.WriteAt(c.marshal(), 0); err != nil {
-		return fmt.Errorf("write cursor: %w", err)
-	}
-	return nil
+	q.mu.Unlock()
+	return q.writeCursorLocked(false, false)
 }
 
 // sync fsyncs the active file, outside the writer's lock (a file rolled
@@ -1264,6 +1496,7 @@ func (q *queue) sync() error {
 	if err := f.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
 		return fmt.Errorf("sync queue file: %w", err)
 	}
+	q.noteQueued()
 	// The fsync cleaned the mapped pages: writing them faults again, unless
 	// they are mapped ahead once more.
 	// Not under wmu: rewind may wait for the prefaulter's chunk, and the
@@ -1278,8 +1511,25 @@ func (q *queue) sync() error {
 	return nil
 }
 
-// close finishes the active file (closeActive) and syncs and closes the
-// cursor.
+// noteQueued rewrites the cursor when frames were queued since it was
+// last written, so that a crash loses at most a sync interval of the count
+// of the queue's end (see checkEnd).
+func (q *queue) noteQueued() {
+	q.cmu.Lock()
+	defer q.cmu.Unlock()
+	q.mu.Lock()
+	moved := q.queuedEnd != q.wroteEnd
+	q.mu.Unlock()
+	if !moved {
+		return
+	}
+	if err := q.writeCursorLocked(false, false); err != nil {
+		q.logger.Warn("forward: write cursor", "err", err)
+	}
+}
+
+// close finishes the active file (closeActive) and writes (clean), syncs
+// and closes the cursor.
 func (q *queue) close() error {
 	q.wmu.Lock()
 	defer q.wmu.Unlock()
@@ -1293,6 +1543,9 @@ func (q *queue) close() error {
 	}
 	q.cmu.Lock()
 	defer q.cmu.Unlock()
+	if werr := q.writeCursorLocked(false, true); werr != nil {
+		q.logger.Warn("forward: write cursor on close", "err", werr)
+	}
 	if q.cursorFile != nil {
 		serr := q.cursorFile.Sync()
 		if cerr := q.cursorFile.Close(); serr == nil {

@@ -92,6 +92,8 @@ func buildFaultQueue(t *testing.T) *faultQueue {
 
 // reopen opens a copy of the queue with file name replaced by data (nil:
 // removed), reads it all, and returns the samples read and counted lost.
+// It then opens the copy a second time and checks that the damage, still
+// on disk, is not counted again and that the same frames are read.
 func (fq *faultQueue) reopen(t *testing.T, name string, data []byte) (read, damaged int64, msgs []string) {
 	t.Helper()
 	m := fq.m.Clone()
@@ -108,14 +110,54 @@ func (fq *faultQueue) reopen(t *testing.T, name string, data []byte) (read, dama
 		f.Write(data)
 		f.Close()
 	}
+	again := m.Clone()
+	read, damaged, msgs = fq.readAll(t, m)
+	read2, damaged2, msgs2 := fq.readAll(t, again)
+	if read2 != read || damaged2 != damaged {
+		t.Fatalf("%s: a second open of the damaged queue read %d counted %d, the first %d and %d; logs %q then %q",
+			name, read2, damaged2, read, damaged, msgs, msgs2)
+	}
+	// A third open, after the second one ran to its end: nothing new.
+	if read3, damaged3, msgs3 := fq.readAll(t, again); read3 != 0 || damaged3 != 0 {
+		t.Fatalf("%s: an open after the queue was read read %d counted %d; log %q", name, read3, damaged3, msgs3)
+	}
+	return read, damaged, msgs
+}
+
+// readAll opens the queue on m, reads every frame, acknowledges them and
+// closes it cleanly; it returns the samples read and counted lost.
+func (fq *faultQueue) readAll(t *testing.T, m *vfs.MemFS) (read, damaged int64, msgs []string) {
+	t.Helper()
 	q, rec := memQueue(t, m, 200, 0, 1<<62, time.Now)
 	defer q.close()
-	seqs := drain(t, q)
+	var rb readBuf
+	var seqs []uint64
+	var last frame
+	for {
+		fr, ok, err := q.next(&rb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		seqs = append(seqs, fr.seq)
+		last = fr
+	}
 	if !slices.IsSorted(seqs) || len(slices.Compact(slices.Clone(seqs))) != len(seqs) {
 		t.Fatalf("frames out of order: %v", seqs)
 	}
 	for _, s := range seqs {
 		read += fq.samples[s]
+	}
+	if len(seqs) > 0 {
+		c := cursor{seq: last.seq, done: last.samples, count: last.count + uint64(last.samples), countOK: true}
+		if err := q.saveCursor(c); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.removeDone(c); err != nil {
+			t.Fatal(err)
+		}
 	}
 	q.mu.Lock()
 	damaged = q.damaged
@@ -133,31 +175,23 @@ func (fq *faultQueue) sum(frames []faultFrame) int64 {
 
 // Every byte of every queue file flipped in turn: the queue always opens,
 // loses exactly the frame the byte is in (the whole file for a byte of
-// its header, set aside), reads every other frame, and counts the loss
-// exactly. The one bound: a damaged header of the last frame of the newest
-// file is a torn tail, cut off uncounted (nothing tells its samples).
+// its header, set aside), reads every other frame, counts the loss
+// exactly and logs it, and does not count it again at the next open.
 func TestQueueFaultFlipEveryByte(t *testing.T) {
 	fq := buildFaultQueue(t)
-	for fi, ff := range fq.files {
-		lastFile := fi == len(fq.files)-1
+	for _, ff := range fq.files {
 		for i := range ff.data {
 			data := slices.Clone(ff.data)
 			data[i] ^= 0x5a
 			read, damaged, msgs := fq.reopen(t, ff.name, data)
 			want := fq.sum(ff.frames) // a byte of the file header
-			countable := true
-			for k, fr := range ff.frames {
+			for _, fr := range ff.frames {
 				if int64(i) >= fr.off && int64(i) < fr.end {
 					want = fq.samples[fr.seq]
-					countable = !(lastFile && k == len(ff.frames)-1 && int64(i) < fr.off+frameHeaderSize)
 				}
 			}
-			lost := fq.total - read
-			if lost != want {
-				t.Fatalf("%s byte %d flipped: lost %d samples, want %d (the frame it is in); log %q", ff.name, i, lost, want, msgs)
-			}
-			if countable && damaged != lost || !countable && damaged != 0 {
-				t.Fatalf("%s byte %d flipped: counted %d lost, lost %d (countable %v); log %q", ff.name, i, damaged, lost, countable, msgs)
+			if lost := fq.total - read; lost != want || damaged != want {
+				t.Fatalf("%s byte %d flipped: lost %d counted %d, want %d (the frame it is in); log %q", ff.name, i, lost, damaged, want, msgs)
 			}
 			if len(msgs) == 0 || !strings.Contains(strings.Join(msgs, "\n"), "forward: ") {
 				t.Fatalf("%s byte %d flipped: nothing logged", ff.name, i)
@@ -167,60 +201,103 @@ func TestQueueFaultFlipEveryByte(t *testing.T) {
 }
 
 // Every file cut at every length: the queue opens, reads every frame
-// before the cut, and counts the loss exactly where a later file tells it
-// (a file that is not the newest). In the newest file, the frame cut
-// through is counted when its header is whole; the frames wholly cut off
-// the end of the newest file leave no trace, nor do those of the oldest
-// file cut inside its header: these are the bound.
+// before the cut, and counts exactly the samples of the frames cut (the
+// oldest file's through its header start, the newest file's through the
+// cursor's queued count written by the clean close).
 func TestQueueFaultCut(t *testing.T) {
 	fq := buildFaultQueue(t)
-	for fi, ff := range fq.files {
-		lastFile := fi == len(fq.files)-1
+	for _, ff := range fq.files {
 		for k := range ff.data {
 			read, damaged, msgs := fq.reopen(t, ff.name, ff.data[:k])
-			var want, countable int64
+			var want int64
 			for _, fr := range ff.frames {
-				if fr.end <= int64(k) {
-					continue
-				}
-				want += fq.samples[fr.seq]
-				if int64(k) >= fr.off+frameHeaderSize {
-					countable = fq.samples[fr.seq] // the frame cut through, header whole
+				if fr.end > int64(k) {
+					want += fq.samples[fr.seq]
 				}
 			}
-			switch {
-			case fi == 0 && k < queueHeaderSize:
-				countable = 0 // the oldest file's start is gone with its header: the bound
-			case !lastFile:
-				countable = want
+			if lost := fq.total - read; lost != want || damaged != want {
+				t.Fatalf("%s cut at %d: lost %d counted %d, want %d; log %q", ff.name, k, lost, damaged, want, msgs)
 			}
-			lost := fq.total - read
-			if lost != want || damaged != countable {
-				t.Fatalf("%s cut at %d: lost %d counted %d, want lost %d counted %d; log %q", ff.name, k, lost, damaged, want, countable, msgs)
+			if want > 0 && len(msgs) == 0 {
+				t.Fatalf("%s cut at %d: nothing logged", ff.name, k)
 			}
 		}
 	}
 }
 
-// A removed file is detected (a gap in the file numbers and the counts)
-// and, between two files, its loss counted exactly.
+// A removed file, first, middle or last, is detected and its loss counted
+// exactly: the oldest against the cursor's settled count, a middle one by
+// the gap in the counts, the newest against the cursor's queued count.
 func TestQueueFaultRemoveFile(t *testing.T) {
 	fq := buildFaultQueue(t)
-	for fi, ff := range fq.files {
+	for _, ff := range fq.files {
 		read, damaged, msgs := fq.reopen(t, ff.name, nil)
-		lost := fq.total - read
-		if lost != fq.sum(ff.frames) {
-			t.Fatalf("%s removed: lost %d, want %d", ff.name, lost, fq.sum(ff.frames))
+		want := fq.sum(ff.frames)
+		if lost := fq.total - read; lost != want || damaged != want {
+			t.Fatalf("%s removed: lost %d counted %d, want %d; log %q", ff.name, lost, damaged, want, msgs)
 		}
-		switch {
-		case fi > 0 && fi < len(fq.files)-1:
-			if damaged != lost || !strings.Contains(strings.Join(msgs, "\n"), "queue files are missing") {
-				t.Fatalf("middle file %s removed: counted %d of %d; log %q", ff.name, damaged, lost, msgs)
+		if !strings.Contains(strings.Join(msgs, "\n"), "lost") {
+			t.Fatalf("%s removed: loss not logged: %q", ff.name, msgs)
+		}
+	}
+}
+
+// With part of the oldest file delivered, its removal loses only the rest,
+// and that is what is counted.
+func TestQueueFaultRemovePartlyDelivered(t *testing.T) {
+	fq := buildFaultQueue(t)
+	m := fq.m.Clone()
+	q, _ := memQueue(t, m, 200, 0, 1<<62, time.Now)
+	var rb readBuf
+	fr, ok, err := q.next(&rb)
+	if !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	// The first frame delivered, and one sample of the second.
+	fr2, _, _ := q.next(&rb)
+	c := cursor{seq: fr2.seq, done: 1, count: fr2.count + 1, countOK: true}
+	q.saveCursor(c)
+	q.close()
+	first := fq.files[0]
+	if err := m.Remove(path.Join(memDir, first.name)); err != nil {
+		t.Fatal(err)
+	}
+	q2, rec := memQueue(t, m, 200, 0, 1<<62, time.Now)
+	defer q2.close()
+	want := fq.sum(first.frames) - int64(fr.samples) - 1
+	if q2.damaged != want {
+		t.Fatalf("counted %d lost, want %d; log %q", q2.damaged, want, rec.take())
+	}
+}
+
+// After a crash (no clean close) the newest file's lost end is counted up
+// to the cursor's last write: a lower bound, and logged as one.
+func TestQueueFaultRemoveNewestAfterCrash(t *testing.T) {
+	m := vfs.NewMem()
+	q, _ := memQueue(t, m, 200, 0, 1<<62, time.Now)
+	for s := uint64(1); s <= 12; s++ {
+		put(t, q, s, 2)
+		if s == 10 {
+			if err := q.sync(); err != nil { // the sync tick writes the cursor
+				t.Fatal(err)
 			}
-		case damaged != 0:
-			// The oldest or newest file leaves no trace: the bound.
-			t.Fatalf("%s removed: counted %d", ff.name, damaged)
 		}
+	}
+	crashed := m.Clone() // a kill -9: the page cache, no close
+	q.close()
+	q.mu.Lock()
+	newest := q.files[len(q.files)-1]
+	q.mu.Unlock()
+	if err := crashed.Remove(path.Join(memDir, newest.name())); err != nil {
+		t.Fatal(err)
+	}
+	q2, rec := memQueue(t, crashed, 200, 0, 1<<62, time.Now)
+	defer q2.close()
+	lost := int64(newest.end - newest.start)
+	bound := lost - 2*2 // frames 11 and 12 were queued after the cursor's last write
+	msgs := strings.Join(rec.take(), "\n")
+	if q2.damaged != bound || !strings.Contains(msgs, "lower bound") {
+		t.Fatalf("counted %d lost of %d (bound %d); log %q", q2.damaged, lost, bound, msgs)
 	}
 }
 
@@ -230,7 +307,7 @@ func TestQueueFaultDeliveredNotCounted(t *testing.T) {
 	ff := fq.files[0]
 	m := fq.m.Clone()
 	c, _ := m.Create(path.Join(memDir, cursorName))
-	c.Write(cursor{seq: ff.frames[len(ff.frames)-1].seq, done: 0}.marshal())
+	c.Write(cursor{seq: ff.frames[len(ff.frames)-1].seq, done: 0}.marshalV1())
 	c.Close()
 	data := slices.Clone(ff.data)
 	data[ff.frames[0].end-1] ^= 1 // the first frame's payload, delivered
@@ -364,5 +441,68 @@ func TestQueueFaultWhileRunning(t *testing.T) {
 			put(t, q, 6, 1)
 			equalSeqs(t, drain(t, q), 6)
 		})
+	}
+}
+
+// A big queue file on a disk with less free space than a file header: the
+// queue opens (the old cursor whole), reads and delivers what it holds,
+// counts the batches it cannot queue, and queues again, by itself, once
+// the delivered file is removed and its space is back.
+func TestQueueFullDiskBigFile(t *testing.T) {
+	m := vfs.NewMem()
+	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	q, _ := memQueue(t, m, 1<<20, 0, 1<<62, clk.now)
+	var total int64
+	for s := uint64(1); s <= 50; s++ {
+		put(t, q, s, 3)
+		total += 3
+	}
+	var rb readBuf
+	fr, _, _ := q.next(&rb)
+	c := cursor{seq: fr.seq, done: fr.samples, count: fr.count + uint64(fr.samples), countOK: true}
+	if err := q.saveCursor(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.close(); err != nil {
+		t.Fatal(err)
+	}
+	m.SetCapacity(m.Used() + queueHeaderSize - 1)
+
+	q2, rec := memQueue(t, m, 1<<20, 0, 1<<62, clk.now)
+	defer q2.close()
+	if err := q2.prepare(51, 5, 1, []byte("payload 51")); err == nil {
+		t.Fatal("queued a frame on a full disk")
+	}
+	if pub, lost := q2.commit(51, true); pub != 0 || lost != 5 {
+		t.Fatalf("on a full disk: published %d lost %d, want 0 and 5", pub, lost)
+	}
+	seqs := drain(t, q2)
+	// The reader starts at the oldest frame; the sender skips those the
+	// cursor says were delivered.
+	if len(seqs) != 50 || q2.damaged != 0 {
+		t.Fatalf("read %v after a restart on a full disk (damaged %d); log %q", seqs, q2.damaged, rec.take())
+	}
+	last := seqs[len(seqs)-1]
+	c = cursor{seq: last, done: 3, count: uint64(total), countOK: true}
+	if err := q2.saveCursor(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := q2.removeDone(c); err != nil {
+		t.Fatal(err)
+	}
+	// The delivered file is gone: the next batch starts a file at once,
+	// without waiting for the retry time.
+	put(t, q2, 52, 4)
+	equalSeqs(t, drain(t, q2), 52)
+	if err := q2.close(); err != nil {
+		t.Fatal(err)
+	}
+	q3, rec3 := memQueue(t, m, 1<<20, 0, 1<<62, clk.now)
+	defer q3.close()
+	if cur := q3.acked; cur.seq != 50 || cur.done != 3 {
+		t.Fatalf("cursor after a full disk %+v, want 50/3", cur)
+	}
+	if got := drain(t, q3); len(got) != 1 || got[0] != 52 || q3.damaged != 0 {
+		t.Fatalf("after recovery: read %v damaged %d; log %q", got, q3.damaged, rec3.take())
 	}
 }

@@ -68,6 +68,7 @@ func (w *writer) decodeChunk() error {
 // decodeEntry appends the point of the entry the decoder is at to the batch.
 // On error the batch is left as it was.
 func (w *writer) decodeEntry(d *lineprotocol.Decoder, e entry) error {
+	w.detail = w.keeps(e.line)
 	tags, fields := len(w.tags), len(w.fields)
 	p, err := w.parse(d, e)
 	if err == nil && e.series == nil {
@@ -109,14 +110,14 @@ func (w *writer) parse(d *lineprotocol.Decoder, e entry) (point.Point, error) {
 	} else {
 		m, err := d.Measurement()
 		if err != nil {
-			return p, decodeError(err, e)
+			return p, w.decodeError(err, e)
 		}
 		p.Measurement = w.name(0, m)
 	}
 	for e.series == nil { // the tags, unless cached
 		k, v, err := d.NextTag()
 		if err != nil {
-			return p, decodeError(err, e)
+			return p, w.decodeError(err, e)
 		}
 		if k == nil {
 			break
@@ -131,14 +132,17 @@ func (w *writer) parse(d *lineprotocol.Decoder, e entry) (point.Point, error) {
 	for {
 		k, kind, b, err := d.NextFieldBytes()
 		if err != nil {
-			return p, decodeError(err, e)
+			return p, w.decodeError(err, e)
 		}
 		if k == nil {
 			break
 		}
 		v, err := parseValue(kind, b)
 		if err != nil {
-			return p, invalidf("field %q: %v", k, err)
+			if !w.detail {
+				return p, errNotKept
+			}
+			return p, invalidf("field %q: %v", k, valueError(kind, b, err))
 		}
 		key := w.name(slot, k)
 		slot++
@@ -159,7 +163,7 @@ func (w *writer) parse(d *lineprotocol.Decoder, e entry) (point.Point, error) {
 	}
 	tb, err := d.TimeBytes()
 	if err != nil {
-		return p, decodeError(err, e)
+		return p, w.decodeError(err, e)
 	}
 	if tb == nil {
 		p.Time = w.now()
@@ -171,7 +175,10 @@ func (w *writer) parse(d *lineprotocol.Decoder, e entry) (point.Point, error) {
 
 // decodeError turns a decoder error into a reason with the column in the
 // input line; the decoder's line number counts chunk lines and is dropped.
-func decodeError(err error, e entry) error {
+func (w *writer) decodeError(err error, e entry) error {
+	if !w.detail {
+		return errNotKept
+	}
 	var de *lineprotocol.DecodeError
 	if !errors.As(err, &de) {
 		return &invalidError{err: err}
@@ -200,6 +207,9 @@ func (w *writer) now() int64 {
 func (w *writer) parseTime(b []byte) (int64, error) {
 	t, err := atoi(b)
 	if err != nil {
+		if !w.detail {
+			return 0, errNotKept
+		}
 		if errors.Is(err, strconv.ErrRange) {
 			return 0, invalidf("timestamp %s out of range", b)
 		}
@@ -207,6 +217,9 @@ func (w *writer) parseTime(b []byte) (int64, error) {
 	}
 	if u := w.unit; u != 1 {
 		if t > math.MaxInt64/u || t < math.MinInt64/u {
+			if !w.detail {
+				return 0, errNotKept
+			}
 			return 0, invalidf("timestamp %s%s out of range", b, w.opts.Precision)
 		}
 		t *= u
@@ -227,6 +240,9 @@ func (w *writer) validate(p *point.Point) error {
 		for i := 1; i < len(p.Tags); i++ {
 			for _, t := range p.Tags[:i] {
 				if t.Key == p.Tags[i].Key {
+					if !w.detail {
+						return errNotKept
+					}
 					return invalidf("duplicate tag key %q", t.Key)
 				}
 			}
@@ -242,6 +258,9 @@ func (w *writer) validate(p *point.Point) error {
 	defer clear(keys)
 	for i := 1; i < len(keys); i++ {
 		if keys[i] == keys[i-1] {
+			if !w.detail {
+				return errNotKept
+			}
 			return invalidf("duplicate tag key %q", keys[i])
 		}
 	}
@@ -253,19 +272,21 @@ const smallTagSet = 16
 
 // atoi parses a decimal int64 like strconv.ParseInt(string(b), 10, 64),
 // several times faster on the 19-digit timestamps of nanosecond input.
+// Its errors are strconv.ErrSyntax and strconv.ErrRange themselves, so
+// that a rejected line costs no allocation.
 func atoi(b []byte) (int64, error) {
 	digits := b
 	if len(b) > 0 && b[0] == '-' {
 		digits = b[1:]
 	}
 	if len(digits) == 0 || len(digits) > 19 {
-		return strconv.ParseInt(string(b), 10, 64) // let strconv explain
+		return atoiSlow(b)
 	}
 	var n uint64 // 19 digits cannot overflow it
 	for len(digits) >= 8 {
 		v, ok := parse8(digits)
 		if !ok {
-			return strconv.ParseInt(string(b), 10, 64)
+			return atoiSlow(b)
 		}
 		n = n*1e8 + v
 		digits = digits[8:]
@@ -273,20 +294,68 @@ func atoi(b []byte) (int64, error) {
 	for _, c := range digits {
 		c -= '0'
 		if c > 9 {
-			return strconv.ParseInt(string(b), 10, 64)
+			return atoiSlow(b)
 		}
 		n = n*10 + uint64(c)
 	}
 	if b[0] == '-' {
 		if n > 1<<63 {
-			return strconv.ParseInt(string(b), 10, 64)
+			return atoiSlow(b)
 		}
 		return int64(-n), nil
 	}
 	if n > math.MaxInt64 {
-		return strconv.ParseInt(string(b), 10, 64)
+		return atoiSlow(b)
 	}
 	return int64(n), nil
+}
+
+// atoiSlow is atoi for any input: an optional sign and decimal digits. It
+// returns what strconv.ParseInt returns, with strconv's sentinels as the
+// errors (no *strconv.NumError, which would cost allocations).
+func atoiSlow(b []byte) (int64, error) {
+	neg := len(b) > 0 && b[0] == '-'
+	digits := b
+	if len(b) > 0 && (b[0] == '-' || b[0] == '+') {
+		digits = b[1:]
+	}
+	n, err := atou(digits)
+	switch {
+	case err == strconv.ErrSyntax:
+		return 0, err
+	case neg && (err != nil || n > 1<<63):
+		return math.MinInt64, strconv.ErrRange
+	case neg:
+		return int64(-n), nil
+	case err != nil || n > math.MaxInt64:
+		return math.MaxInt64, strconv.ErrRange
+	}
+	return int64(n), nil
+}
+
+// atou parses decimal digits (no sign) like strconv.ParseUint(string(b),
+// 10, 64), with strconv's sentinels as the errors.
+func atou(b []byte) (uint64, error) {
+	if len(b) == 0 {
+		return 0, strconv.ErrSyntax
+	}
+	var n uint64
+	over := false
+	for _, c := range b {
+		c -= '0'
+		if c > 9 {
+			return 0, strconv.ErrSyntax
+		}
+		if n > (math.MaxUint64-uint64(c))/10 {
+			over = true
+			continue
+		}
+		n = n*10 + uint64(c)
+	}
+	if over {
+		return math.MaxUint64, strconv.ErrRange
+	}
+	return n, nil
 }
 
 // parse8 parses the 8 decimal digits that b starts with, in a few word
@@ -380,43 +449,106 @@ func parseSimpleFloat(b []byte) (float64, bool) {
 	return f, true
 }
 
+// overflows reports whether b is a decimal float ([+-]digits[.digits]
+// [e[+-]digits]) whose leading digit stands for 10^309 or more, which
+// strconv.ParseFloat refuses as out of range. It reports false for
+// anything else (strconv decides).
+func overflows(b []byte) bool {
+	i := 0
+	if i < len(b) && (b[i] == '-' || b[i] == '+') {
+		i++
+	}
+	lead, seen, digits := 0, false, 0 // lead: the leading digit's power of ten before the exponent
+	for pt := false; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case c == '.' && !pt:
+			pt = true
+		case c >= '0' && c <= '9':
+			digits++
+			switch {
+			case !seen && c != '0':
+				seen = true
+				if pt {
+					lead-- // counted below from the point
+				}
+			case !seen && pt:
+				lead--
+			case seen && !pt:
+				lead++
+			}
+		case c == 'e' || c == 'E':
+			goto exp
+		default:
+			return false
+		}
+	}
+	return false // no exponent: at most len(b) digits, far below 10^309 for real input
+exp:
+	if digits == 0 || !seen {
+		return false
+	}
+	i++
+	neg := false
+	if i < len(b) && (b[i] == '-' || b[i] == '+') {
+		neg = b[i] == '-'
+		i++
+	}
+	if i == len(b) {
+		return false
+	}
+	e := 0
+	for ; i < len(b); i++ {
+		c := b[i] - '0'
+		if c > 9 {
+			return false
+		}
+		if e < 1e6 {
+			e = e*10 + int(c)
+		}
+	}
+	if neg {
+		e = -e
+	}
+	return lead+e >= 309
+}
+
 // parseValue parses the bytes of a field value of the given kind, as
 // returned by Decoder.NextFieldBytes (strings are already unescaped and
-// checked to be UTF-8).
+// checked to be UTF-8). Its errors are sentinels, which cost no allocation
+// (valueError words them for a reason that is kept), but for a float that
+// only strconv can tell invalid, which costs strconv's error.
 func parseValue(kind lineprotocol.ValueKind, b []byte) (point.Value, error) {
 	switch kind {
 	case lineprotocol.Float:
 		if f, ok := parseSimpleFloat(b); ok {
 			return point.Float(f), nil
 		}
+		if overflows(b) {
+			return point.Value{}, strconv.ErrRange // without strconv's error
+		}
 		// What the decoder accepts: strconv's syntax (so hexadecimal
 		// mantissas too), finite values only.
 		f, err := strconv.ParseFloat(string(b), 64)
 		switch {
 		case errors.Is(err, strconv.ErrRange):
-			return point.Value{}, fmt.Errorf("float %s out of range", b)
+			return point.Value{}, strconv.ErrRange
 		case err != nil:
-			return point.Value{}, fmt.Errorf("invalid float %q", b)
+			return point.Value{}, strconv.ErrSyntax
 		case math.IsInf(f, 0) || math.IsNaN(f):
-			return point.Value{}, fmt.Errorf("float %s is not a number", b)
+			return point.Value{}, errNotNumber
 		}
 		return point.Float(f), nil
 	case lineprotocol.Int:
-		n, err := strconv.ParseInt(string(b), 10, 64)
+		n, err := atoi(b)
 		if err != nil {
-			if errors.Is(err, strconv.ErrRange) {
-				return point.Value{}, fmt.Errorf("integer %si out of range", b)
-			}
-			return point.Value{}, fmt.Errorf("invalid integer %q", string(b)+"i")
+			return point.Value{}, err
 		}
 		return point.Int(n), nil
 	case lineprotocol.Uint:
-		n, err := strconv.ParseUint(string(b), 10, 64)
+		n, err := atou(b)
 		if err != nil {
-			if errors.Is(err, strconv.ErrRange) {
-				return point.Value{}, fmt.Errorf("unsigned integer %su out of range", b)
-			}
-			return point.Value{}, fmt.Errorf("invalid unsigned integer %q", string(b)+"u")
+			return point.Value{}, err
 		}
 		return point.Uint(n), nil
 	case lineprotocol.Bool:
@@ -426,9 +558,42 @@ func parseValue(kind lineprotocol.ValueKind, b []byte) (point.Value, error) {
 		case "f", "F", "false", "False", "FALSE":
 			return point.Bool(false), nil
 		}
-		return point.Value{}, fmt.Errorf("invalid boolean %q", b)
+		return point.Value{}, strconv.ErrSyntax
 	case lineprotocol.String:
 		return point.String(string(b)), nil
 	}
-	return point.Value{}, fmt.Errorf("unknown value kind %v", kind)
+	return point.Value{}, errUnknownKind
+}
+
+var (
+	errNotNumber   = errors.New("lineproto: not a number")
+	errUnknownKind = errors.New("lineproto: unknown value kind")
+)
+
+// valueError words the error parseValue returned for the value b of kind.
+func valueError(kind lineprotocol.ValueKind, b []byte, err error) error {
+	rng := err == strconv.ErrRange
+	switch kind {
+	case lineprotocol.Float:
+		switch {
+		case rng:
+			return fmt.Errorf("float %s out of range", b)
+		case err == errNotNumber:
+			return fmt.Errorf("float %s is not a number", b)
+		}
+		return fmt.Errorf("invalid float %q", b)
+	case lineprotocol.Int:
+		if rng {
+			return fmt.Errorf("integer %si out of range", b)
+		}
+		return fmt.Errorf("invalid integer %q", string(b)+"i")
+	case lineprotocol.Uint:
+		if rng {
+			return fmt.Errorf("unsigned integer %su out of range", b)
+		}
+		return fmt.Errorf("invalid unsigned integer %q", string(b)+"u")
+	case lineprotocol.Bool:
+		return fmt.Errorf("invalid boolean %q", b)
+	}
+	return fmt.Errorf("unknown value kind %v", kind)
 }

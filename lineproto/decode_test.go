@@ -1,6 +1,7 @@
 package lineproto
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -78,6 +79,61 @@ func BenchmarkAtoi(b *testing.B) {
 	for b.Loop() {
 		if _, err := atoi(ts); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// atou parses what strconv.ParseUint parses, with the same values and
+// errors (its sentinels), allocating nothing.
+func TestAtou(t *testing.T) {
+	for _, s := range []string{"0", "7", "007", "18446744073709551615", "18446744073709551616",
+		"99999999999999999999999", "", "-1", "+1", "1a", "a", "12345678901234567890"} {
+		got, err := atou([]byte(s))
+		want, werr := strconv.ParseUint(s, 10, 64)
+		if werr != nil {
+			werr = werr.(*strconv.NumError).Err
+		}
+		if got != want || err != werr {
+			t.Errorf("atou(%q) = %d, %v; strconv: %d, %v", s, got, err, want, werr)
+		}
+	}
+	if n := testing.AllocsPerRun(10, func() { atoi([]byte("99999999999999999999999")) }); n != 0 {
+		t.Errorf("atoi out of range allocates %v", n)
+	}
+}
+
+// overflows says out of range only where strconv.ParseFloat does.
+func TestOverflows(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	cases := []string{"1e309", "1e308", "9e308", "10e308", "0.1e310", "0.01e310", "-1e999", "1e-999",
+		"0e999", "1.5", ".5e400", "5.e400", "1e", "1e+", "e5", "1e5x", "0x1p9999", "inf", "1_0e400", "000123e306", "0.000e400"}
+	for range 2000 {
+		var b []byte
+		if r.IntN(2) == 0 {
+			b = append(b, '-')
+		}
+		for range r.IntN(4) {
+			b = append(b, byte('0'+r.IntN(10)))
+		}
+		if r.IntN(2) == 0 {
+			b = append(b, '.')
+			for range r.IntN(4) {
+				b = append(b, byte('0'+r.IntN(10)))
+			}
+		}
+		b = append(b, 'e')
+		b = strconv.AppendInt(b, int64(r.IntN(40)+290), 10)
+		cases = append(cases, string(b))
+	}
+	for _, s := range cases {
+		_, err := strconv.ParseFloat(s, 64)
+		if overflows([]byte(s)) && !errors.Is(err, strconv.ErrRange) {
+			t.Errorf("overflows(%q) but strconv: %v", s, err)
+		}
+	}
+	for _, s := range []string{"1e309", "0.1e310", "-1e999", ".5e400", "5.e400", "00012e308", "1e99999999999999999999"} {
+		if !overflows([]byte(s)) {
+			t.Errorf("overflows(%q) = false", s)
 		}
 	}
 }

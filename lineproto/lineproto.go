@@ -212,6 +212,11 @@ func invalidf(format string, args ...any) error {
 	return &invalidError{err: fmt.Errorf(format, args...)}
 }
 
+// errNotKept is the reason given to a rejected entry whose reason Result
+// will not keep (Options.MaxRejected lower line numbers are kept already):
+// wording it would only make garbage, one allocation or more a line.
+var errNotKept = &invalidError{err: errors.New("lineproto: invalid entry (reason not kept)")}
+
 // Write reads line protocol from r and writes it to db in batches of
 // opts.BatchSize points, and writes a partial batch once its first entry has
 // waited opts.Linger. It returns a nil error when r was read to the end,
@@ -444,6 +449,9 @@ type writer struct {
 
 	in   *input   // sets the linger deadline of what is pending
 	keys []string // scratch space of validate
+	// detail: the reason of the entry being decoded is kept if it is
+	// rejected (keeps), so worth wording; otherwise errNotKept stands in.
+	detail bool
 
 	// With an AppenderDB: sers holds the series section of each point of
 	// the batch (nil when not remembered), app the appender of owner, the
@@ -453,6 +461,13 @@ type writer struct {
 	owner    DB
 	ownerApp point.SampleAppender
 	okIdx    []int // scratch of appendBatch: the points appended
+}
+
+// keeps reports whether reject would keep the reason of a rejection of the
+// entry at line.
+func (w *writer) keeps(line int) bool {
+	rej := w.res.Rejected
+	return len(rej) < w.opts.MaxRejected || rej[len(rej)-1].Line > line
 }
 
 // reject records that the entry at line was not written. Rejected keeps the

@@ -6,14 +6,16 @@ import (
 	"testing"
 	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
-
 	"github.com/stratadb/strata/mqtt/mosquittotest"
 )
 
 // benchThroughMosquitto publishes b.N messages made by payload at QoS 1 to
 // a real Mosquitto and waits until the subscriber acknowledged them all
-// (stored with SyncAlways). It reports messages/s and points/s.
+// (stored with SyncAlways). It reports messages/s and points/s. The
+// publisher (benchpub_test.go) is several connections writing packets
+// encoded beforehand with a window of unacknowledged messages each, so
+// that the figure is the broker's and strata's: BenchmarkMosquittoPublish
+// measures the same publisher with no subscriber.
 func benchThroughMosquitto(b *testing.B, sub Subscription, pointsPerMsg int, payload func(i int) []byte) {
 	broker := mosquittotest.Start(b)
 	db := openDB(b)
@@ -33,45 +35,11 @@ func benchThroughMosquitto(b *testing.B, sub Subscription, pointsPerMsg int, pay
 	case <-time.After(30 * time.Second):
 		b.Fatal("not subscribed")
 	}
-	// Two publishers, so that the publishing side is not the limit.
-	const pubs = 2
-	clients := make([]paho.Client, pubs)
-	for i := range clients {
-		c := paho.NewClient(paho.NewClientOptions().AddBroker(broker.URL).SetClientID(fmt.Sprintf("bench-pub-%d", i)).SetCleanSession(true))
-		if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-			b.Fatal(tok.Error())
-		}
-		defer c.Disconnect(100)
-		clients[i] = c
-	}
-	payloads := make([][]byte, 1000)
-	for i := range payloads {
-		payloads[i] = payload(i)
-	}
+	pubs := newBenchPublishers(b, broker.URL)
+	packets := benchPackets(payload)
 	b.ResetTimer()
 	start := time.Now()
-	errc := make(chan error, pubs)
-	for p := range pubs {
-		go func(c paho.Client) {
-			var toks []paho.Token
-			for i := p; i < b.N; i += pubs {
-				toks = append(toks, c.Publish(fmt.Sprintf("bench/dev%d/data", i%50), 1, false, payloads[i%len(payloads)]))
-				if len(toks) == 1000 {
-					for _, t := range toks {
-						t.Wait()
-					}
-					toks = toks[:0]
-				}
-			}
-			for _, t := range toks {
-				t.Wait()
-			}
-			errc <- nil
-		}(clients[p])
-	}
-	for range pubs {
-		<-errc
-	}
+	publishAll(b, pubs, packets, b.N, benchWindow)
 	pubDone := time.Since(start).Seconds()
 	waitStats(b, s, "all messages", func(st Stats) bool { return st.Filters[0].Messages >= int64(b.N) })
 	el := time.Since(start).Seconds()
@@ -89,15 +57,7 @@ func benchThroughMosquitto(b *testing.B, sub Subscription, pointsPerMsg int, pay
 // BenchmarkMosquittoJSON: JSON messages of 10 fields.
 func BenchmarkMosquittoJSON(b *testing.B) {
 	m := &JSONMapping{Measurement: "sensor", Time: "ts", TimeUnit: "ms", Tags: []string{"id"}, TopicTags: map[int]string{2: "device"}}
-	benchThroughMosquitto(b, Subscription{Filter: "bench/#", Format: FormatJSON, JSON: m}, 1, func(i int) []byte {
-		var sb strings.Builder
-		fmt.Fprintf(&sb, `{"id":"s%d","ts":%d`, i%10, 1700000000000+int64(i))
-		for f := range 10 {
-			fmt.Fprintf(&sb, `,"f%d":%d.%d`, f, i%1000, f)
-		}
-		sb.WriteString("}")
-		return []byte(sb.String())
-	})
+	benchThroughMosquitto(b, Subscription{Filter: "bench/#", Format: FormatJSON, JSON: m}, 1, jsonBenchPayload)
 }
 
 // BenchmarkMosquittoLineProtocol: 100 lines per message.
@@ -110,4 +70,51 @@ func BenchmarkMosquittoLineProtocol(b *testing.B) {
 		}
 		return []byte(sb.String())
 	})
+}
+
+// Publisher shape of the benchmarks: connections and the unacknowledged
+// messages each may have.
+const (
+	benchConns  = 4
+	benchWindow = 500
+)
+
+func newBenchPublishers(b *testing.B, broker string) []*rawPublisher {
+	pubs := make([]*rawPublisher, benchConns)
+	for i := range pubs {
+		pubs[i] = dialRawPublisher(b, broker, fmt.Sprintf("bench-pub-%d", i))
+	}
+	return pubs
+}
+
+// benchPackets encodes 1,000 messages made by payload, on 50 topics.
+func benchPackets(payload func(i int) []byte) []pubPacket {
+	packets := make([]pubPacket, 1000)
+	for i := range packets {
+		packets[i] = encodePublish(fmt.Sprintf("bench/dev%d/data", i%50), payload(i))
+	}
+	return packets
+}
+
+// BenchmarkMosquittoPublish: the benchmarks' publisher and the broker
+// alone (the JSON messages of BenchmarkMosquittoJSON, no subscriber): the
+// ceiling the publishing side puts on the figures above.
+func BenchmarkMosquittoPublish(b *testing.B) {
+	broker := mosquittotest.Start(b)
+	pubs := newBenchPublishers(b, broker.URL)
+	packets := benchPackets(jsonBenchPayload)
+	b.ResetTimer()
+	publishAll(b, pubs, packets, b.N, benchWindow)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// jsonBenchPayload is a JSON reading of 10 fields.
+func jsonBenchPayload(i int) []byte {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, `{"id":"s%d","ts":%d`, i%10, 1700000000000+int64(i))
+	for f := range 10 {
+		fmt.Fprintf(&sb, `,"f%d":%d.%d`, f, i%1000, f)
+	}
+	sb.WriteString("}")
+	return []byte(sb.String())
 }

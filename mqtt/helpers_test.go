@@ -113,8 +113,8 @@ func openDB(t testing.TB) *engine.DB {
 }
 
 // runSubscriber runs a subscriber until the test ends or the returned stop
-// is called; stop waits for Run to return.
-func runSubscriber(t *testing.T, w Writer, opts Options) (*Subscriber, func()) {
+// is called; stop waits for Run to return. setup runs before Run.
+func runSubscriber(t *testing.T, w Writer, opts Options, setup ...func(*Subscriber)) (*Subscriber, func()) {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(testLogOut(), nil))
@@ -126,6 +126,9 @@ func runSubscriber(t *testing.T, w Writer, opts Options) (*Subscriber, func()) {
 	flushes := &flushWatch{changed: make(chan struct{})}
 	s.afterFlush = flushes.signal
 	watches.Store(s, flushes)
+	for _, f := range setup {
+		f(s)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()

@@ -14,6 +14,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/lineproto"
 )
 
@@ -23,8 +24,11 @@ import (
 // *engine.PointError. Write must not keep the slice or its points' Tags and
 // Fields slices after it returns.
 //
-// This is where an engine appender with series references will plug in:
-// the subscriber's batch loop (Subscriber.flush) is the only caller.
+// A Writer that is also a lineproto.AppenderDB (as *engine.DB is) gets
+// each batch through one appender Commit instead (append.go), and Write
+// only for a batch whose Commit was refused for a point. A wrapper that
+// embeds *engine.DB to intercept Write inherits SampleAppender too: hold
+// the engine in a named field instead.
 type Writer interface {
 	Write(points []engine.Point) error
 }
@@ -176,11 +180,15 @@ type Subscriber struct {
 	running atomic.Bool
 
 	// afterFlush, when set (by tests), is called after each batch's
-	// counters are updated.
-	afterFlush func()
+	// counters are updated; beforeCommit before each appender Commit, which
+	// it fails by returning an error.
+	afterFlush   func()
+	beforeCommit func() error
 
 	// Used by the writer goroutine only.
 	sparkplug *sparkplugState
+	app       point.SampleAppender // of db, nil when it has none
+	refs      refTable
 	points    []engine.Point
 	owners    []int // owners[i] is the batch index of the message of points[i]
 	failed    []bool
@@ -213,7 +221,8 @@ func New(db Writer, opts *Options) (*Subscriber, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Subscriber{db: db, opts: o, in: make(chan inbound, o.QueueMessages), stop: make(chan struct{}), ready: make(chan struct{})}
+	s := &Subscriber{db: db, opts: o, in: make(chan inbound, o.QueueMessages), stop: make(chan struct{}), ready: make(chan struct{}),
+		app: appenderOf(db)}
 	for _, sub := range o.Subscriptions {
 		ss := &subscription{Subscription: sub, match: stripShare(sub.Filter)}
 		switch sub.Format {
@@ -293,6 +302,7 @@ func (s *Subscriber) clientOptions() *paho.ClientOptions {
 		o.AddBroker(b)
 	}
 	o.SetClientID(s.opts.ClientID)
+	o.SetCustomOpenConnectionFn(openConnection)
 	o.SetCleanSession(false)
 	o.SetAutoAckDisabled(true) // acknowledged by flush, once durable
 	o.SetOrderMatters(true)    // one handler call at a time, in arrival order
@@ -391,7 +401,11 @@ func (s *Subscriber) flush(ctx context.Context, batch []inbound) error {
 			s.owners = append(s.owners, i)
 		}
 	}
-	if err := s.write(ctx, batch); err != nil {
+	store := s.write
+	if s.app != nil {
+		store = s.appendBatch
+	}
+	if err := store(ctx, batch); err != nil {
 		return err
 	}
 	now := s.opts.Now()

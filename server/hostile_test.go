@@ -315,7 +315,7 @@ func FuzzRemoteDecode(f *testing.F) {
 		if c := rec.Code; c != http.StatusNoContent && c != http.StatusBadRequest && c != http.StatusRequestEntityTooLarge {
 			t.Fatalf("status %d: %s", c, rec.Body)
 		}
-		// The store's fixed cost (a batch of up to remoteBatch points),
+		// The store's fixed cost (its batches: the appender's, the Write path's),
 		// then a bounded multiple of the body.
 		if limit := uint64(4<<20 + 64*len(raw)); cost > limit {
 			t.Fatalf("%d bytes allocated for %d bytes", cost, len(raw))

@@ -35,10 +35,11 @@ import (
 // skipped (strata stores finite numbers only), native histograms too. Delta
 // temporality is refused, as by Prometheus' default.
 //
-// A request is atomic: all of its samples are written in one Write, or none
-// (400 for a request the translator refuses, 503 for a stalled engine). The
-// answer is 200 with an empty ExportMetricsServiceResponse in the
-// request's encoding.
+// A request is atomic: all of its samples are stored in one Commit of an
+// engine appender (each series resolved once, its other samples appended
+// by ref), or none (400 for a request the translator or the engine
+// refuses, 503 for a stalled engine). The answer is 200 with an empty
+// ExportMetricsServiceResponse in the request's encoding.
 func (s *Server) otlpWrite(w http.ResponseWriter, r *http.Request) {
 	isJSON := false
 	if ct := r.Header.Get("Content-Type"); ct != "" {
@@ -76,7 +77,15 @@ func (s *Server) otlpWrite(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "writes are stalled; retry later", http.StatusServiceUnavailable)
 		return
 	}
-	app := &otlpAppender{points: make([]engine.Point, 0, req.Metrics().DataPointCount()), series: map[uint64]otlpSeries{}}
+	ea, _ := s.otlpApps.Get().(*engine.Appender)
+	if ea == nil {
+		ea = s.db.Appender()
+	}
+	defer func() {
+		ea.Rollback()
+		s.otlpApps.Put(ea)
+	}()
+	app := &otlpAppender{app: ea, series: map[uint64]otlpSeries{}}
 	conv := otlptranslator.NewPrometheusConverter(app)
 	cfg := config.DefaultOTLPConfig
 	annots, err := conv.FromMetrics(r.Context(), req.Metrics(), otlptranslator.Settings{
@@ -99,9 +108,9 @@ func (s *Server) otlpWrite(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "translate OTLP metrics: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	// This is where an engine appender with series references will take
-	// the samples instead of one Write of points.
-	err = s.db.Write(app.points)
+	if err = app.failed; err == nil {
+		err = app.app.Commit()
+	}
 	switch {
 	case errors.Is(err, engine.ErrClosed):
 		s.unavailable(w)
@@ -110,7 +119,7 @@ func (s *Server) otlpWrite(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, engine.ErrReadOnly):
 		http.Error(w, "database is read-only", http.StatusForbidden)
 		return
-	case errors.Is(err, engine.ErrInvalid), errors.Is(err, engine.ErrFieldTypeConflict):
+	case errors.Is(err, engine.ErrInvalid), errors.Is(err, engine.ErrFieldTypeConflict), errors.Is(err, engine.ErrSeriesLimit):
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	case err != nil:
@@ -135,18 +144,19 @@ func (s *Server) otlpWrite(w http.ResponseWriter, r *http.Request) {
 	w.Write(out)
 }
 
-// otlpAppender collects the translator's samples as points. Points of one
-// series share their measurement and tags.
+// otlpAppender hands the translator's samples to an engine appender. The
+// first sample of a series resolves it; the others are appended by its ref.
 type otlpAppender struct {
-	points []engine.Point
+	app    *engine.Appender
 	series map[uint64]otlpSeries // by label hash
+	tags   []engine.Tag          // scratch of resolve
 	err    error                 // the first series that cannot be a point
+	failed error                 // the first refusal (or failure) of the engine
 }
 
 type otlpSeries struct {
-	ls          labels.Labels
-	measurement string
-	tags        []engine.Tag
+	ls  labels.Labels
+	ref engine.SeriesRef
 }
 
 var _ storage.AppenderV2 = (*otlpAppender)(nil)
@@ -155,30 +165,35 @@ func (a *otlpAppender) Append(ref storage.SeriesRef, ls labels.Labels, _, t int6
 	if ref == 0 {
 		ref = storage.SeriesRef(ls.Hash())
 	}
-	if h != nil || fh != nil || value.IsStaleNaN(v) || math.IsNaN(v) || math.IsInf(v, 0) {
+	if h != nil || fh != nil || value.IsStaleNaN(v) || math.IsNaN(v) || math.IsInf(v, 0) || a.failed != nil {
 		return ref, nil
 	}
-	p := engine.Point{Time: t * msNanos, Fields: []engine.Field{{Key: "value", Value: engine.Float(v)}}}
 	h64 := uint64(ref)
 	if c, ok := a.series[h64]; ok && labels.Equal(c.ls, ls) {
-		p.Measurement, p.Tags = c.measurement, c.tags
-		a.points = append(a.points, p)
+		r, err := a.app.Append(c.ref, "", nil, "value", t*msNanos, engine.Float(v))
+		if err != nil {
+			a.failed = fmt.Errorf("series %s: %w", ls.String(), err)
+		} else if r != c.ref {
+			a.series[h64] = otlpSeries{ls: c.ls, ref: r}
+		}
 		return ref, nil
 	}
-	p.Tags = make([]engine.Tag, 0, ls.Len())
+	var measurement string
+	tags := a.tags[:0]
 	var dup error
 	ls.Range(func(l labels.Label) {
 		switch {
 		case l.Name == labels.MetricName:
-			p.Measurement = l.Value
+			measurement = l.Value
 		case l.Value != "":
-			if n := len(p.Tags); n > 0 && p.Tags[n-1].Key == l.Name {
+			if n := len(tags); n > 0 && tags[n-1].Key == l.Name {
 				dup = fmt.Errorf("duplicate label %q", l.Name)
 			}
-			p.Tags = append(p.Tags, engine.Tag{Key: l.Name, Value: l.Value})
+			tags = append(tags, engine.Tag{Key: l.Name, Value: l.Value})
 		}
 	})
-	if p.Measurement == "" {
+	a.tags = tags
+	if measurement == "" {
 		dup = errors.New("no metric name")
 	}
 	if dup != nil {
@@ -187,10 +202,16 @@ func (a *otlpAppender) Append(ref storage.SeriesRef, ls labels.Labels, _, t int6
 		}
 		return ref, nil
 	}
-	a.series[h64] = otlpSeries{ls: ls.Copy(), measurement: p.Measurement, tags: p.Tags}
-	a.points = append(a.points, p)
+	r, err := a.app.Append(0, measurement, tags, "value", t*msNanos, engine.Float(v))
+	if err != nil {
+		a.failed = fmt.Errorf("series %s: %w", ls.String(), err)
+		return ref, nil
+	}
+	// The translator's labels are not changed after Append (as for
+	// Prometheus' own head, which keeps them).
+	a.series[h64] = otlpSeries{ls: ls, ref: r}
 	return ref, nil
 }
 
 func (a *otlpAppender) Commit() error   { return nil }
-func (a *otlpAppender) Rollback() error { a.points = nil; return nil }
+func (a *otlpAppender) Rollback() error { return nil }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"testing"
 	"time"
 
@@ -48,6 +49,8 @@ func BenchmarkOTLPWrite(b *testing.B) {
 		bodies[i] = body(i)
 	}
 	b.ReportAllocs()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
 	b.ResetTimer()
 	start := time.Now()
 	i := 0
@@ -61,5 +64,8 @@ func BenchmarkOTLPWrite(b *testing.B) {
 		}
 		i++
 	}
+	b.StopTimer()
+	runtime.ReadMemStats(&m1)
 	b.ReportMetric(float64(i*series*points)/time.Since(start).Seconds(), "samples/s")
+	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/float64(i*series*points), "B/sample")
 }

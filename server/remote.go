@@ -87,8 +87,7 @@ func (s *Server) remoteWrite(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "snappy: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	nSamples, err := checkWriteRequest(raw)
-	if err != nil {
+	if _, err := checkWriteRequest(raw); err != nil {
 		http.Error(w, "protobuf: "+err.Error(), http.StatusBadRequest)
 		return
 	}
@@ -97,7 +96,7 @@ func (s *Server) remoteWrite(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "writes are stalled; retry later", http.StatusServiceUnavailable)
 		return
 	}
-	st := newRemoteStore(s, nSamples)
+	st := newRemoteStore(s)
 	err = st.store(raw)
 	st.count()
 	switch {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"testing"
 
 	"github.com/prometheus/prometheus/prompb"
@@ -46,6 +47,8 @@ func BenchmarkRemoteWrite(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
 	b.ResetTimer()
 	for i := range b.N {
 		req := httptest.NewRequest("POST", "/api/v1/write", bytes.NewReader(bodies[i%nBodies]))
@@ -58,5 +61,8 @@ func BenchmarkRemoteWrite(b *testing.B) {
 			b.Fatalf("status %d: %s", rec.Code, rec.Body)
 		}
 	}
+	b.StopTimer()
+	runtime.ReadMemStats(&m1)
 	b.ReportMetric(float64(b.N*nSeries)/b.Elapsed().Seconds(), "samples/s")
+	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/float64(b.N*nSeries), "B/sample")
 }

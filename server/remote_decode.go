@@ -178,12 +178,21 @@ func checkMessage(msg string, b []byte, t1, t2 protowire.Type) error {
 // with tooMany set; ts is the series' encoding, for a sampleIter. It stops
 // at the first error of fn.
 func eachSeries(b []byte, scratch []wireLabel, fn func(labels []wireLabel, tooMany bool, ts []byte) error) error {
-	for len(b) > 0 {
-		num, typ, ts, n, err := consumeField(b)
+	return eachSeriesFrom(b, 0, scratch, func(_ int, labels []wireLabel, tooMany bool, ts []byte) error {
+		return fn(labels, tooMany, ts)
+	})
+}
+
+// eachSeriesFrom is eachSeries from offset off of b, the start of a field,
+// and gives fn the offset of each series' field too.
+func eachSeriesFrom(b []byte, off int, scratch []wireLabel, fn func(off int, labels []wireLabel, tooMany bool, ts []byte) error) error {
+	for off < len(b) {
+		num, typ, ts, n, err := consumeField(b[off:])
 		if err != nil {
 			return err
 		}
-		b = b[n:]
+		at := off
+		off += n
 		if num != 1 || typ != protowire.BytesType {
 			continue
 		}
@@ -192,7 +201,7 @@ func eachSeries(b []byte, scratch []wireLabel, fn func(labels []wireLabel, tooMa
 			return err
 		}
 		scratch = labels
-		if err := fn(labels, tooMany, ts); err != nil {
+		if err := fn(at, labels, tooMany, ts); err != nil {
 			return err
 		}
 	}

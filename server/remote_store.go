@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/prometheus/model/value"
 
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/internal/point"
 )
 
 // Why a remote-write series is refused: the reason label of
@@ -41,12 +42,31 @@ var refusedReasons = [numRefused]string{
 // batch of many refused series costs linear, not quadratic, work.
 const wholeRetries = 8
 
-// remoteStore stores the series of one remote-write request, in batches of
-// remoteBatch points, and keeps what the answer and the metrics need. What
-// it holds does not grow with the request: the batch, the refusal counts
-// and the first maxReportedLines messages.
+// remoteStore stores the series of one remote-write request and keeps what
+// the answer and the metrics need. It appends the samples to an engine
+// appender (remote_append.go): each series is resolved once, its samples
+// appended by ref, and the request is one Commit (one every
+// remoteCommitSamples samples for a larger one). Where a Commit is refused
+// for a point (a series limit, a kind another writer set meanwhile) the
+// rest of the request, from that Commit's first sample, goes through
+// db.Write in batches of remoteBatch points instead, which names the
+// refused series one by one. What it holds does not grow with the request:
+// the appender's batch, the Write path's batch, the refusal counts and the
+// first maxReportedLines messages.
 type remoteStore struct {
-	s      *Server
+	s   *Server
+	raw []byte // the request
+
+	// The appender path (nil app: the Write path).
+	app     point.SampleAppender
+	ref     engine.SeriesRef // of the series being read, 0 until resolved
+	tags    []engine.Tag     // scratch of resolve
+	off     int              // offset in raw of the series being read
+	read    int              // its samples read so far, skipped ones too
+	pending int              // samples appended since cp
+	cp      remoteMark       // where the pending batch starts
+
+	// The Write path.
 	pts    []engine.Point
 	fields []engine.Field
 	series []int32 // ordinal in the request of each point's series
@@ -57,31 +77,60 @@ type remoteStore struct {
 	curRefused bool
 	retries    int // series refused by the engine in this batch
 
+	remoteCounts
+}
+
+// remoteCounts is what a request skipped and refused.
+type remoteCounts struct {
 	stored, stale, nonFinite, outOfRange int
 	refused                              [numRefused]int
 	nRejected                            int      // refused series and out-of-range samples
 	msgs                                 []string // the first maxReportedLines reasons
 }
 
-func newRemoteStore(s *Server, samples int) *remoteStore {
-	n := min(remoteBatch, max(samples, 1))
-	return &remoteStore{
-		s:      s,
-		pts:    make([]engine.Point, 0, n),
-		fields: make([]engine.Field, 0, n),
-		series: make([]int32, 0, n),
-	}
+func newRemoteStore(s *Server) *remoteStore {
+	return &remoteStore{s: s, app: s.remoteAppender()}
 }
 
 // store writes the series of the WriteRequest raw, which checkWriteRequest
 // accepted. It returns a failure of the engine; what it refused is in st.
 func (st *remoteStore) store(raw []byte) error {
+	st.raw = raw
+	if st.app != nil {
+		defer st.s.putRemoteAppender(st.app)
+		err := st.appendAll()
+		if !errors.Is(err, errRemoteFallback) {
+			return err
+		}
+		st.app = nil
+		return st.writeFrom(st.cp)
+	}
+	return st.writeFrom(remoteMark{})
+}
+
+// writeFrom stores the series of the request from mark on through db.Write.
+func (st *remoteStore) writeFrom(mark remoteMark) error {
+	n := min(remoteBatch, max(st.samplesFrom(mark), 1))
+	st.pts = make([]engine.Point, 0, n)
+	st.fields = make([]engine.Field, 0, n)
+	st.series = make([]int32, 0, n)
+	skip := mark.skip
 	scratch := make([]wireLabel, 0, 16)
-	err := eachSeries(raw, scratch, st.add)
+	err := eachSeriesFrom(st.raw, mark.off, scratch, func(_ int, labels []wireLabel, tooMany bool, ts []byte) error {
+		err := st.add(labels, tooMany, ts, skip)
+		skip = 0
+		return err
+	})
 	if err != nil {
 		return err
 	}
 	return st.flush()
+}
+
+// samplesFrom is about the number of samples of the request from mark on.
+func (st *remoteStore) samplesFrom(mark remoteMark) int {
+	n, _ := checkWriteRequest(st.raw[mark.off:])
+	return n
 }
 
 // count adds what the request skipped and refused to the metrics.
@@ -104,8 +153,9 @@ func (st *remoteStore) count() {
 	}
 }
 
-// add reads one series: labels as sent, ts its encoding.
-func (st *remoteStore) add(labels []wireLabel, tooMany bool, ts []byte) error {
+// add reads one series through the Write path: labels as sent, ts its
+// encoding, of which the first skip samples were stored already.
+func (st *remoteStore) add(labels []wireLabel, tooMany bool, ts []byte, skip int) error {
 	st.cur++
 	st.curRefused = false
 	if tooMany {
@@ -120,29 +170,20 @@ func (st *remoteStore) add(labels []wireLabel, tooMany bool, ts []byte) error {
 	var tags []engine.Tag
 	it := sampleIter{b: ts}
 	for it.next() {
+		if skip > 0 {
+			skip--
+			continue
+		}
 		if st.curRefused {
 			break
 		}
-		v := it.v
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			if value.IsStaleNaN(v) {
-				st.stale++
-			} else {
-				st.nonFinite++
-			}
-			continue
-		}
-		if it.t > math.MaxInt64/msNanos || it.t < math.MinInt64/msNanos {
-			st.outOfRange++
-			if st.reject() {
-				st.msgs = append(st.msgs, fmt.Sprintf("series %s: timestamp %d ms out of range", wireSeriesName(labels), it.t))
-			}
+		if !st.keep(labels, it.t, it.v) {
 			continue
 		}
 		if name == "" {
 			name, tags = seriesStrings(labels)
 		}
-		st.fields = append(st.fields, engine.Field{Key: "value", Value: engine.Float(v)})
+		st.fields = append(st.fields, engine.Field{Key: "value", Value: engine.Float(it.v)})
 		st.pts = append(st.pts, engine.Point{
 			Measurement: name,
 			Tags:        tags,
@@ -157,6 +198,28 @@ func (st *remoteStore) add(labels []wireLabel, tooMany bool, ts []byte) error {
 		}
 	}
 	return nil
+}
+
+// keep reports whether the sample (t ms, v) of the series labels is to be
+// stored, and counts it where it is not: staleness markers, other NaN and
+// infinite values, and times out of the range of ns.
+func (st *remoteStore) keep(labels []wireLabel, t int64, v float64) bool {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		if value.IsStaleNaN(v) {
+			st.stale++
+		} else {
+			st.nonFinite++
+		}
+		return false
+	}
+	if t > math.MaxInt64/msNanos || t < math.MinInt64/msNanos {
+		st.outOfRange++
+		if st.reject() {
+			st.msgs = append(st.msgs, fmt.Sprintf("series %s: timestamp %d ms out of range", wireSeriesName(labels), t))
+		}
+		return false
+	}
+	return true
 }
 
 // checkLabels applies Prometheus' receiver's rules to the labels of a

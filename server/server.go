@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -157,6 +158,9 @@ type Server struct {
 	// unauthorized answers a request that lacks the token.
 	unauthorized       http.HandlerFunc
 	labelValuesHandler http.HandlerFunc
+	// remoteApps and otlpApps pool the engine appenders of remote and
+	// OTLP writes.
+	remoteApps, otlpApps sync.Pool
 }
 
 // New returns an http.Handler that serves db (see the package comment). The

@@ -23,6 +23,12 @@ import (
 // maxReportedLines is how many rejected lines a partial-write error names.
 const maxReportedLines = 10
 
+// writeBatchPoints is the batch of a line-protocol request: one appender
+// Commit (one WAL record, one fsync when durable) for a request of up to
+// this many points, the 10,000 lines that clients such as Telegraf send
+// included, rather than one per lineproto.DefaultBatchSize.
+const writeBatchPoints = 16 << 10
+
 // influxAPI says which InfluxDB API a write came through; it picks the
 // precision names and the error body.
 type influxAPI int
@@ -57,7 +63,7 @@ func (s *Server) influxWrite(w http.ResponseWriter, r *http.Request, api influxA
 		return
 	}
 
-	opts := lineproto.Options{Now: s.opts.Now, MaxRejected: maxReportedLines}
+	opts := lineproto.Options{Now: s.opts.Now, MaxRejected: maxReportedLines, BatchSize: writeBatchPoints}
 	var db lineproto.DB = s.db
 	switch unit {
 	case time.Nanosecond:

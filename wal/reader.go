@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	iofs "io/fs"
 	"path/filepath"
 
 	"github.com/stratadb/strata/internal/base"
+	"github.com/stratadb/strata/internal/record"
 	"github.com/stratadb/strata/internal/vfs"
 )
 
@@ -130,35 +130,17 @@ type fileReader struct {
 	f        vfs.File
 	path     string
 	size     int64
-	buf      []byte // file bytes [bufOff, bufOff+len(buf))
-	bufOff   int64
+	w        record.Window
 }
-
-const readChunk = 256 << 10
 
 // bytes returns the n bytes at off. The caller has checked off+n <= size.
 // The slice is valid until the next call.
 func (r *fileReader) bytes(off int64, n int) ([]byte, error) {
-	if off >= r.bufOff && off+int64(n) <= r.bufOff+int64(len(r.buf)) {
-		s := off - r.bufOff
-		return r.buf[s : s+int64(n)], nil
+	b, err := r.w.Bytes(off, n)
+	if err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
 	}
-	want := int64(max(n, readChunk))
-	want = min(want, r.size-off)
-	if int64(cap(r.buf)) < want {
-		r.buf = make([]byte, want)
-	}
-	r.buf = r.buf[:want]
-	m, err := r.f.ReadAt(r.buf, off)
-	if int64(m) < want {
-		r.buf = r.buf[:0]
-		if err == nil || err == io.EOF {
-			err = io.ErrUnexpectedEOF // the file shrank under us
-		}
-		return nil, fmt.Errorf("wal: read %s: %w", r.path, err)
-	}
-	r.bufOff = off
-	return r.buf[:n], nil
+	return b, nil
 }
 
 // badRecord says why the bytes at an offset are not a record.
@@ -189,74 +171,45 @@ func (b badRecord) String() string {
 	return "ok"
 }
 
-// checkRecordHeader checks the 13-byte header h of a record with rem bytes
-// left in the file (the header included).
-func checkRecordHeader(h []byte, rem int64) badRecord {
-	if crc32.Checksum(h[:5], castagnoli) != binary.LittleEndian.Uint32(h[5:9]) {
+// walBad words the record package's verdict as the WAL always has.
+func walBad(b record.Bad) badRecord {
+	switch b {
+	case record.OK:
+		return recordOK
+	case record.Short:
+		return badShortHeader
+	case record.BadHeaderCRC:
 		return badHeaderCRC
-	}
-	if h[4] == 0 {
+	case record.BadHeader:
 		return badType
-	}
-	if n := binary.LittleEndian.Uint32(h[:4]); n > maxPayload || int64(n) > rem-recordHeaderSize {
+	case record.BadLength, record.PastEnd:
 		return badLength
 	}
-	return recordOK
+	return badCRC
 }
 
 // record reads the record at off. On success it returns its type, payload
 // (valid until the next read) and the offset of the next record.
 func (r *fileReader) record(off int64) (typ byte, payload []byte, next int64, bad badRecord, err error) {
-	rem := r.size - off
-	if rem < recordHeaderSize {
-		return 0, nil, 0, badShortHeader, nil
-	}
-	h, err := r.bytes(off, recordHeaderSize)
+	f, b, err := recordLayout.Read(&r.w, off)
 	if err != nil {
-		return 0, nil, 0, 0, err
+		return 0, nil, 0, 0, fmt.Errorf("wal: %w", err)
 	}
-	if bad := checkRecordHeader(h, rem); bad != recordOK {
-		return 0, nil, 0, bad, nil
+	if b != record.OK {
+		return 0, nil, 0, walBad(b), nil
 	}
-	n := int(binary.LittleEndian.Uint32(h[:4])) // <= rem - header: checked
-	rec, err := r.bytes(off, recordHeaderSize+n)
-	if err != nil {
-		return 0, nil, 0, 0, err
-	}
-	crc := crc32.Update(crc32.Checksum(rec[:9], castagnoli), castagnoli, rec[recordHeaderSize:])
-	if crc != binary.LittleEndian.Uint32(rec[9:13]) {
-		return 0, nil, 0, badCRC, nil
-	}
-	return rec[4], rec[recordHeaderSize:], off + int64(recordHeaderSize+n), recordOK, nil
+	return f.Header[4], f.Payload, off + f.Size, recordOK, nil
 }
 
 // validRecordAfter scans the offsets from start on for a valid record and
 // returns the first one found. Each offset costs O(1): only a header that
 // passes its own checksum gets its payload read and checked.
 func (r *fileReader) validRecordAfter(start int64) (int64, bool, error) {
-	for p := max(start, r.hdrSize); p+recordHeaderSize <= r.size; p++ {
-		h, err := r.bytes(p, recordHeaderSize)
-		if err != nil {
-			return 0, false, err
-		}
-		rem := r.size - p
-		// Cheap filters before the header checksum: zeroed and random
-		// bytes rarely get past them.
-		if h[4] == 0 || int64(binary.LittleEndian.Uint32(h[:4])) > rem-recordHeaderSize {
-			continue
-		}
-		if checkRecordHeader(h, rem) != recordOK {
-			continue
-		}
-		_, _, _, bad, err := r.record(p)
-		if err != nil {
-			return 0, false, err
-		}
-		if bad == recordOK {
-			return p, true, nil
-		}
+	p, found, err := recordLayout.Scan(&r.w, max(start, r.hdrSize))
+	if err != nil {
+		return 0, false, fmt.Errorf("wal: %w", err)
 	}
-	return 0, false, nil
+	return p, found, nil
 }
 
 // checkFileHeader validates the header h of file number num (of the
@@ -322,7 +275,8 @@ func (r *fileReader) replayFile(fs vfs.FS, dir string, num uint64, last bool, pr
 	if err != nil {
 		return fmt.Errorf("wal: replay: stat %s: %w", path, err)
 	}
-	r.f, r.path, r.size, r.buf, r.bufOff = f, path, fi.Size(), r.buf[:0], 0
+	r.f, r.path, r.size = f, path, fi.Size()
+	r.w.Reset(f, path, r.size)
 	r.hdrSize = fileHeaderSize
 	if r.size >= 5 {
 		h, err := r.bytes(0, 5)

@@ -53,7 +53,9 @@ package wal
 // The position of a record (Pos) is the offset just past its payload; the
 // next record starts there. Readers never trust a length from disk: a length
 // beyond maxPayload or beyond the bytes left in the file makes the record
-// bad; it never sizes an allocation.
+// bad; it never sizes an allocation. The record header is recordLayout to
+// the record package, which seals, checks and resynchronizes the records
+// (as it does the series catalog's and the forward queue's).
 
 import (
 	"cmp"
@@ -73,6 +75,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/internal/base"
+	"github.com/stratadb/strata/internal/record"
 	"github.com/stratadb/strata/internal/vfs"
 )
 
@@ -90,6 +93,16 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// recordLayout is the record header drawn above.
+var recordLayout = &record.Layout{
+	HeaderSize: recordHeaderSize,
+	LengthAt:   0,
+	MaxPayload: maxPayload,
+	HeaderCRC:  &record.CRC{At: 5, From: 0, To: 5},
+	PayloadCRC: record.CRC{At: 9, From: 0, To: 9},
+	Valid:      func(h []byte) bool { return h[4] != 0 }, // type 0 is never a record
+}
+
 // appendFileHeader appends the header of file number num to dst; prevSize
 // is the size of file num-1, or noPreviousFile.
 func appendFileHeader(dst []byte, num, prevSize uint64) []byte {
@@ -103,13 +116,9 @@ func appendFileHeader(dst []byte, num, prevSize uint64) []byte {
 
 // appendRecord appends the framed record (typ, payload) to dst.
 func appendRecord(dst []byte, typ byte, payload []byte) []byte {
-	start := len(dst)
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
-	dst = append(dst, typ)
-	dst = binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:start+5], castagnoli))
-	crc := crc32.Update(crc32.Checksum(dst[start:start+9], castagnoli), castagnoli, payload)
-	dst = binary.LittleEndian.AppendUint32(dst, crc)
-	return append(dst, payload...)
+	var h [recordHeaderSize]byte
+	h[4] = typ
+	return recordLayout.AppendFrame(dst, h[:], payload)
 }
 
 // FileName returns the name of WAL file number n: "%08d.wal".
@@ -446,10 +455,7 @@ func (l *Log) Write(typ byte, payload []byte) (Pos, error) {
 		}
 	}
 	l.buf = appendRecord(l.buf[:0], typ, payload)
-	n, err := l.f.Write(l.buf)
-	if err == nil && n != len(l.buf) {
-		err = shortWrite(nil)
-	}
+	n, err := record.Write(l.f, l.buf)
 	if cap(l.buf) > maxRetainedBuf {
 		l.buf = nil
 	}

@@ -178,7 +178,7 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	// The forwarder starts before anything is written, so that every point
 	// stored from now on is queued for the remote.
-	f, err := fwd.start(db)
+	f, err := fwd.start(db, logger)
 	if err != nil {
 		db.Close()
 		return fail(err)

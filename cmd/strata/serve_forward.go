@@ -1,10 +1,13 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratadb/strata/engine"
@@ -95,7 +98,14 @@ func (ff *forwardFlags) options() (forward.Options, error) {
 // start creates and starts the forwarder, or returns nil when no URL is set.
 // It runs right after Open, before anything is written, so that every
 // point stored from then on is queued.
-func (ff *forwardFlags) start(db *engine.DB) (*forward.Forwarder, error) {
+//
+// Only a configuration error (invalid options, a queue directory another
+// process holds) stops strata serve. When the queue cannot be opened for
+// any other reason (a full disk, a directory that cannot be created), the
+// gateway starts without forwarding, logs why, and retries in the
+// background with the flags' backoff until the queue opens; points stored
+// meanwhile are not forwarded, and the status says so.
+func (ff *forwardFlags) start(db *engine.DB, logger *slog.Logger) (*forwardHandle, error) {
 	if *ff.url == "" {
 		return nil, nil
 	}
@@ -103,13 +113,100 @@ func (ff *forwardFlags) start(db *engine.DB) (*forward.Forwarder, error) {
 	if err != nil {
 		return nil, err
 	}
+	h := &forwardHandle{stop: make(chan struct{}), done: make(chan struct{})}
+	err = h.open(db, opts)
+	if err == nil || !retryable(err) {
+		close(h.done)
+		if err != nil {
+			return nil, err
+		}
+		return h, nil
+	}
+	logger.Error("forwarding is off until its queue opens; points stored meanwhile are not forwarded",
+		"dir", opts.Dir, "err", err)
+	go h.retry(db, opts, logger)
+	return h, nil
+}
+
+// retryable reports whether New failed for a reason that may pass by
+// itself (I/O), rather than for the configuration.
+func retryable(err error) bool {
+	return !errors.Is(err, forward.ErrInvalid) && !errors.Is(err, forward.ErrLocked)
+}
+
+// forwardHandle holds the forwarder of strata serve once its queue has
+// opened.
+type forwardHandle struct {
+	f       atomic.Pointer[forward.Forwarder]
+	openErr atomic.Pointer[string] // why the queue is not open yet; nil once it is
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// open creates and starts the forwarder.
+func (h *forwardHandle) open(db *engine.DB, opts forward.Options) error {
 	f, err := forward.New(db, opts)
 	if err != nil {
-		return nil, fmt.Errorf("forward: %w", err)
+		err = fmt.Errorf("forward: %w", err)
+		msg := err.Error()
+		h.openErr.Store(&msg)
+		return err
 	}
 	if err := f.Start(); err != nil {
 		f.Close()
-		return nil, err
+		return err
 	}
-	return f, nil
+	h.f.Store(f)
+	h.openErr.Store(nil)
+	return nil
+}
+
+// retry opens the queue again, with backoff between opts.MinBackoff and
+// opts.MaxBackoff, until it opens or Close is called.
+func (h *forwardHandle) retry(db *engine.DB, opts forward.Options, logger *slog.Logger) {
+	defer close(h.done)
+	wait := max(opts.MinBackoff, time.Millisecond)
+	for {
+		t := time.NewTimer(wait)
+		select {
+		case <-h.stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		err := h.open(db, opts)
+		if err == nil {
+			logger.Info("forwarding queue opened; forwarding from now on", "dir", opts.Dir)
+			return
+		}
+		if !retryable(err) {
+			logger.Error("forwarding stays off", "err", err)
+			return
+		}
+		wait = min(2*wait, max(opts.MaxBackoff, wait))
+	}
+}
+
+// stats returns the forwarder's figures; before the queue opens, zeros and
+// the reason in LastError.
+func (h *forwardHandle) stats() forward.Stats {
+	if f := h.f.Load(); f != nil {
+		return f.Stats()
+	}
+	var s forward.Stats
+	if e := h.openErr.Load(); e != nil {
+		s.LastError = *e
+	}
+	return s
+}
+
+// Close stops the retries and closes the forwarder if it opened. What is
+// not delivered stays queued on disk for the next start.
+func (h *forwardHandle) Close() error {
+	close(h.stop)
+	<-h.done
+	if f := h.f.Load(); f != nil {
+		return f.Close()
+	}
+	return nil
 }

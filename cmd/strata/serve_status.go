@@ -12,9 +12,9 @@ import (
 
 // forwardStatus feeds the operator page's forwarding figures from f. The
 // protocol is shown, never the URL (it may hold credentials).
-func forwardStatus(f *forward.Forwarder, protocol string) func() server.ForwardStatus {
+func forwardStatus(f *forwardHandle, protocol string) func() server.ForwardStatus {
 	return func() server.ForwardStatus {
-		s := f.Stats()
+		s := f.stats()
 		return server.ForwardStatus{
 			Protocol: protocol, Lag: s.Lag,
 			BacklogSamples: s.BacklogSamples, BacklogBytes: s.BacklogBytes,
@@ -100,8 +100,8 @@ func (c metricsCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // forwardCollector exposes f's Stats as strata_forward_* metrics.
-func forwardCollector(f *forward.Forwarder) prometheus.Collector {
-	return statsCollector(func() []forward.Metric { return f.Stats().Metrics() })
+func forwardCollector(f *forwardHandle) prometheus.Collector {
+	return statsCollector(func() []forward.Metric { return f.stats().Metrics() })
 }
 
 // mqttCollector exposes sub's Stats as strata_mqtt_* metrics.
