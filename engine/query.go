@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -145,7 +146,7 @@ func (db *DB) query(ctx context.Context, q Query, part int, emit func(Series) bo
 	if groupBy != nil {
 		return r.queryGroups(ctx, &q, groupBy, metas, ids, mint, maxt, emit)
 	}
-	if q.Agg != AggNone && part == 0 && len(metas) >= aggParallelMin {
+	if q.Agg != AggNone && part == 0 && len(metas) >= aggParallelMin && runtime.GOMAXPROCS(0) > 1 {
 		return r.queryAggParallel(ctx, &q, metas, ids, mint, maxt, emit)
 	}
 	for i := range metas {
