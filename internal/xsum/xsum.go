@@ -37,7 +37,8 @@
 //	           byte are nonzero and off+n <= maxMagBytes
 //
 // The encoding is canonical: equal states encode to equal bytes, and
-// DecodeAcc rejects any other spelling. These constants are part of the
+// DecodeAcc rejects any other spelling. It carries no checksum of its own:
+// it is embedded in checksummed records (a segment's index section). These constants are part of the
 // durable format (segment block stats) and must not be changed.
 package xsum
 
