@@ -7,17 +7,18 @@ import (
 	"testing"
 
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/internal/testutil"
 )
 
-// specWalk computes the first n values of field 0 of device i straight from
-// the dataset's specification, independently of the generator.
+// specWalk returns the first n values of field 0 of device i from the
+// dataset's shared definition (testutil.IoTWalk), independently of the
+// generator.
 func specWalk(i, n int) []float64 {
-	r := rand.New(rand.NewPCG(904, uint64(i)))
-	v := 20.0 + float64(i%7)
-	out := []float64{v}
-	for len(out) < n {
-		v = math.Round((v+r.Float64()*0.5-0.25)*100) / 100
-		out = append(out, v)
+	w := testutil.NewIoTWalk(i + 1)
+	out := make([]float64, n)
+	for s := range out {
+		_, vals := w.Next()
+		out[s] = vals[i]
 	}
 	return out
 }

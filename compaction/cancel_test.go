@@ -29,16 +29,16 @@ func TestMergeCancelWithinSeries(t *testing.T) {
 	defer cancel()
 	const cancelAt = 100
 	blocks, atCancel := 0, 0
-	testHookBlockRead = func() {
+	o := &outputs{fs: fs, dir: t.TempDir(), blockSamples: 8}
+	opts := o.mergeOpts()
+	opts.onBlockRead = func() {
 		blocks++
 		if blocks == cancelAt {
 			atCancel = blocks
 			cancel()
 		}
 	}
-	defer func() { testHookBlockRead = nil }()
-	o := &outputs{fs: fs, dir: t.TempDir(), blockSamples: 8}
-	metas, _, err := Merge(ctx, []Input{{Reader: a}, {Reader: b}}, o.mergeOpts())
+	metas, _, err := Merge(ctx, []Input{{Reader: a}, {Reader: b}}, opts)
 	if !errors.Is(err, context.Canceled) || metas != nil {
 		t.Fatalf("Merge = %v, %v; want context.Canceled", metas, err)
 	}

@@ -23,7 +23,7 @@
 // lists segments oldest first.
 //
 // A query for one series therefore opens at most len(L0) segments plus one
-// per non-empty level (MaxSegmentsPerQuery); with work drained that is below
+// per non-empty level; with work drained that is below
 // L0Trigger + MaxLevels - 1.
 //
 // # Priorities

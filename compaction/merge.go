@@ -50,6 +50,9 @@ type MergeOptions struct {
 	// Merge fails after finishing some outputs it removes them through FS,
 	// and only them, so it must be the FS they were written with.
 	FS vfs.FS
+
+	// onBlockRead, when a test sets it, runs after every block read.
+	onBlockRead func()
 }
 
 // MergeStats describes one Merge.
@@ -419,8 +422,8 @@ func (m *merger) advance(s *inputState, key []byte) error {
 		m.stats.BytesRead += int64(b.Length)
 		m.stats.SamplesIn += int64(len(buf))
 		m.noteResident()
-		if testHookBlockRead != nil {
-			testHookBlockRead()
+		if hook := m.opts.onBlockRead; hook != nil {
+			hook()
 		}
 	}
 }
@@ -484,9 +487,6 @@ func (s *inputState) touched(lo, hi int64) bool {
 	}
 	return s.rpos < len(s.ranges) && s.ranges[s.rpos].Min <= hi
 }
-
-// testHookBlockRead, when set by a test, runs after every block read.
-var testHookBlockRead func()
 
 // noteResident updates MaxResidentSamples after a block load.
 func (m *merger) noteResident() {

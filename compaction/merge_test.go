@@ -583,16 +583,15 @@ func TestMergeMemoryBounded(t *testing.T) {
 	base0 := live()
 	var peak int64
 	blocks := 0
-	testHookBlockRead = func() {
+	o := &outputs{fs: fs, dir: t.TempDir(), blockSamples: block}
+	opts := o.mergeOpts()
+	opts.onBlockRead = func() {
 		blocks++
 		if blocks%40 == 0 {
 			peak = max(peak, live()-base0)
 		}
 	}
-	defer func() { testHookBlockRead = nil }()
-
-	o := &outputs{fs: fs, dir: t.TempDir(), blockSamples: block}
-	metas, st, err := Merge(context.Background(), inputs, o.mergeOpts())
+	metas, st, err := Merge(context.Background(), inputs, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

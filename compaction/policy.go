@@ -172,22 +172,6 @@ func (p Policy) lastLevel(levels [][]SegmentInfo) int {
 	return max(p.MaxLevels, len(levels)) - 1
 }
 
-// MaxSegmentsPerQuery bounds the segments a query for one series has to
-// read: every L0 segment plus one per non-empty level >= 1, because
-// segments of a level >= 1 do not overlap.
-func MaxSegmentsPerQuery(levels [][]SegmentInfo) int {
-	n := 0
-	for l, segs := range levels {
-		switch {
-		case l == 0:
-			n += len(segs)
-		case len(segs) > 0:
-			n++
-		}
-	}
-	return n
-}
-
 // CheckLevels reports the first violation of the level invariants: a
 // segment whose FirstKey is after its LastKey, or two segments of one level
 // >= 1 whose key ranges overlap.

@@ -180,8 +180,8 @@ func TestCheckLevelsAndMaxSegments(t *testing.T) {
 	if err := CheckLevels(good); err != nil {
 		t.Errorf("CheckLevels(good) = %v", err)
 	}
-	if n := MaxSegmentsPerQuery(good); n != 4 {
-		t.Errorf("MaxSegmentsPerQuery = %d, want 2 + 1 + 1", n)
+	if n := maxSegmentsPerQuery(good); n != 4 {
+		t.Errorf("maxSegmentsPerQuery = %d, want 2 + 1 + 1", n)
 	}
 	if err := CheckLevels([][]SegmentInfo{{}, {sseg(1, 1, 1, "a", "c"), sseg(2, 1, 1, "c", "d")}}); err == nil {
 		t.Error("shared boundary key not reported as overlap")
@@ -354,7 +354,7 @@ func simulate(t *testing.T, seed uint64, retention bool) {
 				}
 			}
 		}
-		if n, bound := MaxSegmentsPerQuery(levels), p.L0Trigger-1+p.MaxLevels-1; n > bound {
+		if n, bound := maxSegmentsPerQuery(levels), p.L0Trigger-1+p.MaxLevels-1; n > bound {
 			t.Fatalf("query bound %d after draining, want at most %d", n, bound)
 		}
 		if p.PendingBytes(levels) != 0 {
@@ -386,10 +386,10 @@ func levelSizes(levels [][]SegmentInfo) []int64 {
 }
 
 // checkQueryBound probes random keys: the segments whose range holds the
-// key never outnumber MaxSegmentsPerQuery.
+// key never outnumber maxSegmentsPerQuery.
 func checkQueryBound(t *testing.T, rng *rand.Rand, levels [][]SegmentInfo) {
 	t.Helper()
-	bound := MaxSegmentsPerQuery(levels)
+	bound := maxSegmentsPerQuery(levels)
 	for range 5 {
 		k := simKey(rng.IntN(100000))
 		n := 0
@@ -431,4 +431,20 @@ func TestPickBelow(t *testing.T) {
 	if plan == nil || plan.Level != 2 || plan.Inputs[0].FileNum != 2 {
 		t.Fatalf("want the L2 segment rewritten, got %+v", plan)
 	}
+}
+
+// maxSegmentsPerQuery bounds the segments a query for one series has to
+// read: every L0 segment plus one per non-empty level >= 1, because
+// segments of a level >= 1 do not overlap.
+func maxSegmentsPerQuery(levels [][]SegmentInfo) int {
+	n := 0
+	for l, segs := range levels {
+		switch {
+		case l == 0:
+			n += len(segs)
+		case len(segs) > 0:
+			n++
+		}
+	}
+	return n
 }

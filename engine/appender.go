@@ -220,19 +220,7 @@ func (a *Appender) Append(ref SeriesRef, measurement string, tags []Tag, field s
 		tags = a.tags
 	}
 	h := hashTagSet(measurement, tags)
-	c := db.cat
-	c.mu.RLock()
-	set := c.findSet(h, measurement, tags)
-	var id uint64
-	var have Kind
-	found := false
-	if set != nil {
-		if id, found = c.field(set, field); found {
-			have = c.series[id].kind
-		}
-	}
-	catLen := len(c.series)
-	c.mu.RUnlock()
+	id, have, catLen, setKnown, found := db.cat.findField(h, measurement, tags, field)
 	if found {
 		if have != kind {
 			return 0, kindConflict(measurement, field, have, kind)
@@ -243,7 +231,7 @@ func (a *Appender) Append(ref SeriesRef, measurement string, tags []Tag, field s
 		a.add(id, t, v, eb)
 		return db.refs.ref(id+1, kind, false), nil
 	}
-	if set == nil {
+	if !setKnown {
 		if err := point.ValidateSeries(&Point{Measurement: measurement, Tags: tags}); err != nil {
 			return 0, err
 		}
@@ -353,14 +341,14 @@ func (a *Appender) Commit() error {
 	if locked, err := db.lockForCommit(len(a.entries)); !locked {
 		return err
 	}
-	base := uint64(len(db.cat.series))
+	base := uint64(db.cat.len())
 	if a.maxID > base {
 		db.commitMu.Unlock()
 		return fmt.Errorf("%w: series ref of unknown series %d", ErrInvalid, a.maxID-1)
 	}
 	// Series of pend that others created since they were looked up are
 	// not created again.
-	recheck := len(db.cat.series) != a.catLen
+	recheck := int(base) != a.catLen
 	// Series limits are checked where series are created, as Write does.
 	limited := db.opts.MaxSeries > 0 || db.opts.MaxSeriesPerMeasurement > 0
 	ids := a.ids[:0]
@@ -369,10 +357,10 @@ func (a *Appender) Commit() error {
 		ps := &a.pend[i]
 		if recheck {
 			if id, ok := db.cat.lookup(ps.key); ok {
-				if have := db.cat.series[id].kind; have != ps.kind {
+				if m, _ := db.cat.meta(id); m.kind != ps.kind {
 					db.commitMu.Unlock()
 					return &PointError{Index: ps.first, Err: fmt.Errorf("%w: series %q is %s, not %s",
-						ErrFieldTypeConflict, ps.key, have, ps.kind)}
+						ErrFieldTypeConflict, ps.key, m.kind, ps.kind)}
 				}
 				ids = append(ids, id)
 				continue

@@ -2,10 +2,7 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"math"
-	"math/rand/v2"
 	"runtime"
 	"testing"
 	"time"
@@ -29,24 +26,15 @@ const (
 
 // iotBatches generates the dataset as batches of batch points.
 func iotBatches(devices, steps, batch int) [][]Point {
-	tags := make([][]Tag, devices)
-	rngs := make([]*rand.Rand, devices)
-	temps := make([]float64, devices)
-	for i := range devices {
-		tags[i] = []Tag{{Key: "device_id", Value: fmt.Sprintf("dev-%04d", i)}, {Key: "site", Value: fmt.Sprintf("site-%02d", i%10)}}
-		rngs[i] = rand.New(rand.NewPCG(904, uint64(i)))
-		temps[i] = 20 + float64(i%7)
-	}
+	g := newIoTGen(devices)
 	points := make([]Point, 0, devices*steps)
 	fields := make([]Field, devices*steps) // one backing array for all points
-	for s := range steps {
-		for i := range devices {
-			if s > 0 {
-				temps[i] = math.Round((temps[i]+rngs[i].Float64()*0.5-0.25)*100) / 100
-			}
+	for range steps {
+		t, temps := g.walk.Next()
+		for i, v := range temps {
 			k := len(points)
-			fields[k] = Field{Key: "temperature", Value: Float(temps[i])}
-			points = append(points, Point{Measurement: "sensor", Tags: tags[i], Fields: fields[k : k+1 : k+1], Time: benchT0 + int64(s)*benchStep})
+			fields[k] = Field{Key: testutil.IoTField, Value: Float(v)}
+			points = append(points, Point{Measurement: testutil.IoTMeasurement, Tags: g.tags[i], Fields: fields[k : k+1 : k+1], Time: t})
 		}
 	}
 	var batches [][]Point

@@ -4,7 +4,7 @@ package engine
 // segments, WAL and series catalog) pass the budget, compaction picks a time
 // floor below which it drops every sample of every series, so that what is
 // left fits in 90% of the budget: the gateway keeps its newest data and
-// never fills its disk. The floor is the expiry floor of visibility.go: it
+// never fills its disk. The floor is the expiry floor of readview.go: it
 // is raised in the manifest edit of the compaction that applies it, so it is
 // durable, hides the dropped range from every read path at once, and never
 // lets an older overwritten value show again. The floor is estimated from

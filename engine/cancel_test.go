@@ -37,6 +37,12 @@ func (c *expiringCtx) Err() error {
 
 // longSeriesDB returns a DB holding one float series of cancelSamples
 // samples at times 0.., in one segment of cancelBlock-sample blocks.
+// withParts makes db read long series in parts and windows of n samples.
+func withParts(db *DB, n int) *DB {
+	db.partSamples = n
+	return db
+}
+
 func longSeriesDB(t *testing.T) *DB {
 	t.Helper()
 	db := memSeriesDB(t)
@@ -115,11 +121,8 @@ var cancellers = []struct {
 // after a few parts: no part may follow the cancel, and the last element
 // is the context's error, so the caller can tell a cut result from a whole.
 func TestCancelQuerySeqWithinSeries(t *testing.T) {
-	old := partSamples
-	partSamples = 1000
-	defer func() { partSamples = old }()
-	t.Run("segment", func(t *testing.T) { testCancelQuerySeq(t, longSeriesDB(t)) })
-	t.Run("memtable", func(t *testing.T) { testCancelQuerySeq(t, memSeriesDB(t)) })
+	t.Run("segment", func(t *testing.T) { testCancelQuerySeq(t, withParts(longSeriesDB(t), 1000)) })
+	t.Run("memtable", func(t *testing.T) { testCancelQuerySeq(t, withParts(memSeriesDB(t), 1000)) })
 }
 
 func testCancelQuerySeq(t *testing.T, db *DB) {
@@ -408,10 +411,7 @@ func (c *pollCtx) Err() error {
 // memtable, where no block is decoded: the read goes window by window
 // (about PartSamples samples each) and polls its context between them.
 func TestCancelQueryMemtable(t *testing.T) {
-	old := partSamples
-	partSamples = 1000
-	defer func() { partSamples = old }()
-	db := memSeriesDB(t)
+	db := withParts(memSeriesDB(t), 1000)
 	for _, agg := range []Aggregate{AggNone, AggSum} {
 		q := rawAll("m")
 		q.Agg = agg
@@ -421,7 +421,7 @@ func TestCancelQueryMemtable(t *testing.T) {
 		if _, err := db.Query(ctx, q); err != nil {
 			t.Fatal(err)
 		}
-		if windows := int64(cancelSamples / partSamples); polls.Load() < windows {
+		if windows := int64(cancelSamples / db.partSamples); polls.Load() < windows {
 			t.Fatalf("%v: %d polls for %d windows", agg, polls.Load(), windows)
 		}
 		// Cancelled at the fifth poll: the next one stops it.
@@ -448,10 +448,7 @@ func TestCancelQueryMemtable(t *testing.T) {
 // when the deletes ran): the memtable is read window by window, polling
 // the context between windows.
 func TestCancelMetadataMemtable(t *testing.T) {
-	old := partSamples
-	partSamples = 1000
-	defer func() { partSamples = old }()
-	db := memSeriesDB(t)
+	db := withParts(memSeriesDB(t), 1000)
 	const mid = cancelSamples / 2
 	snap, err := db.acquireSnapshot()
 	if err != nil {
@@ -492,8 +489,8 @@ func TestCancelMetadataMemtable(t *testing.T) {
 			t.Fatalf("%s = %v, %v; want %s", call.name, got, err, call.want)
 		}
 		// About one poll per window up to the visible sample.
-		if polls.Load() < mid/int64(partSamples) {
-			t.Fatalf("%s polled %d times reading %d samples in windows of %d", call.name, polls.Load(), mid, partSamples)
+		if polls.Load() < mid/int64(db.partSamples) {
+			t.Fatalf("%s polled %d times reading %d samples in windows of %d", call.name, polls.Load(), mid, db.partSamples)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		polls.Store(0)

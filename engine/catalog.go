@@ -204,6 +204,30 @@ func (c *catalog) field(s *tagSet, name string) (uint64, bool) {
 
 // lookup returns the id of the series with canonical key key.
 func (c *catalog) lookup(key string) (uint64, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.lookupLocked(key)
+}
+
+// lookupKeys returns the ids of the n series key(i) names, in order, or
+// false when one is not in the catalog.
+func (c *catalog) lookupKeys(n int, key func(i int) []byte) ([]uint64, bool) {
+	ids := make([]uint64, 0, n)
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for i := range n {
+		id, ok := c.lookupLocked(string(key(i)))
+		if !ok {
+			return nil, false
+		}
+		ids = append(ids, id)
+	}
+	return ids, true
+}
+
+// lookupLocked is lookup for a caller that holds mu or is the single
+// writer.
+func (c *catalog) lookupLocked(key string) (uint64, bool) {
 	var buf [8]Tag
 	m, tags, field, err := splitKey(key, buf[:0])
 	if err != nil {
@@ -349,10 +373,130 @@ func (c *catalog) addKeyString(key string, kind Kind) (uint64, error) {
 	return id, nil
 }
 
+// The rest of the engine reads the catalog through the methods below,
+// which take mu themselves: no other file touches mu, series, sets or idx.
+// A seriesMeta never changes once added, so the pointers they return stay
+// valid and may be read without the lock.
+
+// len returns the number of series.
 func (c *catalog) len() int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return len(c.series)
+}
+
+// meta returns the series with id, or false when there is none.
+func (c *catalog) meta(id uint64) (*seriesMeta, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if id >= uint64(len(c.series)) {
+		return nil, false
+	}
+	return &c.series[id], true
+}
+
+// metas returns the series of ids, which must all exist.
+func (c *catalog) metas(ids []uint64) []*seriesMeta {
+	out := make([]*seriesMeta, len(ids))
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for i, id := range ids {
+		out[i] = &c.series[id]
+	}
+	return out
+}
+
+// keys returns the canonical keys of the series of ids, which must all
+// exist.
+func (c *catalog) keys(ids []uint64) []string {
+	out := make([]string, len(ids))
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for i, id := range ids {
+		out[i] = c.series[id].key
+	}
+	return out
+}
+
+// fieldKind returns the id and kind of the series of set s with field
+// name. Only the single writer (holding DB.commitMu), which alone adds
+// series, calls it: it reads without mu.
+func (c *catalog) fieldKind(s *tagSet, name string) (uint64, Kind, bool) {
+	id, ok := c.field(s, name)
+	if !ok {
+		return 0, 0, false
+	}
+	return id, c.series[id].kind, true
+}
+
+// findField returns the id and kind of the series of field in the tag
+// set (measurement, sorted tags) hashed h, if there is one (ok), whether
+// the tag set is known, and the number of series the catalog held when
+// it looked.
+func (c *catalog) findField(h uint64, measurement string, tags []Tag, field string) (id uint64, kind Kind, n int, setKnown, ok bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if set := c.findSet(h, measurement, tags); set != nil {
+		setKnown = true
+		if id, ok = c.field(set, field); ok {
+			kind = c.series[id].kind
+		}
+	}
+	return id, kind, len(c.series), setKnown, ok
+}
+
+// since returns the series with ids from from on. The slice is shared:
+// callers must not modify it.
+func (c *catalog) since(from int) []seriesMeta {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if from >= len(c.series) {
+		return nil
+	}
+	return c.series[from:len(c.series):len(c.series)]
+}
+
+// addAll registers n new series, key(i) and kind(i) for the i-th, with
+// the next ids. The caller is the single writer and has checked that the
+// keys are new and valid.
+func (c *catalog) addAll(n int, series func(i int) (key string, kind Kind)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range n {
+		c.add(series(i))
+	}
+}
+
+// measurements returns the names of the measurements, sorted. The slice
+// is shared: callers must not modify it.
+func (c *catalog) measurements() []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.idx.sorted
+}
+
+// measurementIDs returns the ascending ids of measurement's series. The
+// slice is shared: callers must not modify it.
+func (c *catalog) measurementIDs(measurement string) []uint64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if mi := c.idx.measurements[measurement]; mi != nil {
+		return mi.ids
+	}
+	return nil
+}
+
+// selectedBy reports whether the series is selected by sel's series part
+// (measurement, field, tags and matchers).
+func (s *seriesMeta) selectedBy(sel *Selector) bool {
+	if s.set.measurement != sel.Measurement || (sel.Field != "" && s.field != sel.Field) {
+		return false
+	}
+	if len(sel.Tags) == 0 && len(sel.Matchers) == 0 {
+		return true
+	}
+	ms, ok := compileStoredSelector(sel)
+	return ok && matchTags(s.set.tags, ms)
 }
 
 // appendCatalogEntries encodes series [from, to) as one record payload.
@@ -546,4 +690,147 @@ func appendCatalogPayload(dst, entries []byte) ([]byte, error) {
 	}
 	dst = append(dst, catalogRaw)
 	return append(dst, entries...), nil
+}
+
+// loadedCatalog is what readCatalog found, for recover to open the file
+// once everything is validated.
+type loadedCatalog struct {
+	path    string
+	exists  bool
+	version byte  // of the file, which appended records follow
+	n       int   // series in the file
+	valid   int64 // bytes of intact records, the header included
+	torn    int64 // bytes of a torn tail after them
+}
+
+// parseCatalog decodes a catalog file of version 1 or 2 into c. It returns
+// the file's version, the length of the intact prefix and of a torn tail
+// after it; damage before an intact record is corruption.
+func parseCatalog(path string, data []byte, c *catalog) (version byte, valid, torn int64, err error) {
+	if len(data) == 0 {
+		return 0, 0, 0, nil // created, then a crash before its header
+	}
+	if len(data) < catalogHeaderSize || string(data[:4]) != catalogMagic {
+		if len(data) < catalogHeaderSize && string(data) == catalogMagic[:min(len(data), 4)] {
+			return 0, 0, int64(len(data)), nil // torn header
+		}
+		return 0, 0, 0, corruptf(path, 0, "bad magic")
+	}
+	version = data[4]
+	if version != 1 && version != catalogVersion {
+		return 0, 0, 0, corruptf(path, 4, "unsupported version %d", version)
+	}
+	// First the records' framing and entries, so that c can be sized for
+	// every series at once; then the entries in order. Errors keep the
+	// order of a single pass: a record's bad entries before a later
+	// record's bad framing or compression.
+	type record struct {
+		off     int64
+		entries []byte
+	}
+	var records []record
+	var tail error // what ends the records early: corruption, or nil for a torn tail
+	off := int64(catalogHeaderSize)
+	rest := data[catalogHeaderSize:]
+	total := 0
+	for len(rest) > 0 {
+		payload, n, perr := nextCatalogRecord(rest)
+		if perr != nil {
+			// A bad record is a torn tail only if no valid record follows it.
+			if laterValidRecord(rest[1:]) {
+				tail = corruptf(path, off, "%v", perr)
+			} else {
+				torn = int64(len(rest))
+			}
+			break
+		}
+		entries, err := catalogRecordEntries(payload, version)
+		if err != nil {
+			tail = corruptf(path, off, "%v", err)
+			break
+		}
+		if count, k := binary.Uvarint(entries); k > 0 && count <= uint64(len(entries)) {
+			total += int(count)
+		}
+		records = append(records, record{off, entries})
+		off += int64(n)
+		rest = rest[n:]
+	}
+	c.reserve(total)
+	// The index by measurement and tag is built on another goroutine, a
+	// record behind the decoding: each record's series are handed over as
+	// a slice (valid however c.series grows after) once they are complete.
+	// With a million series the two take about as long as each other.
+	done := make(chan []seriesMeta, 4)
+	var wg sync.WaitGroup
+	from := len(c.series)
+	wg.Go(func() {
+		for series := range done {
+			for ; from < len(series); from++ {
+				m := &series[from]
+				c.idx.add(uint64(from), m.set.measurement, m.set.tags)
+			}
+		}
+	})
+	c.indexLater = true
+	var derr error
+	for _, r := range records {
+		if err := decodeCatalogPayload(r.entries, c); err != nil {
+			derr = corruptf(path, r.off, "%v", err)
+			break
+		}
+		done <- c.series
+	}
+	close(done)
+	wg.Wait()
+	c.indexLater = false
+	if derr != nil {
+		return 0, 0, 0, derr
+	}
+	if tail != nil {
+		return 0, 0, 0, tail
+	}
+	return version, off, torn, nil
+}
+
+// open opens the catalog file for appending, creating it or cutting its
+// torn tail as readCatalog found.
+func (lc *loadedCatalog) open(db *DB) error {
+	fs := db.fs
+	if !lc.exists || lc.valid < catalogHeaderSize {
+		f, err := fs.Create(lc.path)
+		if err != nil {
+			return fmt.Errorf("create series catalog: %w", err)
+		}
+		hdr := append([]byte(catalogMagic), catalogVersion)
+		if _, err := f.Write(hdr); err == nil {
+			err = f.Sync()
+		}
+		if err == nil {
+			err = vfs.SyncDirOf(fs, lc.path)
+		}
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("create series catalog: %w", err)
+		}
+		db.catf = &catalogFile{fs: fs, path: lc.path, f: f, version: catalogVersion, size: catalogHeaderSize}
+		return nil
+	}
+	f, err := fs.OpenReadWrite(lc.path)
+	if err != nil {
+		return fmt.Errorf("open series catalog: %w", err)
+	}
+	if lc.torn > 0 {
+		err := f.Truncate(lc.valid)
+		if err == nil {
+			err = f.Sync()
+		}
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("truncate torn tail of series catalog: %w", err)
+		}
+		db.logger.Warn("truncated torn tail of series catalog", "bytes", lc.torn)
+	}
+	db.catf = &catalogFile{fs: fs, path: lc.path, f: f, version: lc.version, n: lc.n, size: lc.valid}
+	return nil
 }

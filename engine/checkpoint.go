@@ -93,8 +93,8 @@ func (db *DB) Checkpoint(ctx context.Context, dir string) (CheckpointInfo, error
 		return CheckpointInfo{}, fmt.Errorf("checkpoint: %w: %s is the database's own directory", ErrInvalid, dir)
 	}
 	cp := &checkpointer{db: db, dir: dir, fs: db.fs}
-	if testCheckpointFS != nil {
-		cp.fs = testCheckpointFS(db.fs)
+	if wrap := db.testCheckpointFS; wrap != nil {
+		cp.fs = wrap(db.fs)
 	}
 	if err := cp.prepare(); err != nil {
 		return CheckpointInfo{}, fmt.Errorf("checkpoint: %w", err)
@@ -125,10 +125,6 @@ func sameDir(a, b string) (bool, error) {
 	}
 	return filepath.Clean(aa) == filepath.Clean(bb), nil
 }
-
-// testCheckpointFS, when a test sets it, wraps the filesystem a checkpoint
-// writes its target through.
-var testCheckpointFS func(vfs.FS) vfs.FS
 
 type checkpointer struct {
 	db    *DB

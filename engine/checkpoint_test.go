@@ -312,7 +312,6 @@ func TestCheckpointFaults(t *testing.T) {
 			}
 		}
 	}
-	defer func() { testCheckpointFS = nil }()
 	for i := int64(0); ; i++ {
 		// Each checkpoint rotates the WAL: flush, so that the files to copy
 		// stay about as many, then write more for the WAL to hold.
@@ -332,9 +331,9 @@ func TestCheckpointFaults(t *testing.T) {
 			return strings.HasPrefix(name, target) && faultOp(op)
 		}}
 		// The checkpoint's target alone goes through the injecting filesystem.
-		testCheckpointFS = func(fs vfs.FS) vfs.FS { return vfs.Inject(fs, inj.Injector()) }
+		db.testCheckpointFS = func(fs vfs.FS) vfs.FS { return vfs.Inject(fs, inj.Injector()) }
 		_, cerr := db.Checkpoint(context.Background(), target)
-		testCheckpointFS = nil
+		db.testCheckpointFS = nil
 		for _, meas := range genMeasurements {
 			checkQuery(t, db, m, rawAll(meas), minTime, fmt.Sprintf("fault %d: source", i))
 		}

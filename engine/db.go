@@ -39,7 +39,6 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,8 +46,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"math/bits"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,7 +57,6 @@ import (
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/internal/vfs"
 	"github.com/stratadb/strata/memtable"
-	"github.com/stratadb/strata/segment"
 	"github.com/stratadb/strata/wal"
 )
 
@@ -78,12 +74,6 @@ const (
 	tmpSuffix   = ".tmp"
 	maxLevels   = 7
 )
-
-func newSegHandle(fileNum uint64, level int, tombApplied uint64, r *segment.Reader) *segHandle {
-	h := &segHandle{fileNum: fileNum, level: level, r: r, meta: r.Meta()}
-	h.tombApplied.Store(tombApplied)
-	return h
-}
 
 // segName is the one function that names segment files.
 func segName(num uint64) string { return fmt.Sprintf("%06d%s", num, segSuffix) }
@@ -112,28 +102,6 @@ type memRef struct {
 	deletes bool
 }
 
-// segHandle is an open segment shared by the versions that list it.
-type segHandle struct {
-	fileNum uint64
-	level   int
-	// tombApplied: tombstones with seq <= it are applied to (or cannot
-	// touch) the segment's data. It only grows, when a manifest edit finds
-	// that no live tombstone above it affects the segment.
-	tombApplied atomic.Uint64
-	r           *segment.Reader
-	meta        segment.Meta
-	refs        atomic.Int32 // versions that list it
-	obsolete    atomic.Bool  // removed from the current version: delete at last unref
-	ids         segIDs       // catalog ids of its series, built on first use (meta.go)
-}
-
-// version is an immutable set of live segments. Queries hold a reference
-// to the version they read, so compaction never deletes a file under them.
-type version struct {
-	refs   atomic.Int32
-	levels [maxLevels][]*segHandle // L0 by fileNum ascending (oldest first); others by FirstKey
-}
-
 // DB is an open strata database. It is safe for concurrent use.
 type DB struct {
 	dir    string
@@ -149,7 +117,7 @@ type DB struct {
 	closed   atomic.Bool
 	readOnly bool          // Options.ReadOnly: no lock, no WAL, no background work
 	seq      atomic.Uint64 // last sequence number assigned (Write and Delete)
-	vis      seqVisibility // what readers see: see visibility.go
+	vis      seqVisibility // what readers see: see readview.go
 
 	rules atomic.Pointer[ruleSet] // retention rules (rules.go); nil: none
 
@@ -201,12 +169,18 @@ type DB struct {
 
 	refs refTable // appenders' series refs (appender.go)
 
+	// partSamples is PartSamples and lastParallelMin defaultLastParallelMin;
+	// a test sets smaller ones on its own DB so that parts, windows and
+	// parallel sweeps happen on small data.
+	partSamples     int
+	lastParallelMin int
+
 	// testAfterCompactionSnapshot, when set by a test, runs in compactOnce
 	// right after the compaction has taken its snapshot.
 	testAfterCompactionSnapshot func()
-	// testAfterQuerySnapshot, when set by a test, runs in Query right after
-	// the query has taken its snapshot.
-	testAfterQuerySnapshot func()
+	// testAfterReadSnapshot, when set by a test, runs right after a query
+	// or a metadata call has taken its snapshot (beginRead).
+	testAfterReadSnapshot func()
 	// testOnBlockDecode, when set by a test, runs before every segment
 	// block a read decodes (after its context check); it may be called
 	// from several goroutines at once.
@@ -214,6 +188,9 @@ type DB struct {
 	// testCompactionContext, when set by a test, wraps the context that
 	// compactOnce passes to the merge.
 	testCompactionContext func(context.Context) context.Context
+	// testCheckpointFS, when set by a test, wraps the filesystem a
+	// checkpoint writes its target through.
+	testCheckpointFS func(vfs.FS) vfs.FS
 }
 
 // writeScratch holds the buffers the write path reuses.
@@ -337,13 +314,6 @@ func (db *DB) releaseAfterFailedOpen() {
 	}
 }
 
-func sortLevels(v *version) {
-	slices.SortFunc(v.levels[0], func(a, b *segHandle) int { return cmp.Compare(a.fileNum, b.fileNum) })
-	for l := 1; l < maxLevels; l++ {
-		slices.SortFunc(v.levels[l], func(a, b *segHandle) int { return strings.Compare(string(a.meta.FirstKey), string(b.meta.FirstKey)) })
-	}
-}
-
 // Close flushes the memtable, waits for background work to stop and
 // releases the directory. A second call returns ErrClosed.
 func (db *DB) Close() error {
@@ -418,99 +388,9 @@ func (db *DB) checkWritable() error {
 	return nil
 }
 
-// noteFile records that segment file num may exist on disk.
-func (db *DB) noteFile(num uint64) {
-	db.files.Lock()
-	db.files.nums[num] = true
-	db.files.Unlock()
-}
-
-// forgetFile records that segment file num is removed.
-func (db *DB) forgetFile(num uint64) {
-	db.files.Lock()
-	delete(db.files.nums, num)
-	db.files.Unlock()
-}
-
-// removeSegmentFile removes segment file num, which no manifest lists, and
-// forgets it once it is gone.
-func (db *DB) removeSegmentFile(num uint64) {
-	path := filepath.Join(db.dir, segName(num))
-	if err := db.fs.Remove(path); err != nil && !errors.Is(err, errNotExist) {
-		db.logger.Warn("remove unused segment", "file", path, "err", err)
-		return
-	}
-	db.forgetFile(num)
-}
-
-// obsoleteFiles returns, sorted, the segment files that may be on disk but
-// that v does not list: what a manifest describing v records as obsolete.
-func (db *DB) obsoleteFiles(v *version) []uint64 {
-	live := make(map[uint64]bool)
-	for _, level := range v.levels {
-		for _, h := range level {
-			live[h.fileNum] = true
-		}
-	}
-	db.files.Lock()
-	var out []uint64
-	for n := range db.files.nums {
-		if !live[n] {
-			out = append(out, n)
-		}
-	}
-	db.files.Unlock()
-	slices.Sort(out)
-	return out
-}
-
 func (db *DB) checkOpen() error {
 	if db.closed.Load() {
 		return ErrClosed
 	}
 	return nil
-}
-
-func (v *version) ref() { v.refs.Add(1) }
-
-// unrefVersion drops a reference; the last one releases the version's
-// segments, closing (and, when obsolete, deleting) those no version lists.
-func (db *DB) unrefVersion(v *version) {
-	if v.refs.Add(-1) != 0 {
-		return
-	}
-	for _, level := range v.levels {
-		for _, h := range level {
-			db.unrefSegment(h)
-		}
-	}
-}
-
-func (db *DB) unrefSegment(h *segHandle) {
-	if h.refs.Add(-1) != 0 {
-		return
-	}
-	if err := h.r.Close(); err != nil {
-		db.logger.Warn("close segment", "file", h.meta.Path, "err", err)
-	}
-	if h.obsolete.Load() {
-		if err := db.fs.Remove(h.meta.Path); err != nil && !errors.Is(err, errNotExist) {
-			db.logger.Warn("remove obsolete segment", "file", h.meta.Path, "err", err)
-			return
-		}
-		db.forgetFile(h.fileNum)
-	}
-}
-
-// newVersion returns a version listing levels, each segment referenced.
-func newVersion(levels [maxLevels][]*segHandle) *version {
-	v := &version{levels: levels}
-	v.refs.Store(1)
-	for _, level := range v.levels {
-		for _, h := range level {
-			h.refs.Add(1)
-		}
-	}
-	sortLevels(v)
-	return v
 }

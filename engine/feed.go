@@ -174,13 +174,17 @@ func feedResolve(subs []FeedSubscriber, seq uint64, kept bool) {
 // FeedSeries describes the series with the given id, as FeedSample.ID
 // names it. Ids are never reused, so a record kept on disk resolves the
 // same way after a restart. It works after Close too.
+//
+// info.Tags is the catalog's own slice, shared by every caller asking for
+// the series (no copy is made, so a forwarder describing each series it
+// sends allocates nothing): it must not be modified. Appending to it is
+// safe, as its capacity ends at its length; slices.Clone it to change a
+// tag.
 func (db *DB) FeedSeries(id uint64) (key string, info SeriesInfo, ok bool) {
-	db.cat.mu.RLock()
-	defer db.cat.mu.RUnlock()
-	if id >= uint64(len(db.cat.series)) {
+	m, ok := db.cat.meta(id)
+	if !ok {
 		return "", SeriesInfo{}, false
 	}
-	m := &db.cat.series[id]
 	return m.key, SeriesInfo{Measurement: m.set.measurement, Tags: m.set.tags, Field: m.field, Kind: m.kind}, true
 }
 

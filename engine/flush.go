@@ -9,7 +9,6 @@ import (
 	"unsafe"
 
 	"github.com/stratadb/strata/internal/point"
-	"github.com/stratadb/strata/internal/vfs"
 	"github.com/stratadb/strata/segment"
 )
 
@@ -90,15 +89,6 @@ func (db *DB) flushLoop() {
 	}
 }
 
-func (db *DB) allocFileNum() uint64 {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	n := db.mu.nextFile
-	db.mu.nextFile++
-	db.noteFile(n)
-	return n
-}
-
 // flushMemtable writes m to a new L0 segment, publishes it with a manifest
 // edit and removes the WAL files m covered.
 func (db *DB) flushMemtable(m *memRef) error {
@@ -135,10 +125,8 @@ func (db *DB) flushMemtable(m *memRef) error {
 		var buf []point.Sample
 		var stombs []tombstone
 		for _, id := range ids {
-			db.cat.mu.RLock()
-			meta := db.cat.series[id]
+			meta, _ := db.cat.meta(id)
 			stombs = db.seriesTombstones(id, tombs, m.tombApplied, stombs[:0])
-			db.cat.mu.RUnlock()
 			view := snap.memView(m, stombs)
 			buf = m.t.Read(id, math.MinInt64, math.MaxInt64, &view, buf[:0])
 			if len(buf) == 0 {
@@ -192,125 +180,5 @@ func (db *DB) flushMemtable(m *memRef) error {
 	if h != nil {
 		db.logger.Debug("flushed memtable", "segment", filepath.Base(h.meta.Path), "samples", h.meta.Samples, "bytes", h.meta.Size, "took", time.Since(start))
 	}
-	return nil
-}
-
-// logAndApply computes the next version with edit, writes the manifest that
-// describes it and installs it. When flushed is non-nil, that memtable
-// leaves the immutable list in the same step, the WAL start moves past it
-// and the series it may reference are made durable in the catalog first.
-// expiredBefore is the expiry floor the edit relies on (math.MinInt64 when
-// it drops nothing by retention): the manifest records it with the edit.
-func (db *DB) logAndApply(edit func(levels *[maxLevels][]*segHandle), flushed *memRef, expiredBefore int64) error {
-	db.versionMu.Lock()
-	defer db.versionMu.Unlock()
-
-	// The edit may make a delete durable (in the manifest, or applied to a
-	// segment): first make every write logged before it durable too, so that
-	// a power loss under SyncInterval or SyncNever still leaves a prefix of
-	// the operations. Close's final flush covers everything written, so it
-	// needs no WAL fsync.
-	if flushed == nil || flushed.walEnd <= db.wal.CurrentFile() {
-		if err := db.wal.Sync(); err != nil {
-			return err // wal errors name the log and file
-		}
-	}
-
-	if flushed != nil {
-		if err := db.catf.persist(db.cat, flushed.seriesEnd); err != nil {
-			return err
-		}
-	}
-
-	db.mu.Lock()
-	levels := db.mu.v.levels
-	for l := range levels {
-		levels[l] = slices.Clone(levels[l])
-	}
-	walStart := db.mu.walStart
-	if flushed != nil {
-		walStart = flushed.walEnd
-	}
-	tombs := db.mu.tombstones
-	nextFile := db.mu.nextFile
-	db.mu.Unlock()
-
-	edit(&levels)
-	nv := newVersion(levels)
-
-	// A tombstone is dropped once every source it could apply to has applied
-	// it. Segments record how far they have; memtables hold nothing written
-	// before their tombApplied, but they are not durable (the WAL replays
-	// them with their tombstones), so the manifest keeps what the segments
-	// need and memory what both need.
-	segOldest := db.raiseTombApplied(&nv.levels, tombs)
-	// Unpublished deletes may still fail; those that succeed are replayed
-	// from the WAL, which keeps every record after walStart.
-	kept := pruneTombstones(tombstonesAsOf(tombs, db.vis.published.Load()), segOldest, nil)
-
-	m := manifest{
-		nextFile:    nextFile,
-		walStart:    walStart,
-		lastSeq:     db.seq.Load(),
-		seriesCount: uint64(db.catf.n),
-	}
-	m.setExpiredBefore(max(expiredBefore, db.vis.floor.Load()))
-	for l, level := range nv.levels {
-		for _, h := range level {
-			m.segments = append(m.segments, manifestSegment{fileNum: h.fileNum, level: l, tombApplied: h.tombApplied.Load()})
-		}
-	}
-	m.tombstones = kept
-	m.obsolete = db.obsoleteFiles(nv)
-	if err := vfs.WriteFileAtomic(db.fs, filepath.Join(db.dir, manifestName), m.marshal()); err != nil {
-		// Undo the references newVersion took. Which manifest is on disk is
-		// now unknown, so stop: later writes fail until the DB is reopened,
-		// and Open settles the state from whatever manifest survived.
-		for _, level := range nv.levels {
-			for _, h := range level {
-				h.refs.Add(-1)
-			}
-		}
-		err = fmt.Errorf("write manifest: %w", err)
-		db.mu.Lock()
-		if db.mu.bgErr == nil {
-			db.mu.bgErr = err
-		}
-		db.mu.cond.Broadcast()
-		db.mu.Unlock()
-		return err
-	}
-
-	db.mu.Lock()
-	old := db.mu.v
-	db.mu.v = nv
-	db.mu.walStart = walStart
-	if flushed != nil {
-		db.mu.imm = slices.DeleteFunc(db.mu.imm, func(m *memRef) bool { return m == flushed })
-	}
-	// The floor rises only once the manifest holds it, and before any
-	// reader can miss the data the edit dropped.
-	db.vis.raiseFloor(m.expiredBefore())
-	// Deletes may have added tombstones and seals memtables since the
-	// snapshot: prune what is in memory now.
-	db.mu.tombstones = pruneTombstones(db.mu.tombstones, segOldest, append(slices.Clip(db.mu.imm), db.mu.mem))
-	db.mu.cond.Broadcast()
-	db.mu.Unlock()
-
-	// Segments that left the version are deleted when no query reads them.
-	live := make(map[*segHandle]bool)
-	for _, level := range nv.levels {
-		for _, h := range level {
-			live[h] = true
-		}
-	}
-	for _, level := range old.levels {
-		for _, h := range level {
-			if !live[h] {
-				h.obsolete.Store(true)
-			}
-		}
-	}
-	db.unrefVersion(old)
 	return nil
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"context"
 	"math"
 	"math/bits"
 	"slices"
@@ -363,7 +364,7 @@ func subtract(a, b []uint64) []uint64 {
 
 // match returns the ids of the series that sel selects (its measurement,
 // or every measurement when it is "", its field, tags and matchers),
-// ascending. The caller holds mu.RLock. sel must have been validated.
+// ascending. sel must have been validated.
 func (c *catalog) match(sel *Selector) []uint64 {
 	ms, ok := compileStoredSelector(sel)
 	if !ok {
@@ -372,7 +373,10 @@ func (c *catalog) match(sel *Selector) []uint64 {
 	return c.matchCompiled(sel, ms)
 }
 
+// matchCompiled is match with sel's matchers compiled (ms).
 func (c *catalog) matchCompiled(sel *Selector, ms []matcher) []uint64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	var out []uint64
 	for _, mi := range c.measIndexes(sel.Measurement) {
 		ids := c.fieldFilter(mi.selectIDs(ms, len(c.series)), sel.Field)
@@ -411,20 +415,6 @@ func (c *catalog) measIndexes(measurement string) []*measIndex {
 		out = append(out, c.idx.measurements[m])
 	}
 	return out
-}
-
-// matches reports whether series id is selected by sel's series part
-// (measurement, field, tags and matchers). The caller holds mu.RLock.
-func (c *catalog) matches(id uint64, sel *Selector) bool {
-	s := &c.series[id]
-	if s.set.measurement != sel.Measurement || (sel.Field != "" && s.field != sel.Field) {
-		return false
-	}
-	if len(sel.Tags) == 0 && len(sel.Matchers) == 0 {
-		return true
-	}
-	ms, ok := compileStoredSelector(sel)
-	return ok && matchTags(s.set.tags, ms)
 }
 
 // keyOrder ranks series ids by canonical key, so that results are sorted
@@ -500,4 +490,57 @@ func (c *catalog) sortByKeyRanks(ids []uint64, rebuild bool) {
 		}
 		return strings.Compare(c.series[a].key, c.series[b].key)
 	})
+}
+
+// tagValues returns, per measurement (the one named, or every one when it
+// is ""), the sorted values of tag key among the series of field (all when
+// "") that pass the compiled matchers ms and that keep keeps. keep runs
+// without mu.
+func (c *catalog) tagValues(ctx context.Context, measurement, field, key string, ms []matcher, keep func(ids []uint64) ([]uint64, error)) ([][]string, error) {
+	var lists [][]string
+	c.mu.RLock()
+	mis := c.measIndexes(measurement)
+	c.mu.RUnlock()
+	hasKey := matcher{key: key, op: MatchNotEqual}
+	for _, mi := range mis {
+		c.mu.RLock()
+		ki := mi.keys[key]
+		var ids []uint64
+		if ki != nil {
+			ms := ms
+			if ki.n*4 < len(mi.ids) {
+				// Few series hold the key: start from them.
+				ms = append(slices.Clip(ms), hasKey)
+			}
+			ids = c.fieldFilter(mi.selectIDs(ms, len(c.series)), field)
+		}
+		c.mu.RUnlock()
+		if len(ids) == 0 {
+			continue
+		}
+		ids, err := keep(ids)
+		if err != nil {
+			return nil, err
+		}
+		if len(ids) == 0 {
+			continue
+		}
+		visible := newIDSet(int(ids[len(ids)-1]) + 1) // ids ascending
+		visible.addAll(ids)
+		sorted := ki.values()
+		vals := make([]string, 0, min(len(sorted), len(ids)))
+		c.mu.RLock()
+		for i, p := range sorted {
+			if i%4096 == 0 && ctx.Err() != nil {
+				c.mu.RUnlock()
+				return nil, ctx.Err()
+			}
+			if slices.ContainsFunc(p.ids, visible.has) {
+				vals = append(vals, p.value)
+			}
+		}
+		c.mu.RUnlock()
+		lists = append(lists, vals)
+	}
+	return lists, nil
 }

@@ -24,9 +24,7 @@ import (
 func (db *DB) Last(ctx context.Context, s Selector) ([]Series, error) {
 	var out []Series
 	err := db.withVisibility(ctx, &s, func(v *visibility) error {
-		v.db.cat.mu.RLock()
 		ids := v.db.cat.matchCompiled(v.sel, v.ms)
-		v.db.cat.mu.RUnlock()
 		if len(ids) == 0 {
 			return nil
 		}
@@ -43,20 +41,19 @@ func (db *DB) Last(ctx context.Context, s Selector) ([]Series, error) {
 		v.db.cat.sortByKey(found)
 		// The results' samples are best's; one allocation for the tags.
 		out = make([]Series, len(found))
-		v.db.cat.mu.RLock()
+		metas := v.db.cat.metas(found)
 		ntags := 0
-		for _, id := range found {
-			ntags += len(v.db.cat.series[id].set.tags)
+		for _, m := range metas {
+			ntags += len(m.set.tags)
 		}
 		tags := make([]Tag, 0, ntags)
 		for n, id := range found {
-			m := &v.db.cat.series[id]
+			m := metas[n]
 			t := len(tags)
 			tags = append(tags, m.set.tags...)
 			i, _ := slices.BinarySearch(ids, id) // ids is ascending
 			out[n] = Series{Measurement: m.set.measurement, Tags: tags[t:len(tags):len(tags)], Field: m.field, Samples: best.samples[i : i+1 : i+1]}
 		}
-		v.db.cat.mu.RUnlock()
 		return nil
 	})
 	return out, err
@@ -156,7 +153,7 @@ func (v *visibility) segNewest(ctx context.Context, h *segHandle, rank int, ids 
 	// read-ahead window. Each id appears once in a segment, so workers
 	// write disjoint entries of best.
 	idx := v.indexOf(ids)
-	workers := max(1, min(runtime.GOMAXPROCS(0), 8, len(byPos)/lastParallelMin))
+	workers := max(1, min(runtime.GOMAXPROCS(0), 8, len(byPos)/v.db.lastParallelMin))
 	per := (len(byPos) + workers - 1) / workers
 	errs := make([]error, workers)
 	var wg sync.WaitGroup
@@ -186,9 +183,9 @@ func (v *visibility) segNewest(ctx context.Context, h *segHandle, rank int, ids 
 	return errors.Join(errs...)
 }
 
-// lastParallelMin is the fewest series per worker of a segment sweep; a
-// variable so that tests can run several workers on small data.
-var lastParallelMin = 16 << 10
+// defaultLastParallelMin is the fewest series per worker of a segment
+// sweep (DB.lastParallelMin).
+const defaultLastParallelMin = 16 << 10
 
 // lastWorker finds the newest samples of series in one segment.
 type lastWorker struct {
@@ -212,9 +209,7 @@ func (w *lastWorker) visit(i int, si *segment.SeriesIndex) error {
 	mint := v.lo(w.ids[i])
 	var ranges []timeRange
 	if w.anyTomb {
-		v.db.cat.mu.RLock()
 		w.ranges = v.appendTombRanges(w.ranges[:0], w.ids[i], w.applied)
-		v.db.cat.mu.RUnlock()
 		ranges = w.ranges
 	}
 	bs := si.Blocks
@@ -247,37 +242,5 @@ func (w *lastWorker) visit(i int, si *segment.SeriesIndex) error {
 			return nil
 		}
 	}
-	return nil
-}
-
-// memNewest leaves in v.buf the visible samples of id in memtable m of the
-// newest window of [mint, maxt] that has one (none when no window has):
-// a long series is read window by window from its end (about PartSamples
-// samples each, polling ctx between them).
-func (v *visibility) memNewest(m *memRef, id uint64, mint int64) error {
-	if m.t.SeriesLen(id) <= partSamples {
-		v.buf = v.db.memSamples(v.snap, m, id, mint, v.maxt, v.buf[:0])
-		return nil
-	}
-	v.spans = m.t.Spans(id, mint, v.maxt, v.snap.oldest, v.spans[:0])
-	to, n := v.maxt, 0
-	for i := len(v.spans) - 1; i >= 0; i-- {
-		if n += v.spans[i].Count; n < partSamples && i > 0 {
-			continue
-		}
-		if err := v.ctx.Err(); err != nil {
-			return err
-		}
-		from := mint
-		if i > 0 {
-			from = v.spans[i-1].MaxTime + 1
-		}
-		v.buf = v.db.memSamples(v.snap, m, id, from, to, v.buf[:0])
-		if len(v.buf) > 0 {
-			return nil
-		}
-		to, n = from-1, 0
-	}
-	v.buf = v.buf[:0]
 	return nil
 }

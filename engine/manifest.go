@@ -31,7 +31,7 @@ package engine
 // may still be on disk because their removal had not happened when the
 // manifest was written; Open removes them. Version 1 (written by earlier
 // releases, still read) has no obsolete list and no matchers in its
-// tombstones. expiry: the expiry floor (see visibility.go), biased so that
+// tombstones. expiry: the expiry floor (see readview.go), biased so that
 // 0 is math.MinInt64 (none): samples older are gone for good. A manifest
 // that ends before it has none.
 //
@@ -56,11 +56,6 @@ type manifestSegment struct {
 	fileNum     uint64
 	level       int
 	tombApplied uint64
-}
-
-type tombstone struct {
-	seq uint64
-	sel Selector // Start, End half-open
 }
 
 type manifest struct {

@@ -46,7 +46,6 @@ package engine
 import (
 	"cmp"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -259,7 +258,9 @@ func newDB(dir string, opts *Options, fsys vfs.FS) *DB {
 			L1TargetBytes: opts.L1TargetBytes,
 			MaxLevels:     maxLevels,
 		},
-		compactCh: make(chan struct{}, 1),
+		compactCh:       make(chan struct{}, 1),
+		partSamples:     PartSamples,
+		lastParallelMin: defaultLastParallelMin,
 	}
 	db.mu.cond = sync.NewCond(&db.mu.Mutex)
 	rs, _ := compileRules(opts.RetentionRules, opts.Retention) // validated by Options.Validate
@@ -634,13 +635,13 @@ func (db *DB) replayWAL(m *manifest, walDir string) (wal.ReplayResult, error) {
 				return err
 			}
 			for _, d := range batch.Series {
-				if d.ID < uint64(len(db.cat.series)) {
-					if db.cat.series[d.ID].key != string(d.Key) {
-						return fmt.Errorf("%w: wal series %d is %q, catalog says %q", ErrCorrupt, d.ID, d.Key, db.cat.series[d.ID].key)
+				if m, ok := db.cat.meta(d.ID); ok {
+					if m.key != string(d.Key) {
+						return fmt.Errorf("%w: wal series %d is %q, catalog says %q", ErrCorrupt, d.ID, d.Key, m.key)
 					}
 					continue
 				}
-				if d.ID != uint64(len(db.cat.series)) {
+				if d.ID != uint64(db.cat.len()) {
 					return fmt.Errorf("%w: wal series id %d out of sequence", ErrCorrupt, d.ID)
 				}
 				if _, err := db.cat.addKey(d.Key, d.Kind); err != nil {
@@ -648,7 +649,7 @@ func (db *DB) replayWAL(m *manifest, walDir string) (wal.ReplayResult, error) {
 				}
 			}
 			for _, e := range batch.Entries {
-				if e.ID >= uint64(len(db.cat.series)) || db.cat.series[e.ID].kind != e.Value.Kind() {
+				if m, ok := db.cat.meta(e.ID); !ok || m.kind != e.Value.Kind() {
 					return fmt.Errorf("%w: wal entry for unknown series %d or wrong kind", ErrCorrupt, e.ID)
 				}
 			}
@@ -686,17 +687,6 @@ func (db *DB) replayWAL(m *manifest, walDir string) (wal.ReplayResult, error) {
 	return res, nil
 }
 
-// loadedCatalog is what readCatalog found, for recover to open the file
-// once everything is validated.
-type loadedCatalog struct {
-	path    string
-	exists  bool
-	version byte  // of the file, which appended records follow
-	n       int   // series in the file
-	valid   int64 // bytes of intact records, the header included
-	torn    int64 // bytes of a torn tail after them
-}
-
 // readCatalog reads the series catalog into db.cat without changing the
 // file: a torn tail is only measured.
 func (db *DB) readCatalog(m *manifest) (*loadedCatalog, error) {
@@ -713,141 +703,9 @@ func (db *DB) readCatalog(m *manifest) (*loadedCatalog, error) {
 			return nil, err
 		}
 	}
-	lc.n = len(db.cat.series)
-	if uint64(len(db.cat.series)) < m.seriesCount {
-		return nil, corruptf(path, lc.valid, "catalog holds %d series, manifest expects %d", len(db.cat.series), m.seriesCount)
+	lc.n = db.cat.len()
+	if uint64(lc.n) < m.seriesCount {
+		return nil, corruptf(path, lc.valid, "catalog holds %d series, manifest expects %d", lc.n, m.seriesCount)
 	}
 	return lc, nil
-}
-
-// parseCatalog decodes a catalog file of version 1 or 2 into c. It returns
-// the file's version, the length of the intact prefix and of a torn tail
-// after it; damage before an intact record is corruption.
-func parseCatalog(path string, data []byte, c *catalog) (version byte, valid, torn int64, err error) {
-	if len(data) == 0 {
-		return 0, 0, 0, nil // created, then a crash before its header
-	}
-	if len(data) < catalogHeaderSize || string(data[:4]) != catalogMagic {
-		if len(data) < catalogHeaderSize && string(data) == catalogMagic[:min(len(data), 4)] {
-			return 0, 0, int64(len(data)), nil // torn header
-		}
-		return 0, 0, 0, corruptf(path, 0, "bad magic")
-	}
-	version = data[4]
-	if version != 1 && version != catalogVersion {
-		return 0, 0, 0, corruptf(path, 4, "unsupported version %d", version)
-	}
-	// First the records' framing and entries, so that c can be sized for
-	// every series at once; then the entries in order. Errors keep the
-	// order of a single pass: a record's bad entries before a later
-	// record's bad framing or compression.
-	type record struct {
-		off     int64
-		entries []byte
-	}
-	var records []record
-	var tail error // what ends the records early: corruption, or nil for a torn tail
-	off := int64(catalogHeaderSize)
-	rest := data[catalogHeaderSize:]
-	total := 0
-	for len(rest) > 0 {
-		payload, n, perr := nextCatalogRecord(rest)
-		if perr != nil {
-			// A bad record is a torn tail only if no valid record follows it.
-			if laterValidRecord(rest[1:]) {
-				tail = corruptf(path, off, "%v", perr)
-			} else {
-				torn = int64(len(rest))
-			}
-			break
-		}
-		entries, err := catalogRecordEntries(payload, version)
-		if err != nil {
-			tail = corruptf(path, off, "%v", err)
-			break
-		}
-		if count, k := binary.Uvarint(entries); k > 0 && count <= uint64(len(entries)) {
-			total += int(count)
-		}
-		records = append(records, record{off, entries})
-		off += int64(n)
-		rest = rest[n:]
-	}
-	c.reserve(total)
-	// The index by measurement and tag is built on another goroutine, a
-	// record behind the decoding: each record's series are handed over as
-	// a slice (valid however c.series grows after) once they are complete.
-	// With a million series the two take about as long as each other.
-	done := make(chan []seriesMeta, 4)
-	var wg sync.WaitGroup
-	from := len(c.series)
-	wg.Go(func() {
-		for series := range done {
-			for ; from < len(series); from++ {
-				m := &series[from]
-				c.idx.add(uint64(from), m.set.measurement, m.set.tags)
-			}
-		}
-	})
-	c.indexLater = true
-	var derr error
-	for _, r := range records {
-		if err := decodeCatalogPayload(r.entries, c); err != nil {
-			derr = corruptf(path, r.off, "%v", err)
-			break
-		}
-		done <- c.series
-	}
-	close(done)
-	wg.Wait()
-	c.indexLater = false
-	if derr != nil {
-		return 0, 0, 0, derr
-	}
-	if tail != nil {
-		return 0, 0, 0, tail
-	}
-	return version, off, torn, nil
-}
-
-// open opens the catalog file for appending, creating it or cutting its
-// torn tail as readCatalog found.
-func (lc *loadedCatalog) open(db *DB) error {
-	fs := db.fs
-	if !lc.exists || lc.valid < catalogHeaderSize {
-		f, err := fs.Create(lc.path)
-		if err != nil {
-			return fmt.Errorf("create series catalog: %w", err)
-		}
-		hdr := append([]byte(catalogMagic), catalogVersion)
-		if _, err := f.Write(hdr); err == nil {
-			err = f.Sync()
-		}
-		if err == nil {
-			err = vfs.SyncDirOf(fs, lc.path)
-		}
-		if err != nil {
-			f.Close()
-			return fmt.Errorf("create series catalog: %w", err)
-		}
-		db.catf = &catalogFile{fs: fs, path: lc.path, f: f, version: catalogVersion, size: catalogHeaderSize}
-		return nil
-	}
-	f, err := fs.OpenReadWrite(lc.path)
-	if err != nil {
-		return fmt.Errorf("open series catalog: %w", err)
-	}
-	if lc.torn > 0 {
-		err := f.Truncate(lc.valid)
-		if err == nil {
-			err = f.Sync()
-		}
-		if err != nil {
-			f.Close()
-			return fmt.Errorf("truncate torn tail of series catalog: %w", err)
-		}
-		db.logger.Warn("truncated torn tail of series catalog", "bytes", lc.torn)
-	}
-	db.catf = &catalogFile{fs: fs, path: lc.path, f: f, version: lc.version, n: lc.n, size: lc.valid}
-	return nil
 }

@@ -85,15 +85,12 @@ func (db *DB) QuerySeq(ctx context.Context, q Query) iter.Seq2[Series, error] {
 // series.
 const PartSamples = 1 << 16
 
-// partSamples is PartSamples, a variable so that tests can use small parts.
-var partSamples = PartSamples
-
 // query runs q and passes each result to emit until emit returns false. A
 // raw series of more than part samples is emitted in parts; part 0 emits
 // every series whole.
 func (db *DB) query(ctx context.Context, q Query, part int, emit func(Series) bool) error {
 	if part > 0 {
-		part = partSamples
+		part = db.partSamples
 	}
 	if err := validateQuery(&q); err != nil {
 		return err
@@ -106,28 +103,12 @@ func (db *DB) query(ctx context.Context, q Query, part int, emit func(Series) bo
 	if err != nil {
 		return err
 	}
-	if err := db.checkOpen(); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	snap, err := db.acquireSnapshot()
-	if err != nil {
+	// Visible range, inclusive: [mint, maxt].
+	snap, mint, maxt, cuts, err := db.beginRead(ctx, &q.Selector)
+	if snap == nil {
 		return err
 	}
 	defer db.releaseSnapshot(snap)
-	if hook := db.testAfterQuerySnapshot; hook != nil {
-		hook()
-	}
-
-	// Visible range, inclusive: [mint, maxt].
-	mint, maxt := q.TimeRange()
-	cuts := db.cutoffs()
-	mint = max(mint, cuts.base)
-	if mint > maxt {
-		return nil
-	}
 
 	metas, ids := db.selectSorted(&q.Selector, ms)
 	if q.Agg == AggSum || q.Agg == AggMean || q.Agg == AggMin || q.Agg == AggMax {
@@ -264,16 +245,12 @@ func (r *seriesReader) windowEnds(id uint64, srcs []source, mint, maxt int64, li
 // selectSorted returns the series sel selects (compiled matchers ms),
 // sorted by canonical key, with their ids.
 func (db *DB) selectSorted(sel *Selector, ms []matcher) ([]seriesMeta, []uint64) {
-	db.cat.mu.RLock()
 	ids := db.cat.matchCompiled(sel, ms)
-	db.cat.mu.RUnlock()
 	db.cat.sortByKey(ids)
 	metas := make([]seriesMeta, len(ids))
-	db.cat.mu.RLock()
-	for i, id := range ids {
-		metas[i] = db.cat.series[id]
+	for i, m := range db.cat.metas(ids) {
+		metas[i] = *m
 	}
-	db.cat.mu.RUnlock()
 	return metas, ids
 }
 
@@ -488,7 +465,7 @@ func (r *seriesReader) read(id uint64, meta *seriesMeta, mint, maxt int64, q *Qu
 	}
 	var out []point.Sample
 	lo := mint
-	r.ends = r.windowEnds(id, srcs, mint, maxt, partSamples)
+	r.ends = r.windowEnds(id, srcs, mint, maxt, r.db.partSamples)
 	for _, hi := range r.ends {
 		merged, err := r.mergeSources(id, srcs, tombs, lo, hi)
 		if err != nil {
@@ -518,9 +495,7 @@ func (r *seriesReader) sourcesAndTombs(id uint64, meta *seriesMeta, mint, maxt i
 	for _, s := range srcs {
 		applied = min(applied, s.tombApplied)
 	}
-	r.db.cat.mu.RLock()
 	tombs := r.db.seriesTombstones(id, r.snap.tombstones, applied, nil)
-	r.db.cat.mu.RUnlock()
 	return srcs, tombs
 }
 
@@ -586,7 +561,7 @@ func (r *seriesReader) accumulate(id uint64, meta *seriesMeta, mint, maxt int64,
 // read whole.
 func (r *seriesReader) foldMerged(id uint64, srcs []source, tombs []tombstone, kind Kind, mint, maxt int64, q *Query, st *accs) error {
 	lo := mint
-	r.ends = r.windowEnds(id, srcs, mint, maxt, partSamples)
+	r.ends = r.windowEnds(id, srcs, mint, maxt, r.db.partSamples)
 	for _, hi := range r.ends {
 		merged, err := r.mergeSources(id, srcs, tombs, lo, hi)
 		if err != nil {

@@ -17,6 +17,15 @@ import (
 	"github.com/stratadb/strata/internal/point"
 )
 
+// smallParts makes db read in parts and windows of 5 samples and sweep
+// segments with several workers in Last, so that the model checks those
+// paths on small data.
+func smallParts(db *DB) *DB {
+	db.partSamples = 5
+	db.lastParallelMin = 2
+	return db
+}
+
 // TestQueryModel runs a random workload (overwrites, out-of-order writes,
 // deletes with matchers, flushes, compactions, reopens, retention, and a
 // field whose kind differs between series) and after every few steps
@@ -24,15 +33,8 @@ import (
 // grouped aggregates (missing keys, mixed kinds), selector timestamps,
 // Measurements, TagKeys, TagValues, SeriesInfo and Last.
 func TestQueryModel(t *testing.T) {
-	// Several workers sweep each segment in Last, even on small data.
-	old := lastParallelMin
-	lastParallelMin = 2
-	// QuerySeq yields parts and aggregates read windows even here.
-	oldPart := partSamples
-	partSamples = 5
 	seqSplits.Store(0)
 	t.Cleanup(func() {
-		lastParallelMin, partSamples = old, oldPart
 		if seqSplits.Load() == 0 {
 			t.Errorf("QuerySeq never yielded a series in parts")
 		}
@@ -126,7 +128,7 @@ func runQueryModel(t *testing.T, seed uint64, steps int, opts *Options, cutoff i
 	dir := t.TempDir()
 	m := newModel()
 	ctx := context.Background()
-	db := openDB(t, dir, opts)
+	db := smallParts(openDB(t, dir, opts))
 
 	check := func(where string) {
 		t.Helper()
@@ -181,7 +183,7 @@ func runQueryModel(t *testing.T, seed uint64, steps int, opts *Options, cutoff i
 		case x < 76:
 			mustCompact(t, db)
 		case x < 80:
-			db = reopen(t, db, dir, opts)
+			db = smallParts(reopen(t, db, dir, opts))
 		default:
 			check(where)
 		}
@@ -189,7 +191,7 @@ func runQueryModel(t *testing.T, seed uint64, steps int, opts *Options, cutoff i
 	check("end")
 	mustCompact(t, db)
 	check("end, compacted")
-	db = reopen(t, db, dir, opts)
+	db = smallParts(reopen(t, db, dir, opts))
 	for range 5 {
 		check("end, reopened")
 	}

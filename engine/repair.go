@@ -201,12 +201,12 @@ func (r *repairer) run() error {
 		nextFile:    max(m.nextFile, maxNum+1),
 		walStart:    max(m.walStart, 1),
 		lastSeq:     m.lastSeq,
-		seriesCount: min(m.seriesCount, uint64(len(cat.series))),
+		seriesCount: min(m.seriesCount, uint64(cat.len())),
 		tombstones:  m.tombstones,
 		version:     manifestVersion,
 	}
-	if uint64(len(cat.series)) < m.seriesCount {
-		r.rep.Lost = append(r.rep.Lost, fmt.Sprintf("the series catalog holds %d series, the manifest expected %d", len(cat.series), m.seriesCount))
+	if n := cat.len(); uint64(n) < m.seriesCount {
+		r.rep.Lost = append(r.rep.Lost, fmt.Sprintf("the series catalog holds %d series, the manifest expected %d", n, m.seriesCount))
 	}
 	if r.rep.ManifestRebuilt {
 		for _, num := range slices.Sorted(maps.Keys(intact)) {

@@ -11,7 +11,7 @@ package engine
 // in on first use, so a reader pays one array load per series.
 //
 // Reads hide a sample older than its series' cutoff, now minus its keep,
-// and never older than the expiry floor (visibility.go). The base cutoff
+// and never older than the expiry floor (readview.go). The base cutoff
 // is the least of them: now minus the longest keep (none when some keep is
 // forever), never below the floor. Compaction drops below the base cutoff
 // everywhere and raises the floor to it, as Retention alone does.
@@ -138,14 +138,10 @@ func (rs *ruleSet) keepOf(s *seriesMeta) int64 {
 	return rs.retention
 }
 
-// covering returns the keeps of every series c holds now. The caller must
-// not hold c.mu.
+// covering returns the keeps of every series c holds now.
 func (rs *ruleSet) covering(c *catalog) []int64 {
 	if p := rs.keeps.Load(); p != nil {
-		c.mu.RLock()
-		n := len(c.series)
-		c.mu.RUnlock()
-		if len(*p) >= n {
+		if len(*p) >= c.len() {
 			return *p
 		}
 	}
@@ -155,13 +151,12 @@ func (rs *ruleSet) covering(c *catalog) []int64 {
 	if p := rs.keeps.Load(); p != nil {
 		ks = *p
 	}
-	c.mu.RLock()
 	// Readers see only the first len(ks) entries of what they loaded, so
 	// appending in place is safe.
-	for id := len(ks); id < len(c.series); id++ {
-		ks = append(ks, rs.keepOf(&c.series[id]))
+	added := c.since(len(ks))
+	for i := range added {
+		ks = append(ks, rs.keepOf(&added[i]))
 	}
-	c.mu.RUnlock()
 	rs.keeps.Store(&ks)
 	return ks
 }
@@ -176,7 +171,7 @@ type cutoffs struct {
 }
 
 // cutoffs returns the retention cutoffs now, covering every series of the
-// catalog. The caller must not hold db.cat.mu.
+// catalog.
 func (db *DB) cutoffs() *cutoffs {
 	now := db.opts.Now().UnixNano()
 	floor := db.vis.floor.Load()
@@ -195,8 +190,8 @@ func (db *DB) cutoffs() *cutoffs {
 	return c
 }
 
-// of returns the oldest visible time of series id. The caller must not
-// hold db.cat.mu (a series newer than the cutoffs is looked up).
+// of returns the oldest visible time of series id (a series newer than
+// the cutoffs is looked up in the catalog).
 func (c *cutoffs) of(db *DB, id uint64) int64 {
 	if c.rs == nil {
 		return c.base
@@ -213,10 +208,8 @@ func (c *cutoffs) keepOf(db *DB, id uint64) int64 {
 	if id < uint64(len(c.keeps)) {
 		return c.keeps[id]
 	}
-	db.cat.mu.RLock()
-	defer db.cat.mu.RUnlock()
-	if id < uint64(len(db.cat.series)) {
-		return c.rs.keepOf(&db.cat.series[id])
+	if m, ok := db.cat.meta(id); ok {
+		return c.rs.keepOf(m)
 	}
 	return 0
 }
@@ -246,9 +239,7 @@ func (db *DB) ruleDrop(c *cutoffs) func(key []byte) []compaction.TimeRange {
 		return nil
 	}
 	return func(key []byte) []compaction.TimeRange {
-		db.cat.mu.RLock()
 		id, ok := db.cat.lookup(string(key))
-		db.cat.mu.RUnlock()
 		if !ok {
 			return nil
 		}

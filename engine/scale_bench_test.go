@@ -3,8 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -63,14 +61,13 @@ func openHeapPerSeries(b *testing.B, dir string, series int) (float64, time.Dura
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	var keyBytes int
-	db.cat.mu.RLock()
-	if n := len(db.cat.series); n != series {
+	all := db.cat.since(0)
+	if n := len(all); n != series {
 		b.Fatalf("%d series after reopen, want %d", n, series)
 	}
-	for i := range db.cat.series {
-		keyBytes += len(db.cat.series[i].key)
+	for i := range all {
+		keyBytes += len(all[i].key)
 	}
-	db.cat.mu.RUnlock()
 	return (float64(after.HeapAlloc) - float64(before.HeapAlloc) - float64(keyBytes)) / float64(series), took
 }
 
@@ -234,18 +231,15 @@ func BenchmarkWriteDepth(b *testing.B) {
 // buffers, with the same values as iotBatches.
 type iotGen struct {
 	tags   [][]Tag
-	rngs   []*rand.Rand
-	temps  []float64
+	walk   *testutil.IoTWalk
 	points []Point
 	fields []Field
 }
 
 func newIoTGen(devices int) *iotGen {
-	g := &iotGen{tags: make([][]Tag, devices), rngs: make([]*rand.Rand, devices), temps: make([]float64, devices)}
+	g := &iotGen{tags: make([][]Tag, devices), walk: testutil.NewIoTWalk(devices)}
 	for i := range devices {
-		g.tags[i] = []Tag{{Key: "device_id", Value: fmt.Sprintf("dev-%04d", i)}, {Key: "site", Value: fmt.Sprintf("site-%02d", i%10)}}
-		g.rngs[i] = rand.New(rand.NewPCG(904, uint64(i)))
-		g.temps[i] = 20 + float64(i%7)
+		g.tags[i] = testutil.IoTTags(i)
 	}
 	return g
 }
@@ -257,14 +251,12 @@ func (g *iotGen) batch(from, n int) []Point {
 	if cap(g.fields) < n*len(g.tags) {
 		g.fields = make([]Field, n*len(g.tags))
 	}
-	for s := from; s < from+n; s++ {
-		for i := range g.tags {
-			if s > 0 {
-				g.temps[i] = math.Round((g.temps[i]+g.rngs[i].Float64()*0.5-0.25)*100) / 100
-			}
+	for range n {
+		t, temps := g.walk.Next()
+		for i, v := range temps {
 			k := len(g.points)
-			g.fields[k] = Field{Key: "temperature", Value: Float(g.temps[i])}
-			g.points = append(g.points, Point{Measurement: "sensor", Tags: g.tags[i], Fields: g.fields[k : k+1 : k+1], Time: benchT0 + int64(s)*benchStep})
+			g.fields[k] = Field{Key: testutil.IoTField, Value: Float(v)}
+			g.points = append(g.points, Point{Measurement: testutil.IoTMeasurement, Tags: g.tags[i], Fields: g.fields[k : k+1 : k+1], Time: t})
 		}
 	}
 	return g.points

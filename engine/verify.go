@@ -50,13 +50,11 @@ func (db *DB) Verify(ctx context.Context) (VerifyReport, error) {
 				}
 				s := h.r.Series(i)
 				rep.Series++
-				db.cat.mu.RLock()
 				id, ok := db.cat.lookup(string(s.Key))
 				var kind Kind
-				if ok {
-					kind = db.cat.series[id].kind
+				if m, known := db.cat.meta(id); ok && known {
+					kind = m.kind
 				}
-				db.cat.mu.RUnlock()
 				name := filepath.Base(h.meta.Path)
 				if !ok {
 					return rep, fmt.Errorf("%w: segment %s holds series %q that the catalog lacks", ErrCorrupt, name, s.Key)

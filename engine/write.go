@@ -33,7 +33,7 @@ func (db *DB) Write(points []Point) error {
 	if locked, err := db.lockForCommit(len(points)); !locked {
 		return err
 	}
-	if err := db.resolveLocked(points); err != nil {
+	if err := db.assignSeriesLocked(points); err != nil {
 		db.commitMu.Unlock()
 		return err
 	}
@@ -88,7 +88,7 @@ func (db *DB) commitLocked(entries []point.Entry, pend []pendingSeries, points i
 			return false, err
 		}
 	}
-	base := uint64(len(db.cat.series))
+	base := uint64(db.cat.len())
 	w.defs = w.defs[:0]
 	w.key = w.key[:0]
 	for i := range pend {
@@ -111,11 +111,7 @@ func (db *DB) commitLocked(entries []point.Entry, pend []pendingSeries, points i
 	}
 	db.seq.Store(seq)
 	if len(pend) > 0 {
-		db.cat.mu.Lock()
-		for i := range pend {
-			db.cat.add(pend[i].key, pend[i].kind)
-		}
-		db.cat.mu.Unlock()
+		db.cat.addAll(len(pend), func(i int) (string, Kind) { return pend[i].key, pend[i].kind })
 	}
 	// Fed after the catalog knows the batch's series.
 	feedCommit(subs, seq, true)
@@ -150,16 +146,19 @@ func (db *DB) commitLocked(entries []point.Entry, pend []pendingSeries, points i
 	return true, nil
 }
 
-// resolveLocked maps every field of points to a series id, checking kinds,
-// and fills w.entries. Series the call creates are collected in w.pend with
-// ids following the catalog's; nothing is registered yet.
-func (db *DB) resolveLocked(points []Point) error {
+// assignSeriesLocked maps every field of points to a series id, checking
+// kinds, and fills w.entries. Series the call creates are collected in
+// w.pend with ids following the catalog's; nothing is registered yet.
+// (Not to be confused with resolving a sequence number: see
+// seqVisibility.resolve.)
+func (db *DB) assignSeriesLocked(points []Point) error {
 	w := &db.w
 	w.entries = w.entries[:0]
 	w.pend = w.pend[:0]
 	clear(w.pendByID)
-	base := uint64(len(db.cat.series))
-	w.sizeSetCache(len(db.cat.series))
+	n := db.cat.len()
+	base := uint64(n)
+	w.sizeSetCache(n)
 	callBytes := 0
 	for i := range points {
 		p := &points[i]
@@ -204,8 +203,8 @@ func (db *DB) resolveLocked(points []Point) error {
 		for _, f := range p.Fields {
 			kind := f.Value.Kind()
 			if set != nil {
-				if id, ok := db.cat.field(set, f.Key); ok {
-					if have := db.cat.series[id].kind; have != kind {
+				if id, have, ok := db.cat.fieldKind(set, f.Key); ok {
+					if have != kind {
 						return &PointError{Index: i, Err: fmt.Errorf("%w: field %q of %s is %s, not %s",
 							ErrFieldTypeConflict, f.Key, p.Measurement, have, kind)}
 					}
@@ -301,7 +300,7 @@ func (db *DB) sealLocked(roll bool) error {
 	db.mu.Lock()
 	old := db.mu.mem
 	old.walEnd = walEnd
-	old.seriesEnd = len(db.cat.series)
+	old.seriesEnd = db.cat.len()
 	old.sealed = true
 	db.mu.imm = append(db.mu.imm, old)
 	db.mu.mem = db.newMemRef(db.seq.Load())
@@ -324,14 +323,15 @@ func (db *DB) newMemRef(tombApplied uint64) *memRef {
 		// Called by Apply, which runs under commitMu (or alone, in
 		// recovery): the catalog only grows under commitMu, so reading it
 		// here needs no lock.
-		m.keyBytes += int64(len(db.cat.series[id].key))
+		s, _ := db.cat.meta(id)
+		m.keyBytes += int64(len(s.key))
 	})
 	return m
 }
 
 // Delete removes the samples s selects that were written before it; later
 // writes into the range are kept. It is applied to reads at once, as a
-// tombstone (see visibility.go), and physically by flush and compaction.
+// tombstone (see tombstone.go), and physically by flush and compaction.
 // A ctx cancelled before the delete is logged makes it return ctx's error
 // with nothing deleted; once logged, the delete is done and Delete returns
 // its outcome (a cancellation then only cuts short the freeing of memtable

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -27,21 +26,16 @@ import (
 // of sensor,device_id,site temperature) in batches of 10,000.
 func baseline(devices, steps int) [][]engine.Point {
 	tags := make([][]engine.Tag, devices)
-	rngs := make([]*rand.Rand, devices)
-	temps := make([]float64, devices)
 	for i := range devices {
-		tags[i] = []engine.Tag{{Key: "device_id", Value: fmt.Sprintf("dev-%04d", i)}, {Key: "site", Value: fmt.Sprintf("site-%02d", i%10)}}
-		rngs[i] = rand.New(rand.NewPCG(904, uint64(i)))
-		temps[i] = 20 + float64(i%7)
+		tags[i] = testutil.IoTTags(i)
 	}
+	w := testutil.NewIoTWalk(devices)
 	pts := make([]engine.Point, 0, devices*steps)
-	for s := range steps {
-		for i := range devices {
-			if s > 0 {
-				temps[i] = math.Round((temps[i]+rngs[i].Float64()*0.5-0.25)*100) / 100
-			}
-			pts = append(pts, engine.Point{Measurement: "sensor", Tags: tags[i],
-				Fields: []engine.Field{{Key: "temperature", Value: engine.Float(temps[i])}}, Time: t0 + int64(s)*int64(time.Second)})
+	for range steps {
+		t, temps := w.Next()
+		for i, v := range temps {
+			pts = append(pts, engine.Point{Measurement: testutil.IoTMeasurement, Tags: tags[i],
+				Fields: []engine.Field{{Key: testutil.IoTField, Value: engine.Float(v)}}, Time: t})
 		}
 	}
 	var batches [][]engine.Point

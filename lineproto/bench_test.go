@@ -3,10 +3,7 @@ package lineproto_test
 import (
 	"bytes"
 	"context"
-	"math"
-	"math/rand/v2"
 	"runtime"
-	"strconv"
 	"sync"
 	"testing"
 
@@ -31,40 +28,16 @@ const (
 // from [-0.25, 0.25) by a PCG seeded (904, i), rounded to 0.01. All devices
 // at t0, then all at t1, and so on.
 var iotDataset = sync.OnceValue(func() []byte {
-	rngs := make([]*rand.Rand, iotDevices)
-	temps := make([]float64, iotDevices)
-	for i := range iotDevices {
-		rngs[i] = rand.New(rand.NewPCG(904, uint64(i)))
-		temps[i] = 20 + float64(i%7)
-	}
+	w := testutil.NewIoTWalk(iotDevices)
 	buf := make([]byte, 0, iotLines*80)
-	for s := range iotSteps {
-		ts := (int64(iotStart) + int64(s)) * 1e9
-		for i := range iotDevices {
-			if s > 0 {
-				temps[i] = math.Round((temps[i]+rngs[i].Float64()*0.5-0.25)*100) / 100
-			}
-			buf = append(buf, "sensor,device_id=dev-"...)
-			buf = appendPadded(buf, i, 4)
-			buf = append(buf, ",site=site-"...)
-			buf = appendPadded(buf, i%10, 2)
-			buf = append(buf, " temperature="...)
-			buf = strconv.AppendFloat(buf, temps[i], 'f', -1, 64)
-			buf = append(buf, ' ')
-			buf = strconv.AppendInt(buf, ts, 10)
-			buf = append(buf, '\n')
+	for range iotSteps {
+		ts, temps := w.Next()
+		for i, v := range temps {
+			buf = testutil.AppendIoTLine(buf, i, v, ts)
 		}
 	}
 	return buf
 })
-
-func appendPadded(dst []byte, n, width int) []byte {
-	s := strconv.Itoa(n)
-	for range width - len(s) {
-		dst = append(dst, '0')
-	}
-	return append(dst, s...)
-}
 
 // benchIngest writes the dataset into the DB made by newDB for each
 // iteration and reports lines/s and allocations per line.

@@ -3,29 +3,23 @@ package memtable
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"runtime"
 	"testing"
 
 	"github.com/stratadb/strata/internal/point"
+	"github.com/stratadb/strata/internal/testutil"
 )
 
 // iotBatches builds the insert baseline as entries: devices x steps
 // samples, all devices at t0, then all at t1, ..., split into batches of
 // batchSize entries. Series id i is device i's temperature.
 func iotBatches(devices, steps, batchSize int) [][]point.Entry {
-	const t0 = 1_700_000_000 * int64(1e9)
-	temps := make([]float64, devices)
-	rngs := make([]*rand.Rand, devices)
-	for i := range devices {
-		temps[i] = 20 + float64(i%7)
-		rngs[i] = rand.New(rand.NewPCG(904, uint64(i)))
-	}
+	w := testutil.NewIoTWalk(devices)
 	all := make([]point.Entry, 0, devices*steps)
-	for step := range steps {
-		for i := range devices {
-			temps[i] = math.Round((temps[i]+rngs[i].Float64()*0.5-0.25)*100) / 100
-			all = append(all, point.Entry{ID: uint64(i), Time: t0 + int64(step)*1e9, Value: point.Float(temps[i])})
+	for range steps {
+		t, temps := w.Next()
+		for i, v := range temps {
+			all = append(all, point.Entry{ID: uint64(i), Time: t, Value: point.Float(v)})
 		}
 	}
 	var batches [][]point.Entry

@@ -1,5 +1,7 @@
 package memtable
 
+import "github.com/stratadb/strata/internal/point"
+
 // Helpers the tests use, kept out of the package's API.
 
 // Columns is Samples in columnar form, for encoders. It appends the times
@@ -19,3 +21,16 @@ func (t *Table) Columns(id uint64, mint, maxt int64, times []int64, vals []uint6
 	t.unlock(excl)
 	return times, vals, strs
 }
+
+// Apply appends a batch of entries as the next write, with the sequence
+// number after the last one applied. See ApplySeq. It panics when the table
+// is full (see Fits).
+func (t *Table) Apply(entries []point.Entry) {
+	if err := t.ApplySeq(entries, t.lastSeq.Load()+1); err != nil {
+		panic(err)
+	}
+}
+
+// LastSeq returns the sequence number of the last write applied, 0 when
+// none was.
+func (t *Table) LastSeq() uint64 { return t.lastSeq.Load() }

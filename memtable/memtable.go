@@ -59,7 +59,7 @@
 //
 // ApplySeq, DeleteBefore and DropSeq take the write lock and may run
 // concurrently; ApplySeq calls come in sequence order (the engine
-// serialises them), and Apply and Delete, which number the next write
+// serialises them), and Delete and the tests' Apply, which number the next write
 // themselves, need a single writer. Any number of readers may call the
 // other methods concurrently with them and with each other. Bytes, Len,
 // MinTime and MaxTime are atomic loads.
@@ -171,15 +171,6 @@ func (t *Table) Fits(seq uint64) bool {
 // applied before, or too far above the first (see Fits).
 var ErrSeq = errors.New("memtable: sequence number out of order or out of range")
 
-// Apply appends a batch of entries as the next write, with the sequence
-// number after the last one applied. See ApplySeq. It panics when the table
-// is full (see Fits).
-func (t *Table) Apply(entries []point.Entry) {
-	if err := t.ApplySeq(entries, t.lastSeq.Load()+1); err != nil {
-		panic(err)
-	}
-}
-
 // ApplySeq appends a batch of entries, all written with sequence number seq,
 // which must be above every sequence number applied before and must fit
 // (see Fits); otherwise it returns ErrSeq and applies nothing. Every entry of a series must have that series' kind (the
@@ -289,10 +280,6 @@ func (t *Table) Base() (uint64, bool) {
 	defer t.mu.RUnlock()
 	return t.base, t.lastSeq.Load() != 0
 }
-
-// LastSeq returns the sequence number of the last write applied, 0 when
-// none was.
-func (t *Table) LastSeq() uint64 { return t.lastSeq.Load() }
 
 // Delete removes the samples of series id applied so far with
 // mint <= Time <= maxt. Samples applied later, even inside that range, are

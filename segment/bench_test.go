@@ -57,7 +57,7 @@ func BenchmarkRead(b *testing.B) {
 		n := 0
 		var sum float64
 		for i := range r.NumSeries() {
-			it := r.Iter(r.Series(i), math.MinInt64, math.MaxInt64)
+			it := r.iter(r.Series(i), math.MinInt64, math.MaxInt64)
 			for it.Next() {
 				sum += it.At().Value.Float()
 				n++

@@ -395,7 +395,7 @@ func FuzzReader(f *testing.F) {
 			if got, ok := r.Find(s.Key); !ok || !reflect.DeepEqual(got, s) {
 				t.Fatalf("Find(%q) = %v, %v", s.Key, got, ok)
 			}
-			it := r.Iter(s, s.MinTime(), s.MaxTime())
+			it := r.iter(s, s.MinTime(), s.MaxTime())
 			for it.Next() {
 				it.At()
 			}

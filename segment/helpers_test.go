@@ -78,7 +78,7 @@ func writeSegment(t testing.TB, fs vfs.FS, name string, blockSamples int, series
 	return meta
 }
 
-// readAll reads every series of r through Iter over the whole time range.
+// readAll reads every series of r through iter over the whole time range.
 // openAndCheck opens name, checks that it holds exactly want, and returns
 // the reader, closed when the test ends.
 func openAndCheck(t testing.TB, fs vfs.FS, name string, want []testSeries) *Reader {
@@ -103,7 +103,7 @@ func readAll(r *Reader) ([]testSeries, error) {
 	for i := range r.NumSeries() {
 		s := r.Series(i)
 		ts := testSeries{key: bytes.Clone(s.Key), kind: s.Kind}
-		it := r.Iter(s, math.MinInt64, math.MaxInt64)
+		it := r.iter(s, math.MinInt64, math.MaxInt64)
 		for it.Next() {
 			ts.samples = append(ts.samples, it.At())
 		}

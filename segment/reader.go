@@ -138,7 +138,7 @@ func (r *Reader) load() error {
 // Meta describes the segment. Its key slices belong to the Reader.
 func (r *Reader) Meta() Meta { return r.meta }
 
-// Close closes the file. Iterators and blocks must not be used afterwards.
+// Close closes the file. Blocks read from it must not be used afterwards.
 func (r *Reader) Close() error { return r.f.Close() }
 
 // NumSeries returns the number of series.
@@ -216,8 +216,8 @@ func (r *Reader) search(key []byte) (int, bool) {
 }
 
 // AppendRange appends the samples of s with mint <= Time <= maxt to dst,
-// decoding only the blocks that overlap the range: Iter without the
-// iterator, for a caller that wants the samples in a slice.
+// decoding only the blocks that overlap the range, for a caller that
+// wants the samples in a slice.
 func (r *Reader) AppendRange(s *SeriesIndex, mint, maxt int64, dst []point.Sample) ([]point.Sample, error) {
 	return AppendBlocksInRange(s, mint, maxt, dst, func(b int, dst []point.Sample) ([]point.Sample, error) {
 		return r.ReadBlock(s, b, dst)

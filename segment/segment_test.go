@@ -227,7 +227,7 @@ func TestSeriesInto(t *testing.T) {
 		a, b := rng.IntN(len(all)), rng.IntN(len(all))
 		lo, hi := all[min(a, b)].Time+rng.Int64N(3)-1, all[max(a, b)].Time+rng.Int64N(3)-1
 		var iter []point.Sample
-		it := r.Iter(want, lo, hi)
+		it := r.iter(want, lo, hi)
 		for it.Next() {
 			iter = append(iter, it.At())
 		}
@@ -403,7 +403,7 @@ func TestIterBounds(t *testing.T) {
 	}
 	for _, c := range cases {
 		before := reads.Load()
-		it := r.Iter(s, c.mint, c.maxt)
+		it := r.iter(s, c.mint, c.maxt)
 		var got []int64
 		for it.Next() {
 			got = append(got, it.At().Time)
@@ -687,7 +687,7 @@ func TestConcurrentReaders(t *testing.T) {
 					return
 				}
 				lo, hi := s.samples[g*10].Time, s.samples[len(s.samples)-g*10-1].Time
-				it := r.Iter(idx, lo, hi)
+				it := r.iter(idx, lo, hi)
 				n := 0
 				for it.Next() {
 					if want := s.samples[g*10+n]; it.At() != want {

@@ -4,16 +4,14 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"math"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/internal/testutil"
 )
 
 // baselineBodies renders the 1M-point IoT baseline (docs/benchmarks.md: 1,000 devices
@@ -22,32 +20,23 @@ import (
 // 1,700,000,000 s) as line-protocol request bodies of linesPer lines, in
 // time order.
 func baselineBodies(devices, steps, linesPer int) [][]byte {
-	vals := make([]float64, devices)
-	rngs := make([]*rand.Rand, devices)
-	for i := range devices {
-		vals[i] = 20 + float64(i%7)
-		rngs[i] = rand.New(rand.NewPCG(904, uint64(i)))
-	}
+	w := testutil.NewIoTWalk(devices)
 	var bodies [][]byte
-	var b bytes.Buffer
+	var b []byte
 	n := 0
-	for s := range steps {
-		ts := strconv.FormatInt((1_700_000_000+int64(s))*1e9, 10)
-		for i := range devices {
-			if s > 0 {
-				vals[i] = math.Round((vals[i]+rngs[i].Float64()*0.5-0.25)*100) / 100
-			}
-			fmt.Fprintf(&b, "sensor,device_id=dev-%04d,site=site-%02d temperature=%s %s\n",
-				i, i%10, strconv.FormatFloat(vals[i], 'f', -1, 64), ts)
+	for range steps {
+		ts, vals := w.Next()
+		for i, v := range vals {
+			b = testutil.AppendIoTLine(b, i, v, ts)
 			if n++; n == linesPer {
-				bodies = append(bodies, bytes.Clone(b.Bytes()))
-				b.Reset()
+				bodies = append(bodies, bytes.Clone(b))
+				b = b[:0]
 				n = 0
 			}
 		}
 	}
-	if b.Len() > 0 {
-		bodies = append(bodies, bytes.Clone(b.Bytes()))
+	if len(b) > 0 {
+		bodies = append(bodies, bytes.Clone(b))
 	}
 	return bodies
 }

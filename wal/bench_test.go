@@ -2,33 +2,28 @@ package wal
 
 import (
 	"fmt"
-	"math"
 	"testing"
 
 	"github.com/stratadb/strata/internal/point"
+	"github.com/stratadb/strata/internal/testutil"
 )
 
-// iotBatch returns n entries shaped like the IoT baseline: 1,000 devices,
-// all at one timestamp, then all at the next, with temperatures rounded to
-// 0.01; the first ten series are defined in the batch.
+// iotBatch returns the first n entries of the IoT baseline
+// (testutil.IoTWalk) of 1,000 devices, all at one timestamp, then all at
+// the next; the first ten series are defined in the batch.
 func iotBatch(n int) *Batch {
-	const t0 = 1_700_000_000_000_000_000
+	const devices = 1000
 	b := &Batch{Seq: 12345}
 	for i := range min(n, 10) {
-		key := point.AppendSeriesKey(nil, "sensor", []point.Tag{
-			{Key: "device_id", Value: fmt.Sprintf("dev-%04d", i)},
-			{Key: "site", Value: fmt.Sprintf("site-%02d", i%10)},
-		}, "temperature")
+		key := point.AppendSeriesKey(nil, testutil.IoTMeasurement, testutil.IoTTags(i), testutil.IoTField)
 		b.Series = append(b.Series, SeriesDef{ID: uint64(i), Kind: point.KindFloat, Key: key})
 	}
-	for i := range n {
-		dev := i % 1000
-		v := math.Round((20+float64(dev%7)+float64(i%50)*0.01)*100) / 100
-		b.Entries = append(b.Entries, point.Entry{
-			ID:    uint64(dev),
-			Time:  t0 + int64(i/1000)*1e9,
-			Value: point.Float(v),
-		})
+	w := testutil.NewIoTWalk(devices)
+	for len(b.Entries) < n {
+		t, vals := w.Next()
+		for dev, v := range vals[:min(devices, n-len(b.Entries))] {
+			b.Entries = append(b.Entries, point.Entry{ID: uint64(dev), Time: t, Value: point.Float(v)})
+		}
 	}
 	return b
 }

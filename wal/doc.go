@@ -6,7 +6,7 @@
 // A log is a directory of files named %08d.wal, numbered from 1. Only the
 // newest file is ever written. Open never appends to an existing file: it
 // starts a new one numbered past the highest present, after the engine has
-// replayed the old ones with Replay. A file rolls (is fsynced, closed and
+// replayed the old ones with ReplayDir. A file rolls (is fsynced, closed and
 // followed by the next number) once it passes Options.SegmentBytes, and on
 // Rotate. Once a flush has made the records of files below N durable in a
 // segment, RemoveBefore(N) deletes them.
@@ -35,17 +35,17 @@
 //
 // # Recovery
 //
-// Replay reads the files in order and hands each intact record to a
+// ReplayDir reads the files in order and hands each intact record to a
 // callback. A bad record at the tail of the last file (torn, zeroed, or
 // failing its checksum, with no valid record anywhere after it) is the
-// unacknowledged end of a crash: Replay truncates the file there, fsyncs it
+// unacknowledged end of a crash: ReplayDir truncates the file there, fsyncs it
 // and reports what it dropped (ReplayDir with ReadOnly only reports it, and
 // TruncateTail cuts it later). Any other damage is an error wrapping
 // base.ErrCorrupt that names the file and offset: an acknowledged record is
 // never skipped silently. That includes a missing file (numbers are
 // consecutive), and a file that is not the last whose size differs from
 // what the next file's header recorded: cut, even exactly at a record
-// boundary. The record header checksum lets Replay tell a torn tail from
+// boundary. The record header checksum lets ReplayDir tell a torn tail from
 // damage by testing every later offset for a record start in O(1).
 //
 // # Compatibility

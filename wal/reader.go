@@ -13,7 +13,7 @@ import (
 	"github.com/stratadb/strata/internal/vfs"
 )
 
-// ReplayResult describes what Replay read and repaired.
+// ReplayResult describes what ReplayDir read and repaired.
 type ReplayResult struct {
 	Files    int    // files read
 	Records  int    // intact records passed to fn
@@ -21,7 +21,7 @@ type ReplayResult struct {
 	// Torn is set when the last file ends in a torn tail: the unacknowledged
 	// end of a crash, from TruncatedOffset to the end of TruncatedFile.
 	Torn bool
-	// Truncated is set when Replay cut the torn tail off (not ReadOnly).
+	// Truncated is set when ReplayDir cut the torn tail off (not ReadOnly).
 	Truncated       bool
 	TruncatedFile   string // path of the file with the torn tail
 	TruncatedOffset int64  // offset of the torn tail: the start of the torn record
@@ -38,13 +38,6 @@ type ReplayOptions struct {
 	// reports it in the result. Nothing is written. TruncateTail cuts it
 	// later, once the caller has validated the rest.
 	ReadOnly bool
-}
-
-// Replay reads every WAL file numbered from or above in dir, in order, and
-// calls fn for each intact record, truncating a torn tail of the last
-// file. It is ReplayDir with ReplayOptions{From: from}.
-func Replay(fs vfs.FS, dir string, from uint64, fn func(file uint64, typ byte, payload []byte) error) (ReplayResult, error) {
-	return ReplayDir(fs, dir, ReplayOptions{From: from}, fn)
 }
 
 // ReplayDir reads the WAL files of dir numbered from opts.From on, in

@@ -143,7 +143,7 @@ func corrupt(what string, err error) error {
 
 // Unmarshal decodes src, the whole payload of a RecordBatch, into b. It
 // reuses b's slices (reset to length 0). Each SeriesDef.Key aliases src:
-// copy it to keep it past src's lifetime (during Replay, past the callback).
+// copy it to keep it past src's lifetime (during ReplayDir, past the callback).
 // String values are copied. Malformed input (truncated, an unknown kind, a
 // bool other than 0 or 1, a count larger than the remaining bytes could
 // hold, trailing bytes) is an error wrapping base.ErrCorrupt; it never

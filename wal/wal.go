@@ -312,7 +312,7 @@ type liveFile struct {
 
 // Open creates dir if needed and starts a new file numbered one past the
 // highest existing file (or 1). It never appends to an existing file: replay
-// them first with Replay. The new file's header is fsynced and its directory
+// them first with ReplayDir. The new file's header is fsynced and its directory
 // entry made durable before Open returns.
 func Open(dir string, opts Options) (*Log, error) {
 	opts.ensureDefaults()
@@ -370,7 +370,7 @@ func Open(dir string, opts Options) (*Log, error) {
 // (or noPreviousFile), writes its header and makes its directory
 // entry durable. The header itself is fsynced with the file's first fsync:
 // until then no record in the file is acknowledged under SyncAlways, and a
-// torn header is a torn tail to Replay. Called with writeMu and syncMu held
+// torn header is a torn tail to ReplayDir. Called with writeMu and syncMu held
 // (or before the Log is shared).
 func (l *Log) createFile(num, prevSize uint64) error {
 	path := filepath.Join(l.dir, FileName(num))
@@ -666,10 +666,6 @@ func (l *Log) RemoveBefore(n uint64) error {
 // one included.
 func (l *Log) Size() int64 { return l.size.Load() }
 
-// SyncCount returns the number of file fsyncs performed (Open's, group-commit
-// leaders', rolls' and Close's), for measuring group commit.
-func (l *Log) SyncCount() int64 { return l.syncCount.Load() }
-
 // CurrentFile returns the number of the file being written.
 func (l *Log) CurrentFile() uint64 {
 	l.writeMu.Lock()
@@ -698,29 +694,36 @@ func (l *Log) markClosed() error {
 // engine, after its final flush on Close): fsyncing data about to be
 // deleted would only cost time. A second call, or Close after it, returns
 // base.ErrClosed.
-func (l *Log) Discard() error {
+func (l *Log) Discard() error { return l.close(false) }
+
+// Close fsyncs the current file, closes it and stops the background
+// goroutine. It returns the sticky error if the log had failed (the file is
+// still fsynced and closed, best effort); a second call returns
+// base.ErrClosed.
+func (l *Log) Close() error { return l.close(true) }
+
+// close is Close with keep, Discard without.
+func (l *Log) close(keep bool) error {
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	if err := l.markClosed(); err != nil {
 		return err
 	}
+	err := l.closeFile(keep)
 	l.mu.Lock()
-	files := l.mu.files
-	l.mu.files = nil
-	l.mu.Unlock()
-
-	l.syncMu.Lock()
-	defer l.syncMu.Unlock()
-	var err error
-	if l.f != nil {
-		err = l.f.Close()
-		l.f = nil
+	defer l.mu.Unlock()
+	if keep {
+		if l.mu.err != nil {
+			return l.mu.err
+		}
+		return err
 	}
-	for _, f := range files {
+	for _, f := range l.mu.files {
 		if rerr := l.fs.Remove(filepath.Join(l.dir, FileName(f.num))); rerr != nil && !errors.Is(rerr, iofs.ErrNotExist) && err == nil {
 			err = rerr
 		}
 	}
+	l.mu.files = nil
 	l.size.Store(0)
 	if err != nil {
 		return fmt.Errorf("wal: discard: %w", err)
@@ -728,21 +731,16 @@ func (l *Log) Discard() error {
 	return nil
 }
 
-// Close fsyncs the current file, closes it and stops the background
-// goroutine. It returns the sticky error if the log had failed (the file is
-// still fsynced and closed, best effort); a second call returns
-// base.ErrClosed.
-func (l *Log) Close() error {
-	l.writeMu.Lock()
-	defer l.writeMu.Unlock()
-	if err := l.markClosed(); err != nil {
-		return err
-	}
-
+// closeFile closes the current file of a log markClosed has closed,
+// fsyncing it first when sync is set. The caller holds writeMu.
+func (l *Log) closeFile(sync bool) error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
+	if l.f == nil {
+		return nil
+	}
 	var err error
-	if l.f != nil {
+	if sync {
 		serr := l.f.Sync()
 		l.syncCount.Add(1)
 		if serr != nil {
@@ -754,15 +752,10 @@ func (l *Log) Close() error {
 			}
 			l.mu.Unlock()
 		}
-		if cerr := l.f.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("wal: close %s: %w", l.path, cerr)
-		}
-		l.f = nil
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.mu.err != nil {
-		return l.mu.err
+	if cerr := l.f.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("wal: close %s: %w", l.path, cerr)
 	}
+	l.f = nil
 	return err
 }

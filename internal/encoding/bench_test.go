@@ -2,19 +2,20 @@ package encoding
 
 import (
 	"math"
-	"math/rand/v2"
 	"testing"
+
+	"github.com/stratadb/strata/internal/testutil"
 )
 
+// iotBlock returns a block of 1,000 samples of one series of the IoT
+// baseline (testutil.IoTWalk).
 func iotBlock() ([]int64, []uint64) {
-	rng := rand.New(rand.NewPCG(904, 42))
+	w := testutil.NewIoTWalk(1)
 	ts := make([]int64, 1000)
 	vals := make([]uint64, 1000)
-	v := 22.0
 	for i := range ts {
-		ts[i] = 1_700_000_000_000_000_000 + int64(i)*1e9
-		v += rng.Float64()*0.5 - 0.25
-		vals[i] = math.Float64bits(math.Round(v*100) / 100)
+		t, v := w.Next()
+		ts[i], vals[i] = t, math.Float64bits(v[0])
 	}
 	return ts, vals
 }

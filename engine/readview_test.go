@@ -73,8 +73,8 @@ func TestQuerySeesDeleteWholeOrNot(t *testing.T) {
 		}
 	}
 	var hookErr error
-	db.testAfterQuerySnapshot = func() {
-		db.testAfterQuerySnapshot = nil
+	db.testAfterReadSnapshot = func() {
+		db.testAfterReadSnapshot = nil
 		if err := db.Delete(t.Context(), Selector{Measurement: "m", Start: 0, End: 100}); err != nil {
 			hookErr = err
 			return

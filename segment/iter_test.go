@@ -7,18 +7,18 @@ import (
 	"github.com/stratadb/strata/internal/point"
 )
 
-// Iterator walks the samples of one series within a time range, decoding
+// iterator walks the samples of one series within a time range, decoding
 // only the blocks that overlap it:
 //
-//	it := r.Iter(s, mint, maxt)
+//	it := r.iter(s, mint, maxt)
 //	for it.Next() {
 //		s := it.At()
 //	}
 //	if err := it.Close(); err != nil { ... }
 //
-// An Iterator is not safe for concurrent use; several Iterators over one
+// An iterator is not safe for concurrent use; several iterators over one
 // Reader are.
-type Iterator struct {
+type iterator struct {
 	r          *Reader
 	s          *SeriesIndex
 	mint, maxt int64
@@ -37,16 +37,16 @@ var sampleBufs = sync.Pool{New: func() any { return new([]point.Sample) }}
 // maxPooledSamples keeps buffers of unusually large blocks out of the pool.
 const maxPooledSamples = 1 << 16
 
-// Iter returns the samples of s with mint <= Time <= maxt (both bounds
+// iter returns the samples of s with mint <= Time <= maxt (both bounds
 // inclusive). Close the iterator to recycle its buffer.
-func (r *Reader) Iter(s *SeriesIndex, mint, maxt int64) *Iterator {
-	it := &Iterator{r: r, s: s, mint: mint, maxt: maxt, done: mint > maxt}
+func (r *Reader) iter(s *SeriesIndex, mint, maxt int64) *iterator {
+	it := &iterator{r: r, s: s, mint: mint, maxt: maxt, done: mint > maxt}
 	it.next = sort.Search(len(s.Blocks), func(i int) bool { return s.Blocks[i].MaxTime >= mint })
 	return it
 }
 
 // Next advances to the next sample and reports whether there is one.
-func (it *Iterator) Next() bool {
+func (it *iterator) Next() bool {
 	if it.pos < it.end {
 		it.pos++
 		return true
@@ -55,7 +55,7 @@ func (it *Iterator) Next() bool {
 }
 
 // nextBlock decodes blocks until one has a sample in range.
-func (it *Iterator) nextBlock() bool {
+func (it *iterator) nextBlock() bool {
 	for !it.done {
 		if it.next >= len(it.s.Blocks) || it.s.Blocks[it.next].MinTime > it.maxt {
 			it.done = true
@@ -94,14 +94,14 @@ func (it *Iterator) nextBlock() bool {
 }
 
 // At returns the current sample. It is valid until the next call to Next.
-func (it *Iterator) At() point.Sample { return it.samples[it.pos-1] }
+func (it *iterator) At() point.Sample { return it.samples[it.pos-1] }
 
 // Err returns the error that stopped the iteration, if any.
-func (it *Iterator) Err() error { return it.err }
+func (it *iterator) Err() error { return it.err }
 
 // Close releases the iterator's buffer and returns Err. Next returns false
 // after Close.
-func (it *Iterator) Close() error {
+func (it *iterator) Close() error {
 	it.done = true
 	it.samples, it.pos, it.end = nil, 0, 0
 	if it.buf != nil {
