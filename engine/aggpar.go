@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"github.com/stratadb/strata/segment"
 )
 
 // Per-series aggregates (Query with Agg set and no GroupBy) read their
@@ -18,7 +20,24 @@ const (
 	aggChunk = 64
 	// aggMaxWorkers bounds the workers of one query.
 	aggMaxWorkers = 4
+	// aggReadWindow is the read-ahead of a worker's block reads: a chunk
+	// of series in key order reads its segments' blocks in file order.
+	aggReadWindow = 256 << 10
 )
+
+// blockSource returns where r decodes h's blocks from: h's Reader, or a
+// read-ahead BlockReader when r sweeps many series.
+func (r *seriesReader) blockSource(h *segHandle) blockSource {
+	if r.readAhead == nil {
+		return h.r
+	}
+	br := r.readAhead[h]
+	if br == nil {
+		br = h.r.NewBlockReader(aggReadWindow)
+		r.readAhead[h] = br
+	}
+	return br
+}
 
 // queryAggParallel aggregates metas (sorted by key) on up to
 // min(GOMAXPROCS, aggMaxWorkers) goroutines and emits one result per series
@@ -45,7 +64,7 @@ func (r *seriesReader) queryAggParallel(ctx context.Context, q *Query, metas []s
 	slots := make(chan struct{}, 2*workers) // chunks claimed and not yet emitted
 	for range workers {
 		wg.Go(func() {
-			w := seriesReader{ctx: ctx, db: r.db, snap: r.snap, cuts: r.cuts}
+			w := seriesReader{ctx: ctx, db: r.db, snap: r.snap, cuts: r.cuts, readAhead: map[*segHandle]*segment.BlockReader{}}
 			for {
 				select {
 				case slots <- struct{}{}:

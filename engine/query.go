@@ -386,7 +386,11 @@ type seriesReader struct {
 	accBits  []uint64          // accs.bits, kept from series to series
 	pushdown pushdownScratch   // aggregateSources' buffers
 	fin      finished          // read's completed buckets, a fresh slice per series
-	cuts     *cutoffs          // retention, per series (rules.go)
+	// readAhead, when non-nil, holds a read-ahead block reader per
+	// segment (blockSource): set by readers that sweep many series in key
+	// order, which is file order.
+	readAhead map[*segHandle]*segment.BlockReader
+	cuts      *cutoffs // retention, per series (rules.go)
 }
 
 // seriesMin returns the oldest time of series id that r may show at or
@@ -663,7 +667,7 @@ func (r *seriesReader) aggregateSegment(s source, kind Kind, mint, maxt int64, q
 			}
 		}
 		var err error
-		buf, err = r.db.decodeBlock(r.ctx, s.seg.r, s.idx, b, buf[:0])
+		buf, err = r.db.decodeBlock(r.ctx, r.blockSource(s.seg), s.idx, b, buf[:0])
 		if err != nil {
 			return err
 		}
