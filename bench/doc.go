@@ -25,6 +25,9 @@
 // default/fast only). strata-http is strata behind
 // `strata serve`'s /api/v2/write on loopback, one line-protocol request
 // per batch: the cost of ingesting over HTTP.
+// BenchmarkRangeScanVsVictoriaMetrics times the range scan of 1,000 series
+// x 600 samples after a reopen against VictoriaMetrics' lib/storage, built
+// from its Go module and run in its own process (internal/vmscan).
 //
 // # Dataset
 //

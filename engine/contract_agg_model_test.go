@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"fmt"
+	"math/big"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -112,6 +113,32 @@ func (m *cModel) aggregate(q engine.Query) string {
 	return b.String()
 }
 
+// cmExactSum is the exact sum of numbers of any kind with math/big, rounded
+// once to the nearest float64 (ties to even): what sums and means promise.
+func cmExactSum(xs []cmMember) float64 {
+	// Every float64 is an integer multiple of 2^-1074.
+	var n big.Int
+	for _, x := range xs {
+		var v *big.Int
+		switch x.s.Value.Kind() {
+		case engine.KindFloat:
+			f := new(big.Float).SetFloat64(x.s.Value.Float())
+			v, _ = f.SetMantExp(f, 1074).Int(nil)
+		case engine.KindInt:
+			v = new(big.Int).Lsh(big.NewInt(x.s.Value.Int()), 1074)
+		default:
+			v = new(big.Int).Lsh(new(big.Int).SetUint64(x.s.Value.Uint()), 1074)
+		}
+		n.Add(&n, v)
+	}
+	if n.Sign() == 0 {
+		return 0
+	}
+	f := new(big.Float).SetInt(&n)
+	r, _ := f.SetMantExp(f, -1074).Float64()
+	return r
+}
+
 func cmAgg(q engine.Query, bt int64, xs []cmMember) (engine.Sample, bool) {
 	// Order by time, then member key: first/last ties go to the key that
 	// sorts first.
@@ -151,15 +178,13 @@ func cmAgg(q engine.Query, bt int64, xs []cmMember) (engine.Sample, bool) {
 	}
 	switch q.Agg {
 	case engine.AggSum:
-		var f float64
 		var i int64
 		var u uint64
 		for _, x := range xs {
-			f += cmNum(x.s.Value)
 			i += x.s.Value.Int()
 			u += x.s.Value.Uint()
 		}
-		v := engine.Float(f)
+		v := engine.Float(cmExactSum(xs))
 		switch {
 		case mixed:
 		case kind == engine.KindInt:
@@ -169,11 +194,7 @@ func cmAgg(q engine.Query, bt int64, xs []cmMember) (engine.Sample, bool) {
 		}
 		return engine.Sample{Time: bt, Value: v}, true
 	case engine.AggMean:
-		var f float64
-		for _, x := range xs {
-			f += cmNum(x.s.Value)
-		}
-		return engine.Sample{Time: bt, Value: engine.Float(f / float64(len(xs)))}, true
+		return engine.Sample{Time: bt, Value: engine.Float(cmExactSum(xs) / float64(len(xs)))}, true
 	case engine.AggMin, engine.AggMax:
 		best := xs[0]
 		for _, x := range xs[1:] {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/stratadb/strata/internal/point"
+	"github.com/stratadb/strata/internal/xsum"
 	"github.com/stratadb/strata/segment"
 )
 
@@ -18,11 +19,15 @@ import (
 // depend on whether samples, whole blocks (their stats) or other partial
 // states were added, nor in which order the series came.
 //
-// Sums of int and uint samples are exact (128-bit). A sum that does not fit
-// its kind saturates: int sums clamp to math.MaxInt64 or math.MinInt64,
-// uint sums to math.MaxUint64; means divide the exact sum. When numeric
-// kinds mix in a bucket (grouped series of different kinds), sum, min and
-// max are float64.
+// Sums are exact. Float samples and block partials (segment
+// BlockMeta.Partial) add into an xsum.Acc, whose correctly rounded result
+// depends on no order or grouping; int and uint samples into a 128-bit
+// integer. An int or uint sum that does not fit its kind saturates: int
+// sums clamp to math.MaxInt64 or math.MinInt64, uint sums to
+// math.MaxUint64. When numeric kinds mix in a bucket (grouped series of
+// different kinds) sum, min and max are float64, the sum being the exact
+// sum of every value rounded once; a mean is the exact sum rounded once,
+// divided by the count.
 
 // int128 is a two's-complement 128-bit integer.
 type int128 struct {
@@ -88,9 +93,9 @@ func kindBit(k Kind) uint8 { return 1 << k }
 type acc struct {
 	bucket int64
 	count  int64
-	kinds  uint8   // kindBit of every numeric kind added
-	sumF   float64 // sum of float samples
-	sumI   int128  // exact sum of int and uint samples
+	kinds  uint8    // kindBit of every numeric kind added
+	sumF   xsum.Acc // exact sum of float samples
+	sumI   int128   // exact sum of int and uint samples
 	hasNum bool
 	min    point.Value
 	max    point.Value
@@ -155,7 +160,7 @@ func (a *acc) addSample(t int64, v point.Value) {
 	a.kinds |= kindBit(k)
 	switch k {
 	case KindFloat:
-		a.sumF += v.Float()
+		a.sumF.Add(v.Float())
 	case KindInt:
 		a.sumI.addInt(v.Int())
 	case KindUint:
@@ -181,7 +186,8 @@ func (a *acc) minMax(mn point.Value, mnT int64, mx point.Value, mxT int64) {
 // addBlock folds a whole block's stats: its count and, for numbers, its sum
 // and min/max (their times are the block's first sample's, an
 // approximation that only bucketed queries, which report bucket starts,
-// rely on). first and last are left to samples.
+// rely on). first and last are left to samples. A float block's sum is its
+// exact partial: the caller checks blockSumExact first.
 func (a *acc) addBlock(bm *segment.BlockMeta, kind Kind, withMinMax bool) {
 	a.count += int64(bm.Count)
 	if !kind.Numeric() {
@@ -190,7 +196,10 @@ func (a *acc) addBlock(bm *segment.BlockMeta, kind Kind, withMinMax bool) {
 	a.kinds |= kindBit(kind)
 	switch kind {
 	case KindFloat:
-		a.sumF += bm.Sum.Float()
+		if bm.Partial != nil {
+			// Validated when the segment's index was read.
+			_, _ = a.sumF.MergeBinary(bm.Partial)
+		}
 	case KindInt:
 		a.sumI.addInt(bm.Sum.Int())
 	case KindUint:
@@ -201,12 +210,16 @@ func (a *acc) addBlock(bm *segment.BlockMeta, kind Kind, withMinMax bool) {
 	}
 }
 
-// blockSumExact reports whether a block's stored sum is its exact sum: an
-// int or uint sum of Count values in [Min, Max] cannot have wrapped when
-// Count*Min and Count*Max fit the kind.
+// blockSumExact reports whether a block's stored sum is its exact sum: a
+// float block's when it has an exact partial (segment format 3; older
+// blocks' sums were added in time order); an int or uint sum of Count
+// values in [Min, Max] cannot have wrapped when Count*Min and Count*Max fit
+// the kind.
 func blockSumExact(bm *segment.BlockMeta, kind Kind) bool {
 	n := uint64(bm.Count)
 	switch kind {
+	case KindFloat:
+		return bm.Partial != nil
 	case KindInt:
 		fits := func(v int64) bool {
 			if v == 0 || n == 0 {
@@ -247,7 +260,7 @@ func (a *acc) merge(b *acc) {
 	}
 	a.count += b.count
 	a.kinds |= b.kinds
-	a.sumF += b.sumF
+	a.sumF.Merge(&b.sumF)
 	a.sumI.add(b.sumI)
 	if b.hasNum {
 		a.minMax(b.min, b.minT, b.max, b.maxT)
@@ -276,14 +289,14 @@ func (a *acc) result(agg Aggregate, every int64) (point.Sample, bool) {
 			return point.Sample{}, false
 		}
 		if agg == AggMean {
-			v = point.Float((a.sumF + a.sumI.float()) / float64(a.count))
+			v = point.Float(a.exactSum() / float64(a.count))
 			break
 		}
 		switch {
 		case mixed:
-			v = point.Float(a.sumF + a.sumI.float())
+			v = point.Float(a.exactSum())
 		case a.kinds == kindBit(KindFloat):
-			v = point.Float(a.sumF)
+			v = point.Float(a.sumF.Float64())
 		case a.kinds == kindBit(KindInt):
 			v = point.Int(a.sumI.int64())
 		default:
@@ -305,6 +318,23 @@ func (a *acc) result(agg Aggregate, every int64) (point.Sample, bool) {
 		t = a.bucket
 	}
 	return point.Sample{Time: t, Value: v}, true
+}
+
+// exactSum returns the exact sum of every number in the bucket, float, int
+// and uint, rounded once to the nearest float64.
+func (a *acc) exactSum() float64 {
+	if a.kinds&(kindBit(KindInt)|kindBit(KindUint)) == 0 {
+		return a.sumF.Float64()
+	}
+	s := a.sumF
+	// sumI = hi*2^64 + lo, in four parts of at most 32 bits: each is a
+	// float64 exactly.
+	hi, lo := a.sumI.hi, a.sumI.lo
+	s.Add(float64(uint32(lo)))
+	s.Add(float64(lo>>32) * 0x1p32)
+	s.Add(float64(uint32(hi)) * 0x1p64)
+	s.Add(float64(hi>>32) * 0x1p96)
+	return s.Float64()
 }
 
 // bucketer maps sample times to bucket starts.
@@ -331,8 +361,72 @@ func (b bucketer) bucket(t int64) int64 {
 
 // accs collects the buckets of one series in time order.
 type accs struct {
-	b   bucketer
-	out []acc
+	b    bucketer
+	out  []acc
+	bits []uint64 // addSamples' scratch
+	// finish, when set, takes each bucket's result as soon as a later
+	// bucket starts, so that out holds one state instead of one per
+	// bucket of the series.
+	finish *finished
+}
+
+// end returns the first time after the bucket starting at start, or
+// math.MaxInt64 when the bucket reaches the end of the int64 range.
+func (b bucketer) end(start int64) int64 {
+	if b.every == 0 || start > math.MaxInt64-b.every {
+		return math.MaxInt64
+	}
+	return start + b.every
+}
+
+// addSamples folds time-sorted samples of one series, of kind kind, bucket
+// by bucket. Count, sum and mean need only counts and sums: a bucket's run
+// of samples is added in one go, its float sum with xsum.Acc.AddBits.
+// Other aggregates fold sample by sample (addSample).
+func (s *accs) addSamples(samples []point.Sample, kind Kind, agg Aggregate) {
+	if agg != AggCount && agg != AggSum && agg != AggMean {
+		for i := range samples {
+			s.at(samples[i].Time).addSample(samples[i].Time, samples[i].Value)
+		}
+		return
+	}
+	for len(samples) > 0 {
+		a := s.at(samples[0].Time)
+		n := len(samples)
+		if end := s.b.end(a.bucket); end != math.MaxInt64 && samples[n-1].Time >= end {
+			n, _ = slices.BinarySearchFunc(samples, end, func(x point.Sample, t int64) int { return cmp.Compare(x.Time, t) })
+		}
+		run := samples[:n:n]
+		samples = samples[n:]
+		if a.count == 0 || run[0].Time < a.firstT {
+			a.first, a.firstT = run[0].Value, run[0].Time
+		}
+		if a.count == 0 || run[n-1].Time > a.lastT {
+			a.last, a.lastT = run[n-1].Value, run[n-1].Time
+		}
+		a.count += int64(n)
+		if agg == AggCount || !kind.Numeric() {
+			continue
+		}
+		a.kinds |= kindBit(kind)
+		switch kind {
+		case KindFloat:
+			bits := s.bits[:0]
+			for i := range run {
+				bits = append(bits, run[i].Value.Bits())
+			}
+			a.sumF.AddBits(bits)
+			s.bits = bits
+		case KindInt:
+			for i := range run {
+				a.sumI.addInt(run[i].Value.Int())
+			}
+		case KindUint:
+			for i := range run {
+				a.sumI.addUint(run[i].Value.Uint())
+			}
+		}
+	}
 }
 
 // at returns the state of the bucket holding t, which is never before the
@@ -342,8 +436,24 @@ func (s *accs) at(t int64) *acc {
 	if n := len(s.out); n > 0 && s.out[n-1].bucket == b {
 		return &s.out[n-1]
 	}
+	if s.finish != nil && len(s.out) > 0 {
+		// A later bucket starts, so the one held is complete: turn it
+		// into its result and reuse its state, holding one at a time.
+		if smp, ok := s.out[0].result(s.finish.agg, s.b.every); ok {
+			s.finish.done = append(s.finish.done, smp)
+		}
+		s.out[0] = acc{bucket: b}
+		return &s.out[0]
+	}
 	s.out = append(s.out, acc{bucket: b})
 	return &s.out[len(s.out)-1]
+}
+
+// finished collects the results of the buckets accs has completed, when
+// it folds one series on its own (no group to merge it into).
+type finished struct {
+	agg  Aggregate
+	done []point.Sample
 }
 
 // mergeAccs merges the buckets of a series (src) into a group's (dst),

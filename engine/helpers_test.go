@@ -355,19 +355,11 @@ func aggregateBucket(agg Aggregate, kind Kind, ss []Sample) (Value, int64) {
 	case AggLast:
 		return ss[len(ss)-1].Value, ss[len(ss)-1].Time
 	case AggMean:
-		var sum float64
-		for _, s := range ss {
-			sum += asFloat(s.Value)
-		}
-		return Float(sum / float64(len(ss))), 0
+		return Float(exactSum(ss) / float64(len(ss))), 0
 	case AggSum:
 		switch kind {
 		case KindFloat:
-			var sum float64
-			for _, s := range ss {
-				sum += s.Value.Float()
-			}
-			return Float(sum), 0
+			return Float(exactSum(ss)), 0
 		case KindInt:
 			return Int(saturatingIntSum(ss)), 0
 		default:
@@ -387,6 +379,33 @@ func aggregateBucket(agg Aggregate, kind Kind, ss []Sample) (Value, int64) {
 		return best, bt
 	}
 	panic(fmt.Sprintf("aggregate %v", agg))
+}
+
+// exactSum is the exact sum of numbers of any kind, computed with
+// math/big and rounded once to the nearest float64, ties to even: the
+// reference for float sums and for means.
+func exactSum(ss []Sample) float64 {
+	// Every float64 is an integer multiple of 2^-1074.
+	var n big.Int
+	for _, s := range ss {
+		var v *big.Int
+		switch s.Value.Kind() {
+		case KindFloat:
+			f := new(big.Float).SetFloat64(s.Value.Float())
+			v, _ = f.SetMantExp(f, 1074).Int(nil)
+		case KindInt:
+			v = new(big.Int).Lsh(big.NewInt(s.Value.Int()), 1074)
+		default:
+			v = new(big.Int).Lsh(new(big.Int).SetUint64(s.Value.Uint()), 1074)
+		}
+		n.Add(&n, v)
+	}
+	if n.Sign() == 0 {
+		return 0
+	}
+	f := new(big.Float).SetInt(&n)
+	r, _ := f.SetMantExp(f, -1074).Float64()
+	return r
 }
 
 func asFloat(v Value) float64 {
@@ -409,16 +428,10 @@ func valueLess(a, b Value) bool {
 	return a.Float() < b.Float()
 }
 
-// valuesMatch compares one result value; sums of floats and means may
-// differ in the last bits because the engine adds in another order (block
-// stats), so they get a small tolerance.
-func valuesMatch(agg Aggregate, got, want Value) bool {
-	approx := agg == AggMean || (agg == AggSum && want.Kind() == KindFloat)
-	if !approx || got.Kind() != want.Kind() {
-		return got.Equal(want)
-	}
-	a, b := got.Float(), want.Float()
-	return math.Abs(a-b) <= 1e-6+1e-9*max(math.Abs(a), math.Abs(b))
+// valuesMatch compares one result value, bit for bit: sums and means are
+// exact sums rounded once, whatever the order the engine added them in.
+func valuesMatch(_ Aggregate, got, want Value) bool {
+	return got.Equal(want)
 }
 
 // diffResults describes the first difference between got and want, or

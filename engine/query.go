@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -22,13 +23,16 @@ const checkContextEvery = 128
 // no sample in range is left out. With q.GroupBy non-nil it returns one
 // result per group instead (see QuerySeq). Query collects QuerySeq.
 //
-// Integer sums are exact: an AggSum of int samples whose true sum lies
-// outside the int64 range saturates at math.MaxInt64 or math.MinInt64, and
-// one of uint samples at math.MaxUint64, never wrapping; AggMean of ints
-// and uints divides the exact sum. Float sums and means add the samples in
-// time order. Every aggregate gives the same answer, bit for bit, whether
-// the samples are in memtables, segments (block stats included), compacted
-// or reopened.
+// Sums are exact. An AggSum of float samples is their exact sum, correctly
+// rounded (to nearest, ties to even) to a float64: it depends on no order
+// of addition, so block stats give it without decoding. An AggSum of int
+// samples whose true sum lies outside the int64 range saturates at
+// math.MaxInt64 or math.MinInt64, and one of uint samples at
+// math.MaxUint64, never wrapping; where numeric kinds mix (GroupBy), the
+// float64 sum is the exact sum of every value rounded once. AggMean divides
+// the exact sum, rounded once, by the count. Every aggregate gives the same
+// answer, bit for bit, whether the samples are in memtables, segments
+// (block stats included), compacted or reopened.
 func (db *DB) Query(ctx context.Context, q Query) ([]Series, error) {
 	var out []Series
 	err := db.query(ctx, q, 0, func(s Series) bool {
@@ -122,6 +126,9 @@ func (db *DB) query(ctx context.Context, q Query, part int, emit func(Series) bo
 	r := seriesReader{ctx: ctx, db: db, snap: snap, cuts: cuts}
 	if groupBy != nil {
 		return r.queryGroups(ctx, &q, groupBy, metas, ids, mint, maxt, emit)
+	}
+	if q.Agg != AggNone && part == 0 && len(metas) >= aggParallelMin && runtime.GOMAXPROCS(0) > 1 {
+		return r.queryAggParallel(ctx, &q, metas, ids, mint, maxt, emit)
 	}
 	for i := range metas {
 		if i%checkContextEvery == 0 && ctx.Err() != nil {
@@ -303,7 +310,7 @@ func (r *seriesReader) queryGroups(ctx context.Context, q *Query, keys []string,
 				return ctx.Err()
 			}
 			n++
-			series = accs{b: b, out: series.out[:0]}
+			series = accs{b: b, out: series.out[:0], bits: series.bits}
 			if err := r.accumulate(ids[i], &metas[i], mint, maxt, q, &series); err != nil {
 				return err
 			}
@@ -328,7 +335,7 @@ func (r *seriesReader) queryGroups(ctx context.Context, q *Query, keys []string,
 				return ctx.Err()
 			}
 			n++
-			series = accs{b: b, out: series.out[:0]}
+			series = accs{b: b, out: series.out[:0], bits: series.bits}
 			if err := r.accumulate(ids[i], &metas[i], mint, maxt, q, &series); err != nil {
 				return err
 			}
@@ -376,7 +383,14 @@ type seriesReader struct {
 	ends     []int64           // windowEnds' result
 	spans    []memtable.Span   // windowEnds' scratch
 	accOut   []acc             // read's per-bucket states
-	cuts     *cutoffs          // retention, per series (rules.go)
+	accBits  []uint64          // accs.bits, kept from series to series
+	pushdown pushdownScratch   // aggregateSources' buffers
+	fin      finished          // read's completed buckets, a fresh slice per series
+	// readAhead, when non-nil, holds a read-ahead block reader per
+	// segment (blockSource): set by readers that sweep many series in key
+	// order, which is file order.
+	readAhead map[*segHandle]*segment.BlockReader
+	cuts      *cutoffs // retention, per series (rules.go)
 
 	// Rollups (rollup_read.go): scratch, and whether raw reads leave
 	// the buckets' last samples out (aggregates fold buckets whole).
@@ -446,12 +460,13 @@ func (r *seriesReader) read(id uint64, meta *seriesMeta, mint, maxt int64, q *Qu
 		return nil, nil
 	}
 	if q.Agg != AggNone {
-		st := accs{b: bucketer{every: q.Every, start: q.Start}, out: r.accOut[:0]}
+		r.fin = finished{agg: q.Agg}
+		st := accs{b: bucketer{every: q.Every, start: q.Start}, out: r.accOut[:0], bits: r.accBits, finish: &r.fin}
 		if err := r.accumulate(id, meta, mint, maxt, q, &st); err != nil {
 			return nil, err
 		}
-		r.accOut = st.out
-		return finishAccs(st.out, q.Agg, q.Every, nil), nil
+		r.accOut, r.accBits = st.out, st.bits
+		return finishAccs(st.out, q.Agg, q.Every, r.fin.done), nil
 	}
 	// Window by window, polling ctx between them, so that cancelling a
 	// query over a long series stops within one window of merging.
@@ -549,12 +564,21 @@ func (r *seriesReader) accumulate(id uint64, meta *seriesMeta, mint, maxt int64,
 	if rollupsIn(srcs, mint, maxt) {
 		return r.accumulateWithRollups(id, meta, srcs, tombs, mint, maxt, q, st)
 	}
-	// Aggregate pushdown: one segment alone holds the series and no
-	// tombstone touches it, so whole blocks inside a bucket use their stats.
-	if len(srcs) == 1 && srcs[0].seg != nil && len(tombs) == 0 && pushdownable(q.Agg) {
-		return r.aggregateSegment(srcs[0], meta.kind, mint, maxt, q, st)
+	// Aggregate pushdown: no tombstone touches the series, so whole blocks
+	// inside a bucket that no other source overlaps use their stats.
+	if len(tombs) == 0 && pushdownable(q.Agg) {
+		if len(srcs) == 1 && srcs[0].seg != nil {
+			return r.aggregateSegment(srcs[0], meta.kind, mint, maxt, q, st)
+		}
+		return r.aggregateSources(id, srcs, meta.kind, mint, maxt, q, st)
 	}
-	// Window by window, so that a long series is never read whole.
+	return r.foldMerged(id, srcs, tombs, meta.kind, mint, maxt, q, st)
+}
+
+// foldMerged folds the visible samples of series id in [mint, maxt], merged
+// from srcs, into st, window by window, so that a long series is never
+// read whole.
+func (r *seriesReader) foldMerged(id uint64, srcs []source, tombs []tombstone, kind Kind, mint, maxt int64, q *Query, st *accs) error {
 	lo := mint
 	r.ends = r.windowEnds(id, srcs, mint, maxt, r.db.partSamples)
 	for _, hi := range r.ends {
@@ -565,9 +589,7 @@ func (r *seriesReader) accumulate(id uint64, meta *seriesMeta, mint, maxt int64,
 		if err := r.ctx.Err(); err != nil {
 			return err
 		}
-		for _, s := range merged {
-			st.at(s.Time).addSample(s.Time, s.Value)
-		}
+		st.addSamples(merged, kind, q.Agg)
 		lo = hi + 1
 	}
 	return nil
@@ -595,6 +617,19 @@ func mergeNewer(out, older, newer []point.Sample) []point.Sample {
 	return append(out, newer[j:]...)
 }
 
+// inRange returns the time-sorted samples within [mint, maxt].
+func inRange(samples []point.Sample, mint, maxt int64) []point.Sample {
+	if n := len(samples); n > 0 && (samples[0].Time < mint || samples[n-1].Time > maxt) {
+		i, _ := slices.BinarySearchFunc(samples, mint, func(x point.Sample, t int64) int { return cmp.Compare(x.Time, t) })
+		j, found := slices.BinarySearchFunc(samples, maxt, func(x point.Sample, t int64) int { return cmp.Compare(x.Time, t) })
+		if found {
+			j++
+		}
+		return samples[i:max(i, j)]
+	}
+	return samples
+}
+
 func pushdownable(a Aggregate) bool {
 	return a == AggCount || a == AggSum || a == AggMean || a == AggMin || a == AggMax
 }
@@ -603,7 +638,8 @@ func pushdownable(a Aggregate) bool {
 // for blocks that lie wholly inside the range and inside one bucket. With
 // Every 0, min and max need the time of the value they pick: a block whose
 // min (max) cannot beat the one found so far is skipped, one that can is
-// decoded. An int or uint block sum that may have wrapped is not trusted.
+// decoded. An int or uint block sum that may have wrapped, or a float block
+// without an exact partial sum, is not trusted.
 func (r *seriesReader) aggregateSegment(s source, kind Kind, mint, maxt int64, q *Query, st *accs) error {
 	buf := r.blockBuf
 	defer func() { r.blockBuf = buf }()
@@ -624,10 +660,10 @@ func (r *seriesReader) aggregateSegment(s source, kind Kind, mint, maxt int64, q
 			use := true
 			switch q.Agg {
 			case AggSum, AggMean:
-				// A float block's stored sum was added in another order
-				// than the samples one by one: decode it, so that every
-				// path gives the same answer bit for bit.
-				use = kind != KindFloat && blockSumExact(bm, kind)
+				// A float block's exact partial merges to the same bits
+				// as its samples; a block of an older format without one
+				// is decoded.
+				use = blockSumExact(bm, kind)
 			case AggMin, AggMax:
 				if q.Every == 0 {
 					use = false
@@ -646,15 +682,11 @@ func (r *seriesReader) aggregateSegment(s source, kind Kind, mint, maxt int64, q
 			}
 		}
 		var err error
-		buf, err = r.db.decodeBlock(r.ctx, s.seg.r, s.idx, b, buf[:0])
+		buf, err = r.db.decodeBlock(r.ctx, r.blockSource(s.seg), s.idx, b, buf[:0])
 		if err != nil {
 			return err
 		}
-		for _, smp := range buf {
-			if smp.Time >= mint && smp.Time <= maxt {
-				st.at(smp.Time).addSample(smp.Time, smp.Value)
-			}
-		}
+		st.addSamples(inRange(buf, mint, maxt), kind, q.Agg)
 	}
 	return nil
 }

@@ -425,17 +425,14 @@ func (m *model) groupQuery(q Query, cutoff int64) []Series {
 				}
 				v, t = ss[i].Value, ss[i].Time
 			case AggMean, AggSum:
-				var f float64
-				for _, s := range ss {
-					f += asFloat(s.Value)
-				}
-				if q.Agg == AggMean {
-					v = Float(f / float64(len(ss)))
-					break
-				}
 				raw := make([]Sample, len(ss))
 				for i := range ss {
 					raw[i] = ss[i].Sample
+				}
+				f := exactSum(raw)
+				if q.Agg == AggMean {
+					v = Float(f / float64(len(ss)))
+					break
 				}
 				switch k := ss[0].Value.Kind(); {
 				case mixed || k == KindFloat:

@@ -105,27 +105,22 @@ func (r *seriesReader) mergeBucketLasts(s source, tombs []tombstone, buf []point
 func (r *seriesReader) accumulateWithRollups(id uint64, meta *seriesMeta, srcs []source, tombs []tombstone, mint, maxt int64, q *Query, st *accs) error {
 	r.noLasts = true
 	defer func() { r.noLasts = false }()
-	if len(srcs) == 1 && len(tombs) == 0 && pushdownable(q.Agg) {
-		// One segment: its sample blocks as accumulate's pushdown reads them.
-		if err := r.aggregateSegment(srcs[0], meta.kind, mint, maxt, q, st); err != nil {
-			return err
-		}
-	} else {
-		lo := mint
-		r.ends = r.windowEnds(id, srcs, mint, maxt, r.db.partSamples)
-		for _, hi := range r.ends {
-			merged, err := r.mergeSources(id, srcs, tombs, lo, hi)
-			if err != nil {
-				return err
-			}
-			if err := r.ctx.Err(); err != nil {
-				return err
-			}
-			for _, s := range merged {
-				st.at(s.Time).addSample(s.Time, s.Value)
-			}
-			lo = hi + 1
-		}
+	// Into states of its own, every bucket held (not finished as a later
+	// one starts: the buckets come after the samples).
+	all := accs{b: st.b, bits: st.bits}
+	// The sample blocks as accumulate reads them (they ignore buckets).
+	var err error
+	switch {
+	case len(tombs) == 0 && pushdownable(q.Agg) && len(srcs) == 1 && srcs[0].seg != nil:
+		err = r.aggregateSegment(srcs[0], meta.kind, mint, maxt, q, &all)
+	case len(tombs) == 0 && pushdownable(q.Agg):
+		err = r.aggregateSources(id, srcs, meta.kind, mint, maxt, q, &all)
+	default:
+		err = r.foldMerged(id, srcs, tombs, meta.kind, mint, maxt, q, &all)
+	}
+	st.bits = all.bits
+	if err != nil {
+		return err
 	}
 	run := accs{b: st.b}
 	last := int64(math.MinInt64)
@@ -152,7 +147,7 @@ func (r *seriesReader) accumulateWithRollups(id uint64, meta *seriesMeta, srcs [
 				}
 				if ru.Start < last {
 					// Another source's buckets, earlier: a new run.
-					st.out = mergeAccs(st.out, run.out)
+					all.out = mergeAccs(all.out, run.out)
 					run = accs{b: st.b}
 				}
 				last = ru.Start
@@ -160,7 +155,19 @@ func (r *seriesReader) accumulateWithRollups(id uint64, meta *seriesMeta, srcs [
 			}
 		}
 	}
-	st.out = mergeAccs(st.out, run.out)
+	merged := mergeAccs(mergeAccs(st.out, all.out), run.out)
+	if st.finish == nil || len(merged) == 0 {
+		st.out = merged
+		return nil
+	}
+	// One series on its own: hand over every bucket but the last as a
+	// result, as accs.at would have.
+	for i := range merged[:len(merged)-1] {
+		if smp, ok := merged[i].result(st.finish.agg, st.b.every); ok {
+			st.finish.done = append(st.finish.done, smp)
+		}
+	}
+	st.out = append(st.out[:0], merged[len(merged)-1])
 	return nil
 }
 
@@ -177,7 +184,7 @@ func (a *acc) addRollup(ru *segment.Rollup) {
 	a.kinds |= kindBit(k)
 	switch k {
 	case KindFloat:
-		a.sumF += ru.SumF.Float64()
+		a.sumF.Merge(&ru.SumF)
 	default:
 		a.sumI.add(int128{hi: ru.SumI.Hi, lo: ru.SumI.Lo})
 	}

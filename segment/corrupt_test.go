@@ -18,9 +18,9 @@ import (
 	"github.com/stratadb/strata/internal/point"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/v2.seg and the fuzz seeds")
+var update = flag.Bool("update", false, "rewrite testdata/v4.seg and the fuzz seeds")
 
-// fixtureSeries is the content of testdata/v1.seg and v2.seg: every kind, several
+// fixtureSeries is the content of testdata/v1.seg, v2.seg and v3.seg: every kind, several
 // blocks per series (block size 4), decimal and Gorilla floats, and a
 // string series that zstd compresses.
 func fixtureSeries() []testSeries {
@@ -54,7 +54,8 @@ func fixtureSeries() []testSeries {
 
 const (
 	fixtureBlockSamples = 4
-	// fixtureInlineBytes makes v2.seg hold inline and stored blocks.
+	// fixtureInlineBytes makes v2.seg and v3.seg hold inline and stored
+	// blocks.
 	fixtureInlineBytes = 30
 )
 
@@ -62,7 +63,7 @@ const (
 // returns the file.
 func fixtureBytes(t testing.TB) []byte {
 	fs := newMemFS()
-	w, err := Create("/db/v2.seg", WriterOptions{FS: fs, BlockSamples: fixtureBlockSamples, InlineBytes: fixtureInlineBytes})
+	w, err := Create("/db/f.seg", WriterOptions{FS: fs, BlockSamples: fixtureBlockSamples, InlineBytes: fixtureInlineBytes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func fixtureBytes(t testing.TB) []byte {
 	if _, err := w.Finish(); err != nil {
 		t.Fatal(err)
 	}
-	return fs.bytes(t, "/db/v2.seg")
+	return fs.bytes(t, "/db/f.seg")
 }
 
 // TestFormatV1Fixture reads the checked-in version 1 segment (no inline
@@ -86,16 +87,36 @@ func TestFormatV1Fixture(t *testing.T) {
 	}
 }
 
-// TestFormatV2Fixture reads the checked-in version 2 segment, so a future
-// format change that breaks old files fails here. Regenerate only with a
-// format version bump (go test -run TestFormatV2Fixture -update).
+// TestFormatV2Fixture reads the checked-in version 2 segment (float sums
+// in time order, no exact partial sums); readers keep reading it.
 func TestFormatV2Fixture(t *testing.T) {
+	stored, inline := checkFixture(t, "testdata/v2.seg", 2)
+	if stored["zstd"] == 0 || stored["raw"] == 0 || inline == 0 {
+		t.Fatalf("v2 fixture has %v stored and %d inline blocks", stored, inline)
+	}
+}
+
+// TestFormatV3Fixture reads the checked-in version 3 segment (exact float
+// sums, no rollup blocks), so a format change that breaks old files fails
+// here.
+func TestFormatV3Fixture(t *testing.T) {
+	stored, inline := checkFixture(t, "testdata/v3.seg", 3)
+	if stored["zstd"] == 0 || stored["raw"] == 0 || inline == 0 {
+		t.Fatalf("v3 fixture has %v stored and %d inline blocks", stored, inline)
+	}
+}
+
+// TestFormatV4Fixture reads the checked-in version 4 segment, so a future
+// format change that breaks old files fails here. Regenerate only with a
+// format version bump (go test -run TestFormatV4Fixture -update), keeping
+// the older fixtures.
+func TestFormatV4Fixture(t *testing.T) {
 	if *update {
 		data := fixtureBytes(t)
-		if err := os.WriteFile("testdata/v2.seg", data, 0o644); err != nil {
+		if err := os.WriteFile("testdata/v4.seg", data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		writeSeed(t, "FuzzReader", "v2", data)
+		writeSeed(t, "FuzzReader", "v4", data)
 		small := newMemFS()
 		writeSegment(t, small, "/db/s.seg", 2, []testSeries{
 			{key: []byte("m f"), kind: point.KindFloat, samples: []point.Sample{{Time: 1, Value: point.Float(1.5)}, {Time: 2, Value: point.Float(2.25)}, {Time: 9, Value: point.Float(-1)}}},
@@ -105,7 +126,7 @@ func TestFormatV2Fixture(t *testing.T) {
 		empty := newMemFS()
 		writeSegment(t, empty, "/db/e.seg", 0, nil)
 		writeSeed(t, "FuzzReader", "empty", empty.bytes(t, "/db/e.seg"))
-		for _, v := range []string{"v1", "v2"} {
+		for _, v := range []string{"v1", "v2", "v3", "v4"} {
 			old, err := os.ReadFile("testdata/" + v + ".seg")
 			if err != nil {
 				t.Fatal(err)
@@ -113,9 +134,66 @@ func TestFormatV2Fixture(t *testing.T) {
 			writeRawSeeds(t, v, old)
 		}
 	}
-	stored, inline := checkFixture(t, "testdata/v2.seg", 2)
+	stored, inline := checkFixture(t, "testdata/v4.seg", 4)
 	if stored["zstd"] == 0 || stored["raw"] == 0 || inline == 0 {
-		t.Fatalf("v2 fixture has %v stored and %d inline blocks", stored, inline)
+		t.Fatalf("v4 fixture has %v stored and %d inline blocks", stored, inline)
+	}
+	if data, err := os.ReadFile("testdata/v4.seg"); err != nil || !bytes.Equal(data, fixtureBytes(t)) {
+		t.Fatalf("the writer no longer writes testdata/v4.seg (err %v): bump the format version", err)
+	}
+}
+
+// TestCopyOldBlocks compacts the version 1 and 2 fixtures into a version 3
+// segment by copying every stored block: float blocks, which lack exact
+// sums in the old formats, get them.
+func TestCopyOldBlocks(t *testing.T) {
+	for _, v := range []string{"v1", "v2"} {
+		data, err := os.ReadFile("testdata/" + v + ".seg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs := newMemFS()
+		fs.put("/db/old.seg", data)
+		r, err := Open(fs, "/db/old.seg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := Create("/db/new.seg", WriterOptions{FS: fs, BlockSamples: fixtureBlockSamples, InlineBytes: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		copied := 0
+		for i := range r.NumSeries() {
+			s := r.Series(i)
+			for b := range s.Blocks {
+				if s.Blocks[b].Inline() {
+					samples, err := r.ReadBlock(s, b, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := w.Add(s.Key, s.Kind, samples); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				if s.Kind == point.KindFloat && s.Blocks[b].Partial != nil {
+					t.Fatalf("%s: a partial sum in an old block", v)
+				}
+				if err := w.CopyBlock(s.Key, s.Kind, r, s, b); err != nil {
+					t.Fatal(err)
+				}
+				copied++
+			}
+		}
+		if _, err := w.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		out := openAndCheck(t, fs, "/db/new.seg", fixtureSeries())
+		checkStats(t, out) // every float block has its exact sum
+		if copied == 0 || out.table.version != formatVersion {
+			t.Fatalf("%s: %d blocks copied, version %d", v, copied, out.table.version)
+		}
 	}
 }
 

@@ -108,7 +108,7 @@ func FuzzSegmentRoundTrip(f *testing.F) {
 // consistent index.
 func FuzzParseIndex(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		for _, version := range []byte{1, 2, 4} {
+		for _, version := range []byte{1, 2, 3, 4} {
 			for _, dataEnd := range []int64{headerLen, 1 << 40} {
 				tab, err := parseIndex(raw, version, headerLen, dataEnd)
 				if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/internal/vfs"
+	"github.com/stratadb/strata/internal/xsum"
 )
 
 // memFS is vfs.MemFS with /db created, plus helpers that let tests read
@@ -190,6 +192,12 @@ func checkStats(t testing.TB, r *Reader) {
 				if math.IsNaN(sum.Float()) {
 					sum = point.Float(math.NaN())
 				}
+				if r.table.version >= exactSumVersion {
+					checkPartial(t, s.Key, b, &bm, samples)
+					sum = point.Value{}
+				} else if bm.Partial != nil {
+					t.Fatalf("%q block %d: a partial sum in format %d", s.Key, b, r.table.version)
+				}
 			}
 			if !sameValue(bm.Min, mn) || !sameValue(bm.Max, mx) || !sameValue(bm.Sum, sum) {
 				t.Fatalf("%q block %d: stats %v/%v/%v, want %v/%v/%v", s.Key, b, bm.Min, bm.Max, bm.Sum, mn, mx, sum)
@@ -264,4 +272,45 @@ func randomSamples(rng *rand.Rand, kind point.Kind, n int) []point.Sample {
 		out[i].Value = v
 	}
 	return out
+}
+
+// checkPartial checks a float block's exact sum against math/big: the
+// partial is the canonical encoding of the samples' sum and rounds to the
+// exactly rounded sum.
+func checkPartial(t testing.TB, key []byte, b int, bm *BlockMeta, samples []point.Sample) {
+	t.Helper()
+	var acc xsum.Acc
+	var exact big.Float
+	var n big.Int
+	special := false
+	for _, s := range samples {
+		x := s.Value.Float()
+		acc.Add(x)
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			special = true
+			continue
+		}
+		f := new(big.Float).SetFloat64(x)
+		v, _ := f.SetMantExp(f, 1074).Int(nil)
+		n.Add(&n, v)
+	}
+	if want := acc.AppendBinary(nil); !bytes.Equal(bm.Partial, want) {
+		t.Fatalf("%q block %d: partial %x, want %x", key, b, bm.Partial, want)
+	}
+	got := bm.FloatSum()
+	if special {
+		if want := acc.Float64(); !sameValue(point.Float(got), point.Float(want)) && !(math.IsNaN(got) && math.IsNaN(want)) {
+			t.Fatalf("%q block %d: sum %v, want %v", key, b, got, want)
+		}
+		return
+	}
+	exact.SetInt(&n)
+	exact.SetMantExp(&exact, -1074)
+	want, _ := exact.Float64()
+	if n.Sign() == 0 {
+		want = 0
+	}
+	if math.Float64bits(got) != math.Float64bits(want) {
+		t.Fatalf("%q block %d: sum %v, want the exact %v", key, b, got, want)
+	}
 }

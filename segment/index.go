@@ -13,6 +13,7 @@ import (
 	"github.com/stratadb/strata/internal/decbuf"
 	"github.com/stratadb/strata/internal/encoding"
 	"github.com/stratadb/strata/internal/point"
+	"github.com/stratadb/strata/internal/xsum"
 )
 
 // SeriesIndex is the index entry of one series: its key, kind and blocks in
@@ -63,9 +64,30 @@ type BlockMeta struct {
 	Length           uint32
 	MinTime, MaxTime int64
 	Count            int
-	Min, Max, Sum    point.Value // same kind as the series for float/int/uint; zero Value for bool/string
+	// Min and Max are of the series' kind for float, int and uint blocks;
+	// zero Values for bool and string. Sum is the int or uint sum
+	// (wrapped); for floats it is the zero Value, except in format 1 and 2
+	// files, where it is the sum in time order and Partial is nil.
+	Min, Max, Sum point.Value
+	// Partial is the exact sum of a float block (format 3), encoded as
+	// package internal/xsum does: DecodeAcc it and merge it with other
+	// partial sums. It aliases the Reader's index; nil for other kinds.
+	Partial []byte
 
 	inline []byte // raw block held in the index (format 2)
+}
+
+// FloatSum returns the sum of a float block: the exact sum correctly
+// rounded, or in a format 1 or 2 file the sum in time order.
+func (b *BlockMeta) FloatSum() float64 {
+	if b.Partial == nil {
+		return b.Sum.Float()
+	}
+	a, _, err := xsum.DecodeAcc(b.Partial)
+	if err != nil {
+		return math.NaN() // validated when the index was read
+	}
+	return a.Float64()
 }
 
 // Inline reports whether the block is held in the index rather than stored
@@ -102,7 +124,7 @@ func appendSeriesEntry(dst, key []byte, kind point.Kind, rollups []RollupMeta, b
 		case point.KindFloat:
 			dst = binary.LittleEndian.AppendUint64(dst, b.Min.Bits())
 			dst = binary.LittleEndian.AppendUint64(dst, b.Max.Bits())
-			dst = binary.LittleEndian.AppendUint64(dst, b.Sum.Bits())
+			dst = append(dst, b.Partial...)
 		case point.KindInt:
 			dst = encoding.AppendVarint(dst, b.Min.Int())
 			dst = encoding.AppendVarint(dst, b.Max.Int())
@@ -318,7 +340,16 @@ func parseBlockEntry(c *decbuf.Decbuf, version byte, kind point.Kind, j int, pre
 	var mn, mx, sum uint64
 	switch kind {
 	case point.KindFloat:
-		mn, mx, sum = c.Uint64("min"), c.Uint64("max"), c.Uint64("sum")
+		mn, mx = c.Uint64("min"), c.Uint64("max")
+		if version < exactSumVersion {
+			sum = c.Uint64("sum")
+		} else if c.Err() == nil {
+			n, err := xsum.EncodedLen(c.Rest())
+			if err != nil {
+				return bm, fmt.Errorf("sum: %w", err)
+			}
+			bm.Partial = c.Bytes(uint64(n), "sum")
+		}
 	case point.KindInt:
 		mn, mx, sum = uint64(c.Varint("min")), uint64(c.Varint("max")), uint64(c.Varint("sum"))
 	case point.KindUint:
@@ -348,7 +379,10 @@ func parseBlockEntry(c *decbuf.Decbuf, version byte, kind point.Kind, j int, pre
 		}
 	}
 	if kind.Numeric() {
-		bm.Min, bm.Max, bm.Sum = point.FromBits(kind, mn), point.FromBits(kind, mx), point.FromBits(kind, sum)
+		bm.Min, bm.Max = point.FromBits(kind, mn), point.FromBits(kind, mx)
+		if bm.Partial == nil {
+			bm.Sum = point.FromBits(kind, sum)
+		}
 	}
 	return bm, nil
 }

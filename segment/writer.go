@@ -14,9 +14,12 @@
 //
 //	+------------------------------+
 //	| header                       |  magic "STSG" (4) | version (1): 4
-//	|                              |  (readers also read version 1, which
-//	|                              |  is version 2 without inline blocks,
-//	|                              |  and 2 and 3, which have no rollups)
+//	|                              |  (readers also read versions 1 to 3:
+//	|                              |  version 3 is version 4 without
+//	|                              |  rollup blocks, version 2 is version 3
+//	|                              |  with a float block's sum as 8
+//	|                              |  IEEE-754 bytes, version 1 is version
+//	|                              |  2 without inline blocks)
 //	+------------------------------+
 //	| block                        |  the stored blocks of series 0 in time
 //	| block                        |  order, then those of series 1, ...
@@ -108,12 +111,16 @@
 //	minTime  first block of a series: varint; later blocks: uvarint gap
 //	         from the previous block's MaxTime (at least 1)
 //	span     MaxTime - MinTime
-//	stats    float: Min, Max, Sum as IEEE-754 bits (8 bytes each);
+//	stats    float: Min, Max as IEEE-754 bits (8 bytes each), then the
+//	         exact sum of the block's values in the encoding of package
+//	         internal/xsum (version, flags, offset, length, magnitude:
+//	         about 12 bytes), from which any grouping of blocks and
+//	         samples gives the same correctly rounded sum;
 //	         int: varint Min, Max, Sum; uint: uvarint Min, Max, Sum;
 //	         bool, string: nothing. Min and Max follow Go's builtin min
-//	         and max (-0 is below +0, a NaN wins); sums are taken in time
-//	         order and integer sums wrap. A NaN Min, Max or Sum is stored
-//	         as math.NaN().
+//	         and max (-0 is below +0, a NaN wins); integer sums wrap. A
+//	         NaN Min or Max is stored as math.NaN(). (Version 1 and 2:
+//	         float Sum as IEEE-754 bits, added in time order.)
 //
 // Bloom section, over the series keys (about 1% false positives):
 //
@@ -167,6 +174,7 @@ import (
 	"github.com/stratadb/strata/internal/base"
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/internal/vfs"
+	"github.com/stratadb/strata/internal/xsum"
 )
 
 // These constants are part of the durable format and must not be changed.
@@ -174,10 +182,14 @@ const (
 	magic         = "STSG"
 	formatVersion = 4
 	// minReadVersion is the oldest format a Reader reads. Format 1 has no
-	// inline blocks; formats 2 and 3 have no rollup blocks (rollup.go).
+	// inline blocks; formats 1 and 2 have no exact float sums; formats 1
+	// to 3 have no rollup blocks (rollup.go).
 	minReadVersion = 1
-	headerLen      = 5
-	footerLen      = 41
+	// exactSumVersion is the first format whose float blocks carry exact
+	// sums.
+	exactSumVersion = 3
+	headerLen       = 5
+	footerLen       = 41
 
 	flagZstd = 1 << 0
 
@@ -279,6 +291,7 @@ type Writer struct {
 	strs     []string
 	strBytes int
 	blocks   []BlockMeta
+	partials []byte // the encoded exact sums of the series' float blocks
 	// The series' rollup blocks (rollup.go), and its last bucket's start
 	// and last time.
 	rollups                      []RollupMeta
@@ -461,6 +474,19 @@ func (w *Writer) CopyBlock(key []byte, kind point.Kind, src *Reader, s *SeriesIn
 	} else if err := w.flushBlock(); err != nil {
 		return err
 	}
+	if kind == point.KindFloat && bm.Partial == nil {
+		// A block of an older format has no exact sum: decode it once.
+		samples, err := src.ReadBlock(s, b, nil)
+		if err != nil {
+			return err
+		}
+		vals := make([]uint64, len(samples))
+		for i := range samples {
+			vals[i] = samples[i].Value.Bits()
+		}
+		bm.Partial = w.appendPartial(vals)
+		bm.Sum = point.Value{}
+	}
 	bm.Offset = w.dataSize()
 	bm.inline = nil
 	w.buf = append(w.buf, w.copyBuf...)
@@ -542,6 +568,9 @@ func (w *Writer) flushBlock() error {
 		w.inlineEnds = append(w.inlineEnds, -1)
 	}
 	bm.Min, bm.Max, bm.Sum = blockStats(w.kind, w.vals)
+	if w.kind == point.KindFloat {
+		bm.Partial = w.appendPartial(w.vals)
+	}
 	w.blocks = append(w.blocks, bm)
 	w.meta.Samples += int64(n)
 	w.times = w.times[:0]
@@ -583,6 +612,7 @@ func (w *Writer) endSeries() error {
 	}
 	w.inline = w.inline[:0]
 	w.inlineEnds = w.inlineEnds[:0]
+	w.partials = w.partials[:0]
 	w.hashes = append(w.hashes, xxhash.Sum64(w.key))
 	si := SeriesIndex{Blocks: w.blocks, Rollups: w.rollups}
 	first, last := si.MinTime(), si.MaxTime()
@@ -805,29 +835,37 @@ func (w *Writer) Abort() error {
 	return nil
 }
 
+// appendPartial appends the encoded exact sum of float values (as bits) to
+// the series' partials and returns it.
+func (w *Writer) appendPartial(vals []uint64) []byte {
+	var acc xsum.Acc
+	acc.AddBits(vals)
+	start := len(w.partials)
+	w.partials = acc.AppendBinary(w.partials)
+	// Full slice expression: a later append never writes into it.
+	return w.partials[start:len(w.partials):len(w.partials)]
+}
+
 // blockStats returns Min, Max and Sum of numeric values of kind k, or zero
-// Values for bool and string.
+// Values for bool and string. The Sum of floats is left zero: their exact
+// sum is the block's Partial (appendPartial).
 func blockStats(k point.Kind, vals []uint64) (mn, mx, sum point.Value) {
 	switch k {
 	case point.KindFloat:
 		// Two min/max accumulators halve the dependency chains; builtin
-		// min and max give the same result in any order. The sum stays
-		// sequential.
+		// min and max give the same result in any order.
 		lo0 := math.Float64frombits(vals[0])
-		lo1, hi0, hi1, s := lo0, lo0, lo0, lo0
+		lo1, hi0, hi1 := lo0, lo0, lo0
 		rest := vals[1:]
 		for len(rest) >= 2 {
 			a, b := math.Float64frombits(rest[0]), math.Float64frombits(rest[1])
 			lo0, lo1 = min(lo0, a), min(lo1, b)
 			hi0, hi1 = max(hi0, a), max(hi1, b)
-			s += a
-			s += b
 			rest = rest[2:]
 		}
 		if len(rest) == 1 {
 			a := math.Float64frombits(rest[0])
 			lo0, hi0 = min(lo0, a), max(hi0, a)
-			s += a
 		}
 		lo, hi := min(lo0, lo1), max(hi0, hi1)
 		// Which NaN payload survives depends on the order of operands,
@@ -835,10 +873,7 @@ func blockStats(k point.Kind, vals []uint64) (mn, mx, sum point.Value) {
 		if lo != lo {
 			lo, hi = math.NaN(), math.NaN()
 		}
-		if s != s {
-			s = math.NaN()
-		}
-		return point.Float(lo), point.Float(hi), point.Float(s)
+		return point.Float(lo), point.Float(hi), point.Value{}
 	case point.KindInt:
 		lo := int64(vals[0])
 		hi, s := lo, lo

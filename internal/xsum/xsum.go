@@ -37,7 +37,8 @@
 //	           byte are nonzero and off+n <= maxMagBytes
 //
 // The encoding is canonical: equal states encode to equal bytes, and
-// DecodeAcc rejects any other spelling. These constants are part of the
+// DecodeAcc rejects any other spelling. It carries no checksum of its own:
+// it is embedded in checksummed records (a segment's index section). These constants are part of the
 // durable format (segment block stats) and must not be changed.
 package xsum
 
@@ -135,6 +136,128 @@ func (a *Acc) Add(x float64) {
 	}
 	a.pending++
 	if a.pending >= normEvery {
+		a.normalize()
+	}
+}
+
+// AddBits adds the float64 values whose IEEE-754 bit patterns are bs, as
+// Add does one by one, faster: values whose exponents lie within a span of
+// fastSpan (a run of sensor readings) are summed in a 128-bit register and
+// deposited at once.
+func (a *Acc) AddBits(bs []uint64) {
+	for len(bs) > 0 {
+		chunk := bs[:min(len(bs), fastChunk)]
+		bs = bs[len(chunk):]
+		if !a.addNarrow(chunk) {
+			a.addWide(chunk)
+		}
+	}
+}
+
+const (
+	// fastSpan is the widest exponent span addNarrow takes: a shifted
+	// significand stays below 2^63.
+	fastSpan = 63 - 53
+	// fastChunk values of < 2^63 each sum to < 2^(63+fastChunkBits) in
+	// 128 bits, and a chunk counts as few pending additions.
+	fastChunk = 1 << 16
+	// fastMaxExp keeps a deposit of 5 limbs below the carry limb.
+	fastMaxExp = 1900
+)
+
+// addNarrow adds bs when their biased exponents lie within fastSpan of
+// each other and none is NaN or infinite, reporting whether it did.
+func (a *Acc) addNarrow(bs []uint64) bool {
+	emin, emax := uint(0x7ff), uint(0)
+	for _, b := range bs {
+		e := max(uint(b>>52)&0x7ff, 1) // subnormals share exponent 1
+		emin, emax = min(emin, e), max(emax, e)
+	}
+	if emax-emin > fastSpan || emax > fastMaxExp {
+		return false // also when a NaN or an infinity (0x7ff) is present
+	}
+	var hi int64
+	var lo uint64
+	for _, b := range bs {
+		e := uint(b>>52) & 0x7ff
+		m := b & (1<<52 - 1)
+		if e == 0 {
+			e = 1
+		} else {
+			m |= 1 << 52
+		}
+		x := int64(m << (e - emin))
+		neg := -int64(b >> 63)
+		x = (x ^ neg) - neg
+		var c uint64
+		lo, c = bits.Add64(lo, uint64(x), 0)
+		hi += x>>63 + int64(c)
+	}
+	// The sum is hi:lo * 2^(emin-1) in units of 2^-1074: deposit its four
+	// 32-bit digits (the top one signed), shifted into place.
+	p := emin - 1
+	i := int32(p / digitBits)
+	s := p % digitBits
+	digits := [4]int64{int64(lo & digitMask), int64(lo >> digitBits), int64(uint64(hi) & digitMask), hi >> digitBits}
+	l := (*[5]int64)(a.limb[i : i+5])
+	for k, d := range digits {
+		v := d << s // |v| < 2^63
+		l[k] += v & digitMask
+		l[k+1] += v >> digitBits
+	}
+	if a.hi == 0 {
+		a.lo, a.hi = i, i+5
+	} else {
+		a.lo, a.hi = min(a.lo, i), max(a.hi, i+5)
+	}
+	a.pending += 2
+	if a.pending >= normEvery/2 {
+		a.normalize()
+	}
+	return true
+}
+
+// addWide adds bs one by one, as Add does.
+func (a *Acc) addWide(bs []uint64) {
+	lo, hi := int32(nLimbs), int32(0)
+	for _, b := range bs {
+		e := uint(b>>52) & 0x7ff
+		m := b & (1<<52 - 1)
+		switch e {
+		case 0x7ff:
+			a.addSpecial(b)
+			continue
+		case 0:
+			if m == 0 {
+				continue
+			}
+			e = 1
+		default:
+			m |= 1 << 52
+		}
+		p := e - 1
+		i := int32(p / digitBits)
+		s := p % digitBits
+		d0 := int64((m << s) & digitMask)
+		r := m >> (digitBits - s)
+		d1 := int64(r & digitMask)
+		d2 := int64(r >> digitBits)
+		neg := -int64(b >> 63)
+		l := (*[3]int64)(a.limb[i : i+3])
+		l[0] += (d0 ^ neg) - neg
+		l[1] += (d1 ^ neg) - neg
+		l[2] += (d2 ^ neg) - neg
+		lo, hi = min(lo, i), max(hi, i+3)
+	}
+	if hi > 0 {
+		if a.hi == 0 {
+			a.lo, a.hi = lo, hi
+		} else {
+			a.lo, a.hi = min(a.lo, lo), max(a.hi, hi)
+		}
+	}
+	a.pending += int32(len(bs))
+	if a.pending >= normEvery/2 {
 		a.normalize()
 	}
 }
@@ -428,6 +551,47 @@ func (a *Acc) decode(src []byte) (int, error) {
 			a.limb[i] = -a.limb[i]
 		}
 	}
+	return end, nil
+}
+
+// MergeBinary adds the sum encoded at the start of src (by AppendBinary)
+// to a, as DecodeAcc and Merge would without building an Acc, and returns
+// the encoding's length. On error a is unchanged.
+func (a *Acc) MergeBinary(src []byte) (int, error) {
+	flags, off, mag, end, err := parse(src)
+	if err != nil {
+		return 0, err
+	}
+	a.special |= flags &^ flagNeg
+	if len(mag) == 0 {
+		return end, nil
+	}
+	if a.pending+1 >= normEvery {
+		a.normalize()
+	}
+	neg := int64(0)
+	if flags&flagNeg != 0 {
+		neg = -1
+	}
+	for j, c := range mag {
+		p := off + j
+		var v int64
+		var i int
+		if p < topLimb*digitBytes {
+			i, v = p/digitBytes, int64(c)<<(8*(p%digitBytes))
+		} else {
+			i, v = topLimb, int64(c)<<(8*(p-topLimb*digitBytes))
+		}
+		a.limb[i] += (v ^ neg) - neg
+	}
+	lo := int32(min(off/digitBytes, topLimb))
+	hi := int32(min((off+len(mag)-1)/digitBytes+1, nLimbs))
+	if a.hi == 0 {
+		a.lo, a.hi = lo, hi
+	} else {
+		a.lo, a.hi = min(a.lo, lo), max(a.hi, hi)
+	}
+	a.pending++
 	return end, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/big"
 	"math/rand/v2"
@@ -62,9 +63,15 @@ func same(a, b float64) bool {
 }
 
 func sum(xs []float64) float64 {
-	var a Acc
-	for _, x := range xs {
+	var a, b Acc
+	bs := make([]uint64, len(xs))
+	for i, x := range xs {
 		a.Add(x)
+		bs[i] = math.Float64bits(x)
+	}
+	b.AddBits(bs)
+	if got, want := b.AppendBinary(nil), a.AppendBinary(nil); !bytes.Equal(got, want) {
+		panic(fmt.Sprintf("AddBits(%v) gives %x, Add %x", xs, got, want))
 	}
 	return a.Float64()
 }
@@ -194,7 +201,19 @@ func splitSum(t *testing.T, rng *rand.Rand, xs []float64) float64 {
 			}
 		}
 		xs = xs[k:]
-		if rng.IntN(2) == 0 {
+		if rng.IntN(3) == 0 {
+			// Through MergeBinary into a fresh or a started sum.
+			var b Acc
+			if rng.IntN(2) == 0 {
+				b.Add(0x1p-1074)
+				b.Add(-0x1p-1074)
+			}
+			enc := a.AppendBinary(nil)
+			if n, err := b.MergeBinary(append(enc, 9)); err != nil || n != len(enc) {
+				t.Fatalf("MergeBinary %x: n %d err %v", enc, n, err)
+			}
+			a = b
+		} else if rng.IntN(2) == 0 {
 			enc := a.AppendBinary([]byte{0xee})
 			b, n, err := DecodeAcc(enc[1:])
 			if err != nil || n != len(enc)-1 {
@@ -355,8 +374,10 @@ func FuzzDecodeAcc(f *testing.F) {
 		b := a
 		b.Merge(&a)
 		c, _, _ := DecodeAcc(data)
-		c.Merge(&a)
-		if !same(b.Float64(), c.Float64()) {
+		if m, err := c.MergeBinary(data); m != n || err != nil {
+			t.Fatalf("MergeBinary: %d, %v", m, err)
+		}
+		if !same(b.Float64(), c.Float64()) || !bytes.Equal(b.AppendBinary(nil), c.AppendBinary(nil)) {
 			t.Fatalf("merge of %x: %v vs %v", data[:n], b.Float64(), c.Float64())
 		}
 		if !math.IsNaN(v) && !math.IsInf(v, 0) && a.IsZero() != (v == 0 && a.special == 0) {
@@ -424,6 +445,27 @@ func BenchmarkAdd(b *testing.B) {
 	_ = a.Float64()
 }
 
+func BenchmarkAddBits(b *testing.B) {
+	for _, c := range []struct {
+		name     string
+		lo, span float64
+	}{{"narrow", 15, 20}, {"wide", -50, 200}} {
+		b.Run(c.name, func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 1))
+			xs := make([]uint64, 60) // a minute of readings
+			for i := range xs {
+				xs[i] = math.Float64bits(math.Round((c.lo+rng.Float64()*c.span)*100) / 100)
+			}
+			var a Acc
+			b.ReportAllocs()
+			for b.Loop() {
+				a.AddBits(xs)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(xs)), "ns/value")
+		})
+	}
+}
+
 func BenchmarkMergeDecoded(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	var p Acc
@@ -436,6 +478,22 @@ func BenchmarkMergeDecoded(b *testing.B) {
 	for b.Loop() {
 		c, _, _ := DecodeAcc(enc)
 		a.Merge(&c)
+	}
+}
+
+func BenchmarkMergeBinary(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	var p Acc
+	for range 1000 {
+		p.Add(math.Round((rng.Float64()*200-50)*100) / 100)
+	}
+	enc := p.AppendBinary(nil)
+	var a Acc
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := a.MergeBinary(enc); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
@@ -473,5 +531,23 @@ func TestLazyCarries(t *testing.T) {
 	}
 	if got := a.Float64(); !same(got, want) {
 		t.Fatalf("sum %v, want %v", got, want)
+	}
+}
+
+// TestAddBitsLong adds more values than one register chunk holds, narrow
+// and near the exponent limit of the register path, against math/big.
+func TestAddBitsLong(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, scale := range []float64{1, -1, 0x1p800, 0x1p820, 0x1p-1060} {
+		xs := make([]float64, fastChunk+1234)
+		for i := range xs {
+			xs[i] = scale * (1 + rng.Float64()*500)
+			if i%3 == 0 {
+				xs[i] = -xs[i]
+			}
+		}
+		if got, want := sum(xs), refSum(xs); !same(got, want) {
+			t.Fatalf("scale %g: %v, want %v", scale, got, want)
+		}
 	}
 }
