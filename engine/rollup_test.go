@@ -49,13 +49,13 @@ func (s rollupSeries) key() string {
 	return string(point.AppendSeriesKey(nil, s.m, []Tag{{Key: "host", Value: s.host}}, s.field))
 }
 
-// rollupValue draws a value of kind k. Floats are multiples of 1/8 of
-// mixed magnitudes, so that a sum is exact whatever its order and float
-// aggregates compare bit for bit, with or without exact summation.
+// rollupValue draws a value of kind k. Floats are of mixed magnitudes
+// whose sums round differently in every order: the aggregates sum them
+// exactly, from samples and buckets alike.
 func rollupValue(r *rand.Rand, k Kind) Value {
 	switch k {
 	case KindFloat:
-		return Float(float64(r.IntN(1<<20)-1<<19) / 8)
+		return Float(r.NormFloat64() * math.Pow(10, float64(r.IntN(12)-3)))
 	case KindInt:
 		if r.IntN(50) == 0 {
 			return Int(math.MaxInt64 - r.Int64N(10))
