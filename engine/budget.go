@@ -53,11 +53,7 @@ func (db *DB) budgetFloor(v *version, reserve int64) int64 {
 		}
 	}
 	other := db.wal.Size()
-	db.versionMu.Lock()
-	if db.catf != nil {
-		other += db.catf.size
-	}
-	db.versionMu.Unlock()
+	other += db.catalogFileSize()
 	over := segBytes+other > limit
 	peak := float64(segBytes+other+reserve) > float64(limit)*budgetPeak
 	if !over && !peak || len(spans) == 0 || segBytes == 0 {

@@ -39,11 +39,7 @@ func (db *DB) budgetMergeFloor(v *version, inputs []compaction.SegmentInfo, floo
 		}
 	}
 	files += db.wal.Size()
-	db.versionMu.Lock()
-	if db.catf != nil {
-		files += db.catf.size
-	}
-	db.versionMu.Unlock()
+	files += db.catalogFileSize()
 	out := func(t int64) float64 {
 		var n float64
 		for _, s := range inputs {

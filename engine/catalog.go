@@ -519,6 +519,17 @@ func (c *catalog) appendCatalogEntries(dst []byte, from, to int) []byte {
 	return dst
 }
 
+// catalogFileSize returns the size of the SERIES file (0 before it
+// exists).
+func (db *DB) catalogFileSize() int64 {
+	db.versionMu.Lock()
+	defer db.versionMu.Unlock()
+	if db.catf == nil {
+		return 0
+	}
+	return db.catf.size
+}
+
 // catalogFile is the open SERIES file.
 type catalogFile struct {
 	fs      vfs.FS

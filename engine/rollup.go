@@ -270,9 +270,7 @@ func (db *DB) rollupFunc(now, limit int64) func(key []byte, kind point.Kind) []c
 		return nil
 	}
 	return func(key []byte, kind point.Kind) []compaction.RollupLevel {
-		db.cat.mu.RLock()
 		id, ok := db.cat.lookup(string(key))
-		db.cat.mu.RUnlock()
 		if !ok {
 			return nil
 		}
