@@ -122,6 +122,12 @@ func (db *DB) flushMemtable(m *memRef) error {
 		if err != nil {
 			return err
 		}
+		// The blocks are encoded on every core, in key order all the same.
+		enc, err := segment.NewParallel(w, 0)
+		if err != nil {
+			w.Abort()
+			return err
+		}
 		var buf []point.Sample
 		var stombs []tombstone
 		for _, id := range ids {
@@ -132,11 +138,16 @@ func (db *DB) flushMemtable(m *memRef) error {
 			if len(buf) == 0 {
 				continue
 			}
-			// Add copies the key: no need to allocate a copy here.
-			if err := w.Add(unsafe.Slice(unsafe.StringData(meta.key), len(meta.key)), meta.kind, buf); err != nil {
+			// Add copies the key and samples: no need to allocate a copy here.
+			if err := enc.Add(unsafe.Slice(unsafe.StringData(meta.key), len(meta.key)), meta.kind, buf); err != nil {
+				enc.Abort()
 				w.Abort()
 				return err
 			}
+		}
+		if err := enc.Close(); err != nil {
+			w.Abort()
+			return err
 		}
 		sm, err := w.Finish()
 		if err != nil {

@@ -520,7 +520,13 @@ func (w *Writer) check(key []byte, kind point.Kind, samples []point.Sample) erro
 			}
 		}
 	}
-	prev, havePrev := w.lastTime, same
+	return checkSamples(key, kind, samples, w.lastTime, same)
+}
+
+// checkSamples checks that samples are all of kind kind, in strictly
+// increasing time order (after prev when havePrev), with strings no longer
+// than MaxStringLen.
+func checkSamples(key []byte, kind point.Kind, samples []point.Sample, prev int64, havePrev bool) error {
 	for i := range samples {
 		s := &samples[i]
 		if s.Value.Kind() != kind {
