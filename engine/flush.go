@@ -123,11 +123,7 @@ func (db *DB) flushMemtable(m *memRef) error {
 			return err
 		}
 		// The blocks are encoded on every core, in key order all the same.
-		enc, err := segment.NewParallel(w, 0)
-		if err != nil {
-			w.Abort()
-			return err
-		}
+		enc := segment.NewParallel(w, 0)
 		var buf []point.Sample
 		var stombs []tombstone
 		for _, id := range ids {

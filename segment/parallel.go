@@ -57,6 +57,7 @@ type parBatch struct {
 	blocks   []parBlock
 	out      []byte
 	partials []byte
+	err      error // of encoding
 	ready    chan struct{}
 	inline   int // WriterOptions.InlineBytes
 	block    int // WriterOptions.BlockSamples
@@ -79,20 +80,9 @@ type parBlock struct {
 // NewParallel returns a Parallel feeding w with workers encoding
 // goroutines (workers <= 0: GOMAXPROCS). w must not be used until Close
 // or Abort returns.
-func NewParallel(w *Writer, workers int) (*Parallel, error) {
+func NewParallel(w *Writer, workers int) *Parallel {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
-	}
-	encs := make([]*zstd.Encoder, workers)
-	for i := range encs {
-		e, err := getEncoder()
-		if err != nil {
-			for _, e := range encs[:i] {
-				putEncoder(e)
-			}
-			return nil, err
-		}
-		encs[i] = e
 	}
 	p := &Parallel{
 		w:      w,
@@ -104,21 +94,23 @@ func NewParallel(w *Writer, workers int) (*Parallel, error) {
 		p.last, p.haveKey = bytes.Clone(w.key), true
 	}
 	var wg sync.WaitGroup
-	for _, enc := range encs {
+	for range workers {
 		wg.Go(func() {
-			var sc blockScratch
+			var pw parWorker
 			for b := range p.work {
-				b.encode(&sc, enc)
+				b.err = b.encode(&pw)
 				close(b.ready)
 			}
-			putEncoder(enc)
+			if pw.enc != nil {
+				putEncoder(pw.enc)
+			}
 		})
 	}
 	go func() {
 		wg.Wait()
 		close(p.done)
 	}()
-	return p, nil
+	return p
 }
 
 // Add appends the whole series key (every sample it will have) of the
@@ -185,7 +177,7 @@ func (p *Parallel) batch() *parBatch {
 		b.series, b.keys, b.times, b.vals = b.series[:0], b.keys[:0], b.times[:0], b.vals[:0]
 		clear(b.strs)
 		b.strs = b.strs[:0]
-		b.blocks, b.out, b.partials = b.blocks[:0], b.out[:0], b.partials[:0]
+		b.blocks, b.out, b.partials, b.err = b.blocks[:0], b.out[:0], b.partials[:0], nil
 	} else {
 		b = &parBatch{inline: p.w.opts.InlineBytes, block: p.w.opts.BlockSamples}
 	}
@@ -214,7 +206,10 @@ func (p *Parallel) writeOldest() error {
 	b := p.pending[0]
 	p.pending = p.pending[1:]
 	<-b.ready
-	err := p.w.addBatch(b)
+	err := b.err
+	if err == nil {
+		err = p.w.addBatch(b)
+	}
 	p.free = append(p.free, b)
 	return err
 }
@@ -251,9 +246,17 @@ func (p *Parallel) stop() {
 	p.pending, p.free, p.cur = nil, nil, nil
 }
 
+// parWorker is what a worker keeps from batch to batch. Its zstd encoder
+// is taken on first use: the blocks of a flush of short series are all
+// inline, and need none.
+type parWorker struct {
+	sc  blockScratch
+	enc *zstd.Encoder
+}
+
 // encode encodes the blocks of every series of b, cutting them as
 // Writer.Add does.
-func (b *parBatch) encode(sc *blockScratch, enc *zstd.Encoder) {
+func (b *parBatch) encode(pw *parWorker) error {
 	start, valStart, strStart := 0, 0, 0
 	for i := range b.series {
 		s := &b.series[i]
@@ -271,10 +274,14 @@ func (b *parBatch) encode(sc *blockScratch, enc *zstd.Encoder) {
 						break
 					}
 				}
-				b.encodeBlock(sc, enc, s.kind, times[:n], nil, strs[:n])
+				if err := b.encodeBlock(pw, s.kind, times[:n], nil, strs[:n]); err != nil {
+					return err
+				}
 				strs = strs[n:]
 			} else {
-				b.encodeBlock(sc, enc, s.kind, times[:n], vals[:n], nil)
+				if err := b.encodeBlock(pw, s.kind, times[:n], vals[:n], nil); err != nil {
+					return err
+				}
 				vals = vals[n:]
 			}
 			times = times[n:]
@@ -282,19 +289,27 @@ func (b *parBatch) encode(sc *blockScratch, enc *zstd.Encoder) {
 		s.blockEnd = len(b.blocks)
 		start = s.sampleEnd
 	}
+	return nil
 }
 
 // encodeBlock is the share of Writer.flushBlock that does not depend on
 // the Writer's state.
-func (b *parBatch) encodeBlock(sc *blockScratch, enc *zstd.Encoder, kind point.Kind, times []int64, vals []uint64, strs []string) {
+func (b *parBatch) encodeBlock(pw *parWorker, kind point.Kind, times []int64, vals []uint64, strs []string) error {
 	n := len(times)
 	pb := parBlock{bm: BlockMeta{MinTime: times[0], MaxTime: times[n-1], Count: n}}
-	raw := appendRawBlock(sc, kind, times, vals, strs)
+	raw := appendRawBlock(&pw.sc, kind, times, vals, strs)
 	if len(raw) <= b.inline {
 		b.out = append(b.out, raw...)
 		pb.inline = true
 	} else {
-		b.out = appendFramed(b.out, enc, raw)
+		if pw.enc == nil {
+			enc, err := getEncoder()
+			if err != nil {
+				return err
+			}
+			pw.enc = enc
+		}
+		b.out = appendFramed(b.out, pw.enc, raw)
 	}
 	pb.outEnd = len(b.out)
 	pb.bm.Min, pb.bm.Max, pb.bm.Sum = blockStats(kind, vals)
@@ -305,6 +320,7 @@ func (b *parBatch) encodeBlock(sc *blockScratch, enc *zstd.Encoder, kind point.K
 	}
 	pb.partialEnd = len(b.partials)
 	b.blocks = append(b.blocks, pb)
+	return nil
 }
 
 // addBatch adds the series b encoded, as Add of each whole series would.

@@ -43,10 +43,7 @@ func writeParallel(t testing.TB, fs *memFS, name string, opts WriterOptions, wor
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewParallel(w, workers)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := NewParallel(w, workers)
 	var buf []point.Sample
 	for _, s := range series {
 		buf = append(buf[:0], s.samples...)
@@ -125,10 +122,7 @@ func TestParallelRejects(t *testing.T) {
 	if err := w.Add([]byte("a"), point.KindInt, []point.Sample{{Time: 1, Value: point.Int(1)}}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewParallel(w, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := NewParallel(w, 2)
 	ok := []point.Sample{{Time: 1, Value: point.Float(1)}, {Time: 2, Value: point.Float(2)}}
 	for name, add := range map[string]func() error{
 		"key not after the writer's": func() error { return p.Add([]byte("a"), point.KindFloat, ok) },
@@ -167,10 +161,7 @@ func TestParallelRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err = NewParallel(w, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p = NewParallel(w, 2)
 	for i := range 2000 {
 		if err := p.Add(fmt.Appendf(nil, "k%05d", i), point.KindFloat, ok); err != nil {
 			t.Fatal(err)
