@@ -97,6 +97,9 @@ type RollupMeta struct {
 	Every            int64
 	MinTime, MaxTime int64 // first bucket's start, latest LastT
 	Count            int   // buckets
+	// Summary is the whole block's statistics, nil in files written
+	// before summaries (rollup_summary.go).
+	Summary *RollupSummary
 }
 
 // maxRollupRaw bounds a raw rollup block of count buckets: 9 columns of at
@@ -462,6 +465,7 @@ func (w *Writer) AddRollups(key []byte, kind point.Kind, rs []Rollup) error {
 		start := len(w.buf)
 		w.buf = appendFramed(w.buf, w.enc, raw)
 		rm.Length = uint32(len(w.buf) - start)
+		rm.Summary = summarize(chunk)
 		w.rollups = append(w.rollups, rm)
 		w.rollupLastStart, w.rollupLastT = chunk[n-1].Start, chunk[n-1].LastT
 		w.meta.Samples += int64(n)
@@ -475,7 +479,7 @@ func (w *Writer) AddRollups(key []byte, kind point.Kind, rs []Rollup) error {
 }
 
 // appendRollupEntries appends the rollup section of a format 4 series entry.
-func appendRollupEntries(dst []byte, rms []RollupMeta) []byte {
+func appendRollupEntries(dst []byte, kind point.Kind, rms []RollupMeta) []byte {
 	dst = encoding.AppendUvarint(dst, uint64(len(rms)))
 	for i := range rms {
 		r := &rms[i]
@@ -484,6 +488,9 @@ func appendRollupEntries(dst []byte, rms []RollupMeta) []byte {
 		dst = encoding.AppendVarint(dst, r.MinTime)
 		dst = encoding.AppendUvarint(dst, uint64(r.MaxTime-r.MinTime))
 		dst = encoding.AppendUvarint(dst, uint64(r.Count))
+		if r.Summary != nil {
+			dst = appendRollupSummary(dst, kind, r)
+		}
 	}
 	return dst
 }
@@ -494,7 +501,7 @@ const minRollupEntry = 5
 // parseRollupEntries decodes the rollup section of a series entry,
 // assigning offsets from off, and returns where the series' sample blocks
 // start.
-func parseRollupEntries(c *decbuf.Decbuf, kind point.Kind, off, dataEnd int64, s *SeriesIndex) (int64, error) {
+func parseRollupEntries(c *decbuf.Decbuf, kind point.Kind, summaries bool, off, dataEnd int64, s *SeriesIndex) (int64, error) {
 	n := c.Uvarint("rollup count")
 	if c.Err() != nil {
 		return 0, c.Err()
@@ -533,6 +540,11 @@ func parseRollupEntries(c *decbuf.Decbuf, kind point.Kind, off, dataEnd int64, s
 			return 0, fmt.Errorf("rollup block %d starts at %d, not after %d", j, rm.MinTime, rms[j-1].MinTime)
 		}
 		rm.Every, rm.Count, rm.Length, rm.Offset = int64(every), int(count), uint32(length), off
+		if summaries {
+			if err := parseRollupSummary(c, kind, &rm); err != nil {
+				return 0, fmt.Errorf("rollup block %d: %w", j, err)
+			}
+		}
 		off += int64(length)
 		rms = append(rms, rm)
 	}
