@@ -22,7 +22,10 @@ package segment
 //	minTime  the first bucket's start; span: the latest LastT of the
 //	         block's buckets minus minTime; count: buckets, 1..MaxBlockSamples.
 //	         The first bucket of a rollup block starts after the last
-//	         bucket of the previous one.
+//	         bucket of the previous one. With bit 6 of the kind byte also
+//	         set (kind|0xC0), the block's summary follows count
+//	         (rollup_summary.go draws it). A writer does not let a block
+//	         cross a UTC day.
 //
 // A rollup block is framed like a sample block (flags, rawLen, payload,
 // crc32c). Its raw form starts with the tag 0x80, which no sample block
@@ -449,9 +452,11 @@ func (w *Writer) AddRollups(key []byte, kind point.Kind, rs []Rollup) error {
 		w.lastTime = math.MinInt64 // samples need not follow the buckets
 	}
 	for len(rs) > 0 {
-		// One block per run of one Every, at most BlockSamples buckets.
+		// One block per run of one Every, at most BlockSamples buckets,
+		// and none across a UTC day: a daily query bucket then holds
+		// whole blocks, folded from their summaries.
 		n := 1
-		for n < len(rs) && n < w.opts.BlockSamples && rs[n].Every == rs[0].Every {
+		for n < len(rs) && n < w.opts.BlockSamples && rs[n].Every == rs[0].Every && !crossesDay(rs[n-1].Start, rs[n].Start) {
 			n++
 		}
 		chunk := rs[:n]
@@ -550,4 +555,19 @@ func parseRollupEntries(c *decbuf.Decbuf, kind point.Kind, summaries bool, off, 
 	}
 	s.Rollups = rms
 	return off, nil
+}
+
+// rollupDay is the span no rollup block crosses.
+const rollupDay = 24 * 3600 * 1e9
+
+// crossesDay reports whether bucket starts a < b lie in different UTC days.
+func crossesDay(a, b int64) bool {
+	da, db := a/rollupDay, b/rollupDay
+	if a%rollupDay < 0 {
+		da--
+	}
+	if b%rollupDay < 0 {
+		db--
+	}
+	return da != db
 }

@@ -21,8 +21,8 @@ func numLess(a, b point.Value) bool {
 	return a.Uint() < b.Uint()
 }
 
-// TestRollupSummaries writes rollups of each kind and checks that every
-// rollup block's summary, read back from the index, is the fold of the
+// TestRollupSummaries writes rollups of each kind and checks that no
+// rollup block crosses a UTC day, that every rollup block's summary, read back from the index, is the fold of the
 // block's buckets; and that a summary claiming fewer samples than the
 // block's buckets is refused as corrupt.
 func TestRollupSummaries(t *testing.T) {
@@ -59,6 +59,9 @@ func TestRollupSummaries(t *testing.T) {
 			rus, err := rd.ReadRollups(si, b, nil)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if crossesDay(rm.MinTime, rus[len(rus)-1].Start) || (b == 0 && len(rus) != 10) {
+				t.Fatalf("series %d block %d: %d buckets %d..%d cross a day", i, b, len(rus), rm.MinTime, rus[len(rus)-1].Start)
 			}
 			s := rm.Summary
 			if s == nil {
