@@ -18,7 +18,8 @@ import (
 // without rules fed the same points: ingest rate (writes, flushes and
 // compactions to the end, in CPU time), disk, and a 30-day hourly mean
 // from each (CPU time)
-// (also over the 23 rolled-up days alone), with whether the answers are
+// (also over the 23 rolled-up days alone, hourly, daily and as one mean),
+// with whether the answers are
 // bit-identical. The shape is 1,000 series (2.6 G points); on a
 // shared machine it runs STRATA_ROLLUP_BENCH_SERIES series (default 4,
 // 10.4 M points), the same time shape. It runs its work once whatever
@@ -76,7 +77,7 @@ func BenchmarkRollupFigures(b *testing.B) {
 		}
 		return testutil.CPUTime() - began, testutil.DirBytes(b, dir)
 	}
-	query := func(dir string, from, to int64) ([]Series, time.Duration) {
+	query := func(dir string, from, to int64, every time.Duration) ([]Series, time.Duration) {
 		opts := quietOptions()
 		opts.ReadOnly = true
 		opts.Now = now
@@ -85,7 +86,7 @@ func BenchmarkRollupFigures(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer db.Close()
-		q := Query{Selector: Selector{Measurement: "sensor", Field: "temp", Start: from, End: to}, Agg: AggMean, Every: int64(time.Hour)}
+		q := Query{Selector: Selector{Measurement: "sensor", Field: "temp", Start: from, End: to}, Agg: AggMean, Every: int64(every)}
 		// CPU time, the least of 5 runs: other load on the machine skews
 		// wall time far more.
 		best := time.Duration(math.MaxInt64)
@@ -118,9 +119,15 @@ func BenchmarkRollupFigures(b *testing.B) {
 		for _, span := range []struct {
 			name     string
 			from, to int64
-		}{{"30d", start, end}, {"23d-rolled", start, end - 7*24*3600*sec}} {
-			want, rawQ := query(rawDir, span.from, span.to)
-			got, rollQ := query(rollDir, span.from, span.to)
+			every    time.Duration
+		}{
+			{"30d", start, end, time.Hour},
+			{"23d-rolled", start, end - 7*24*3600*sec, time.Hour},
+			{"23d-rolled-daily", start, end - 7*24*3600*sec, 24 * time.Hour},
+			{"23d-rolled-total", start, end - 7*24*3600*sec, 0},
+		} {
+			want, rawQ := query(rawDir, span.from, span.to, span.every)
+			got, rollQ := query(rollDir, span.from, span.to, span.every)
 			same := 0.0
 			if reflect.DeepEqual(got, want) {
 				same = 1

@@ -135,6 +135,18 @@ func (r *seriesReader) accumulateWithRollups(id uint64, meta *seriesMeta, srcs [
 			if err := r.ctx.Err(); err != nil {
 				return err
 			}
+			if rm := &s.idx.Rollups[b]; summaryUsable(rm, tombs, s.tombApplied, mint, maxt, st.b) {
+				if rm.MinTime < last {
+					all.out = mergeAccs(all.out, run.out)
+					run = accs{b: st.b}
+				}
+				last = rm.MaxTime
+				if err := run.at(rm.MinTime).addSummary(rm); err != nil {
+					return err
+				}
+				r.db.st.blocksPushedDown.Add(1)
+				continue
+			}
 			rus, err := s.seg.r.ReadRollups(s.idx, b, r.rollBuf[:0])
 			r.rollBuf = rus
 			if err != nil {

@@ -129,6 +129,9 @@ func FuzzParseIndex(f *testing.F) {
 						if b.Count < 1 || b.Count > MaxBlockSamples || b.MaxTime < b.MinTime || b.Every < 1 || (j > 0 && b.MinTime <= s.Rollups[j-1].MinTime) {
 							t.Fatalf("series %d rollup block %d inconsistent: %+v", i, j, b)
 						}
+						if m := b.Summary; m != nil && (m.Count < int64(b.Count) || m.FirstT < b.MinTime || m.FirstT > m.MinT || m.FirstT > m.MaxT || m.MinT > b.MaxTime || m.MaxT > b.MaxTime) {
+							t.Fatalf("series %d rollup block %d summary inconsistent: %+v", i, j, *m)
+						}
 					}
 					prev = s
 				}

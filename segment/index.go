@@ -100,8 +100,12 @@ func appendSeriesEntry(dst, key []byte, kind point.Kind, rollups []RollupMeta, b
 	dst = encoding.AppendUvarint(dst, uint64(len(key)))
 	dst = append(dst, key...)
 	if len(rollups) > 0 {
-		dst = append(dst, byte(kind)|kindHasRollups)
-		dst = appendRollupEntries(dst, rollups)
+		kb := byte(kind) | kindHasRollups
+		if rollups[0].Summary != nil {
+			kb |= kindRollupSummaries
+		}
+		dst = append(dst, kb)
+		dst = appendRollupEntries(dst, kind, rollups)
 	} else {
 		dst = append(dst, byte(kind))
 	}
@@ -273,8 +277,9 @@ func parseEntry(c *decbuf.Decbuf, version byte, off, dataEnd, inlineAt int64, s 
 	}
 	s.Rollups = s.Rollups[:0]
 	hasRollups := version >= 4 && kb&kindHasRollups != 0
+	summaries := hasRollups && kb&kindRollupSummaries != 0
 	if hasRollups {
-		kb &^= kindHasRollups
+		kb &^= kindHasRollups | kindRollupSummaries
 	}
 	s.Kind = point.Kind(kb)
 	if !s.Kind.Valid() {
@@ -282,7 +287,7 @@ func parseEntry(c *decbuf.Decbuf, version byte, off, dataEnd, inlineAt int64, s 
 	}
 	if hasRollups {
 		var err error
-		if off, err = parseRollupEntries(c, s.Kind, off, dataEnd, s); err != nil {
+		if off, err = parseRollupEntries(c, s.Kind, summaries, off, dataEnd, s); err != nil {
 			return 0, err
 		}
 	}

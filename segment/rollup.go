@@ -22,7 +22,10 @@ package segment
 //	minTime  the first bucket's start; span: the latest LastT of the
 //	         block's buckets minus minTime; count: buckets, 1..MaxBlockSamples.
 //	         The first bucket of a rollup block starts after the last
-//	         bucket of the previous one.
+//	         bucket of the previous one. With bit 6 of the kind byte also
+//	         set (kind|0xC0), the block's summary follows count
+//	         (rollup_summary.go draws it). A writer does not let a block
+//	         cross a UTC day.
 //
 // A rollup block is framed like a sample block (flags, rawLen, payload,
 // crc32c). Its raw form starts with the tag 0x80, which no sample block
@@ -97,6 +100,9 @@ type RollupMeta struct {
 	Every            int64
 	MinTime, MaxTime int64 // first bucket's start, latest LastT
 	Count            int   // buckets
+	// Summary is the whole block's statistics, nil in files written
+	// before summaries (rollup_summary.go).
+	Summary *RollupSummary
 }
 
 // maxRollupRaw bounds a raw rollup block of count buckets: 9 columns of at
@@ -446,9 +452,11 @@ func (w *Writer) AddRollups(key []byte, kind point.Kind, rs []Rollup) error {
 		w.lastTime = math.MinInt64 // samples need not follow the buckets
 	}
 	for len(rs) > 0 {
-		// One block per run of one Every, at most BlockSamples buckets.
+		// One block per run of one Every, at most BlockSamples buckets,
+		// and none across a UTC day: a daily query bucket then holds
+		// whole blocks, folded from their summaries.
 		n := 1
-		for n < len(rs) && n < w.opts.BlockSamples && rs[n].Every == rs[0].Every {
+		for n < len(rs) && n < w.opts.BlockSamples && rs[n].Every == rs[0].Every && !crossesDay(rs[n-1].Start, rs[n].Start) {
 			n++
 		}
 		chunk := rs[:n]
@@ -462,6 +470,7 @@ func (w *Writer) AddRollups(key []byte, kind point.Kind, rs []Rollup) error {
 		start := len(w.buf)
 		w.buf = appendFramed(w.buf, w.enc, raw)
 		rm.Length = uint32(len(w.buf) - start)
+		rm.Summary = summarize(chunk)
 		w.rollups = append(w.rollups, rm)
 		w.rollupLastStart, w.rollupLastT = chunk[n-1].Start, chunk[n-1].LastT
 		w.meta.Samples += int64(n)
@@ -475,7 +484,7 @@ func (w *Writer) AddRollups(key []byte, kind point.Kind, rs []Rollup) error {
 }
 
 // appendRollupEntries appends the rollup section of a format 4 series entry.
-func appendRollupEntries(dst []byte, rms []RollupMeta) []byte {
+func appendRollupEntries(dst []byte, kind point.Kind, rms []RollupMeta) []byte {
 	dst = encoding.AppendUvarint(dst, uint64(len(rms)))
 	for i := range rms {
 		r := &rms[i]
@@ -484,6 +493,9 @@ func appendRollupEntries(dst []byte, rms []RollupMeta) []byte {
 		dst = encoding.AppendVarint(dst, r.MinTime)
 		dst = encoding.AppendUvarint(dst, uint64(r.MaxTime-r.MinTime))
 		dst = encoding.AppendUvarint(dst, uint64(r.Count))
+		if r.Summary != nil {
+			dst = appendRollupSummary(dst, kind, r)
+		}
 	}
 	return dst
 }
@@ -494,7 +506,7 @@ const minRollupEntry = 5
 // parseRollupEntries decodes the rollup section of a series entry,
 // assigning offsets from off, and returns where the series' sample blocks
 // start.
-func parseRollupEntries(c *decbuf.Decbuf, kind point.Kind, off, dataEnd int64, s *SeriesIndex) (int64, error) {
+func parseRollupEntries(c *decbuf.Decbuf, kind point.Kind, summaries bool, off, dataEnd int64, s *SeriesIndex) (int64, error) {
 	n := c.Uvarint("rollup count")
 	if c.Err() != nil {
 		return 0, c.Err()
@@ -533,9 +545,29 @@ func parseRollupEntries(c *decbuf.Decbuf, kind point.Kind, off, dataEnd int64, s
 			return 0, fmt.Errorf("rollup block %d starts at %d, not after %d", j, rm.MinTime, rms[j-1].MinTime)
 		}
 		rm.Every, rm.Count, rm.Length, rm.Offset = int64(every), int(count), uint32(length), off
+		if summaries {
+			if err := parseRollupSummary(c, kind, &rm); err != nil {
+				return 0, fmt.Errorf("rollup block %d: %w", j, err)
+			}
+		}
 		off += int64(length)
 		rms = append(rms, rm)
 	}
 	s.Rollups = rms
 	return off, nil
+}
+
+// rollupDay is the span no rollup block crosses.
+const rollupDay = 24 * 3600 * 1e9
+
+// crossesDay reports whether bucket starts a < b lie in different UTC days.
+func crossesDay(a, b int64) bool {
+	da, db := a/rollupDay, b/rollupDay
+	if a%rollupDay < 0 {
+		da--
+	}
+	if b%rollupDay < 0 {
+		db--
+	}
+	return da != db
 }

@@ -1,0 +1,52 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/stratadb/strata/segment"
+)
+
+// summaryUsable reports whether rollup block rm may be folded from its
+// summary, as its buckets one by one would be: it has one, all of it lies
+// in [mint, maxt] and in one query bucket, and no tombstone above applied
+// meets its span. Other sources need no check: buckets fold beside raw
+// samples, never merged with them.
+func summaryUsable(rm *segment.RollupMeta, tombs []tombstone, applied uint64, mint, maxt int64, b bucketer) bool {
+	if rm.Summary == nil || rm.MinTime < mint || rm.MaxTime > maxt || b.bucket(rm.MinTime) != b.bucket(rm.MaxTime) {
+		return false
+	}
+	for i := range tombs {
+		if tombs[i].seq <= applied {
+			continue
+		}
+		if lo, hi := tombs[i].sel.TimeRange(); lo <= rm.MaxTime && hi >= rm.MinTime {
+			return false
+		}
+	}
+	return true
+}
+
+// addSummary folds a whole rollup block from its summary, as addRollup
+// folds its buckets.
+func (a *acc) addSummary(rm *segment.RollupMeta) error {
+	s := rm.Summary
+	if a.count == 0 || s.FirstT < a.firstT {
+		a.first, a.firstT = s.First, s.FirstT
+	}
+	if a.count == 0 || rm.MaxTime > a.lastT {
+		a.last, a.lastT = s.Last, rm.MaxTime
+	}
+	a.count += s.Count
+	k := s.Last.Kind()
+	a.kinds |= kindBit(k)
+	switch k {
+	case KindFloat:
+		if _, err := a.sumF.MergeBinary(s.SumF); err != nil {
+			return fmt.Errorf("engine: rollup summary sum: %w", err)
+		}
+	default:
+		a.sumI.add(int128{hi: s.SumI.Hi, lo: s.SumI.Lo})
+	}
+	a.minMax(s.Min, s.MinT, s.Max, s.MaxT)
+	return nil
+}
