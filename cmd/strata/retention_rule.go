@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -48,41 +49,11 @@ func parseRetentionRule(s string) (engine.RetentionRule, error) {
 		return bad("negative duration")
 	}
 	rule := engine.RetentionRule{Keep: keep}
-	open := strings.IndexByte(sel, '{')
-	if open < 0 {
-		rule.Measurement = strings.TrimSpace(sel)
-		if rule.Measurement == "" {
-			return bad("no measurement and no matchers: write '{}=DURATION' for every series")
-		}
-		if strings.ContainsAny(rule.Measurement, "}\n\r") {
-			return bad("bad measurement %q", rule.Measurement)
-		}
-		return rule, nil
-	}
-	rule.Measurement = strings.TrimSpace(sel[:open])
-	if strings.ContainsAny(rule.Measurement, "\n\r") {
-		return bad("bad measurement %q", rule.Measurement)
-	}
-	body := sel[open+1:]
-	if !strings.HasSuffix(strings.TrimSpace(body), "}") {
-		return bad("no closing }")
-	}
-	body = strings.TrimSpace(body)
-	body = body[:len(body)-1]
-	ms, err := splitMatchers(body)
+	m, ms, err := parseRuleSelector(sel, "}\n\r", "'{}=DURATION'")
 	if err != nil {
 		return bad("%v", err)
 	}
-	for _, m := range ms {
-		mt, err := parseMatcher(trimMatcher(m))
-		if err != nil {
-			return bad("%v", err)
-		}
-		if mt.Key == "" || strings.ContainsAny(mt.Key, " {}\"") {
-			return bad("bad tag key %q", mt.Key)
-		}
-		rule.Matchers = append(rule.Matchers, mt)
-	}
+	rule.Measurement, rule.Matchers = m, ms
 	// The engine's checks (regexps, ops), so that the flag fails at once.
 	if err := validateRules([]engine.RetentionRule{rule}); err != nil {
 		return bad("%v", err)
@@ -146,4 +117,48 @@ func trimMatcher(m string) string {
 		n = 2
 	}
 	return strings.TrimSpace(m[:i]) + m[i:i+n] + strings.TrimSpace(m[i+n:])
+}
+
+// parseRuleSelector reads the MEASUREMENT{matchers} part of a rule flag:
+// the measurement may be empty (every measurement) and the braces left out
+// (every series of the measurement), but not both; forbidden lists the
+// characters a measurement given without braces may not hold (with braces,
+// those of forbidden but '}'). everyHint is how to write a rule for every
+// series, for the error.
+func parseRuleSelector(sel, forbidden, everyHint string) (string, []engine.Matcher, error) {
+	open := strings.IndexByte(sel, '{')
+	if open < 0 {
+		m := strings.TrimSpace(sel)
+		if m == "" {
+			return "", nil, fmt.Errorf("no measurement and no matchers: write %s for every series", everyHint)
+		}
+		if strings.ContainsAny(m, forbidden) {
+			return "", nil, fmt.Errorf("bad measurement %q", m)
+		}
+		return m, nil, nil
+	}
+	m := strings.TrimSpace(sel[:open])
+	if strings.ContainsAny(m, strings.ReplaceAll(forbidden, "}", "")) {
+		return "", nil, fmt.Errorf("bad measurement %q", m)
+	}
+	body := strings.TrimSpace(sel[open+1:])
+	if !strings.HasSuffix(body, "}") {
+		return "", nil, errors.New("no closing }")
+	}
+	parts, err := splitMatchers(body[:len(body)-1])
+	if err != nil {
+		return "", nil, err
+	}
+	var ms []engine.Matcher
+	for _, part := range parts {
+		mt, err := parseMatcher(trimMatcher(part))
+		if err != nil {
+			return "", nil, err
+		}
+		if mt.Key == "" || strings.ContainsAny(mt.Key, " {}\"") {
+			return "", nil, fmt.Errorf("bad tag key %q", mt.Key)
+		}
+		ms = append(ms, mt)
+	}
+	return m, ms, nil
 }

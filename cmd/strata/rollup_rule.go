@@ -56,39 +56,11 @@ func parseRollupRule(s string) (engine.RollupRule, error) {
 		return bad("AFTER %q: want a positive duration", afterText)
 	}
 	rule := engine.RollupRule{Every: every, After: after}
-	open := strings.IndexByte(sel, '{')
-	if open < 0 {
-		rule.Measurement = strings.TrimSpace(sel)
-		if rule.Measurement == "" {
-			return bad("no measurement and no matchers: write '{}:EVERY@AFTER' for every series")
-		}
-		if strings.ContainsAny(rule.Measurement, "}\"\n\r") {
-			return bad("bad measurement %q", rule.Measurement)
-		}
-	} else {
-		rule.Measurement = strings.TrimSpace(sel[:open])
-		if strings.ContainsAny(rule.Measurement, "\"\n\r") {
-			return bad("bad measurement %q", rule.Measurement)
-		}
-		body := strings.TrimSpace(sel[open+1:])
-		if !strings.HasSuffix(body, "}") {
-			return bad("no closing }")
-		}
-		ms, err := splitMatchers(body[:len(body)-1])
-		if err != nil {
-			return bad("%v", err)
-		}
-		for _, m := range ms {
-			mt, err := parseMatcher(trimMatcher(m))
-			if err != nil {
-				return bad("%v", err)
-			}
-			if mt.Key == "" || strings.ContainsAny(mt.Key, " {}\"") {
-				return bad("bad tag key %q", mt.Key)
-			}
-			rule.Matchers = append(rule.Matchers, mt)
-		}
+	m, ms, err := parseRuleSelector(sel, "}\"\n\r", "'{}:EVERY@AFTER'")
+	if err != nil {
+		return bad("%v", err)
 	}
+	rule.Measurement, rule.Matchers = m, ms
 	o := engine.Options{Rollups: []engine.RollupRule{rule}}
 	o.EnsureDefaults()
 	if err := o.Validate(); err != nil {
