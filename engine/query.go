@@ -395,6 +395,8 @@ type seriesReader struct {
 	// Rollups (rollup_read.go): scratch, and whether raw reads leave
 	// the buckets' last samples out (aggregates fold buckets whole).
 	rollBuf   []segment.Rollup
+	hoursBuf  []segment.RollupMeta
+	runBuf    []acc // bucket states of rollup runs (rollup_read.go)
 	lastsBuf  []point.Sample
 	rollMerge []point.Sample
 	noLasts   bool

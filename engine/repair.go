@@ -138,7 +138,7 @@ func (r *repairer) checkSegment(path string) error {
 			}
 		}
 		for b := range s.Rollups {
-			if _, err := sr.ReadRollups(s, b, nil); err != nil {
+			if err := sr.CheckRollupHours(s, b); err != nil {
 				return err
 			}
 		}

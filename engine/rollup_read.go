@@ -122,7 +122,7 @@ func (r *seriesReader) accumulateWithRollups(id uint64, meta *seriesMeta, srcs [
 	if err != nil {
 		return err
 	}
-	run := accs{b: st.b}
+	run := accs{b: st.b, out: r.runStates(st, mint, maxt)}
 	last := int64(math.MinInt64)
 	for _, s := range srcs {
 		if s.idx == nil {
@@ -147,6 +147,25 @@ func (r *seriesReader) accumulateWithRollups(id uint64, meta *seriesMeta, srcs [
 				r.db.st.blocksPushedDown.Add(1)
 				continue
 			}
+			hours, ok, err := r.usableHours(s, b, tombs, mint, maxt, st.b)
+			if err != nil {
+				return err
+			}
+			if ok {
+				for i := range hours {
+					h := &hours[i]
+					if h.MinTime < last {
+						all.out = mergeAccs(all.out, run.out)
+						run = accs{b: st.b}
+					}
+					last = h.MaxTime
+					if err := run.at(h.MinTime).addSummary(h); err != nil {
+						return err
+					}
+				}
+				r.db.st.blocksPushedDown.Add(1)
+				continue
+			}
 			rus, err := s.seg.r.ReadRollups(s.idx, b, r.rollBuf[:0])
 			r.rollBuf = rus
 			if err != nil {
@@ -167,7 +186,10 @@ func (r *seriesReader) accumulateWithRollups(id uint64, meta *seriesMeta, srcs [
 			}
 		}
 	}
-	merged := mergeAccs(mergeAccs(st.out, all.out), run.out)
+	merged := run.out
+	if len(st.out) > 0 || len(all.out) > 0 {
+		merged = mergeAccs(mergeAccs(st.out, all.out), run.out)
+	}
 	if st.finish == nil || len(merged) == 0 {
 		st.out = merged
 		return nil
@@ -180,7 +202,26 @@ func (r *seriesReader) accumulateWithRollups(id uint64, meta *seriesMeta, srcs [
 		}
 	}
 	st.out = append(st.out[:0], merged[len(merged)-1])
+	if len(run.out) > 0 && &merged[0] == &run.out[0] {
+		r.runBuf = run.out[:0]
+	}
 	return nil
+}
+
+// runStates returns the storage for the bucket states of a run of
+// rollups in [mint, maxt]: the reader's own, reused series after series,
+// when the series is folded on its own (its states are finished into
+// results before the next series), else a new slice; room for a bucket
+// per Every of the range, up to 4,096.
+func (r *seriesReader) runStates(st *accs, mint, maxt int64) []acc {
+	if st.finish != nil && r.runBuf != nil {
+		return r.runBuf[:0]
+	}
+	n := 1
+	if st.b.every > 0 && maxt >= mint {
+		n = int(min(uint64(maxt-mint)/uint64(st.b.every)+1, 4096))
+	}
+	return make([]acc, 0, n)
 }
 
 // addRollup folds a whole bucket.

@@ -12,7 +12,35 @@ import (
 // meets its span. Other sources need no check: buckets fold beside raw
 // samples, never merged with them.
 func summaryUsable(rm *segment.RollupMeta, tombs []tombstone, applied uint64, mint, maxt int64, b bucketer) bool {
-	if rm.Summary == nil || rm.MinTime < mint || rm.MaxTime > maxt || b.bucket(rm.MinTime) != b.bucket(rm.MaxTime) {
+	return rm.Summary != nil && b.bucket(rm.MinTime) == b.bucket(rm.MaxTime) && wholeBlock(rm, tombs, applied, mint, maxt)
+}
+
+// usableHours returns the hour summaries of rollup block b of segment
+// source s when they may fold the block as its buckets one by one would:
+// it has them, all of it lies in [mint, maxt], no tombstone above what s
+// applied meets its span, and each hour lies in one query bucket.
+func (r *seriesReader) usableHours(s source, b int, tombs []tombstone, mint, maxt int64, bk bucketer) ([]segment.RollupMeta, bool, error) {
+	rm := &s.idx.Rollups[b]
+	if rm.HoursLength == 0 || !wholeBlock(rm, tombs, s.tombApplied, mint, maxt) {
+		return nil, false, nil
+	}
+	hours, ok, err := s.seg.r.ReadRollupHours(s.idx, b, r.hoursBuf[:0])
+	r.hoursBuf = hours
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	for i := range hours {
+		if bk.bucket(hours[i].MinTime) != bk.bucket(hours[i].MaxTime) {
+			return nil, false, nil
+		}
+	}
+	return hours, true, nil
+}
+
+// wholeBlock reports whether all of rollup block rm lies in [mint, maxt]
+// and no tombstone above applied meets its span.
+func wholeBlock(rm *segment.RollupMeta, tombs []tombstone, applied uint64, mint, maxt int64) bool {
+	if rm.MinTime < mint || rm.MaxTime > maxt {
 		return false
 	}
 	for i := range tombs {

@@ -71,7 +71,7 @@ func (db *DB) Verify(ctx context.Context) (VerifyReport, error) {
 					rep.Samples += int64(len(buf))
 				}
 				for b := range s.Rollups {
-					if _, err := h.r.ReadRollups(s, b, nil); err != nil {
+					if err := h.r.CheckRollupHours(s, b); err != nil {
 						return rep, err
 					}
 					rep.Blocks++

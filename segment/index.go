@@ -104,8 +104,12 @@ func appendSeriesEntry(dst, key []byte, kind point.Kind, rollups []RollupMeta, b
 		if rollups[0].Summary != nil {
 			kb |= kindRollupSummaries
 		}
+		hours := hasHours(rollups)
+		if hours {
+			kb |= kindRollupHours
+		}
 		dst = append(dst, kb)
-		dst = appendRollupEntries(dst, kind, rollups)
+		dst = appendRollupEntries(dst, kind, rollups, hours)
 	} else {
 		dst = append(dst, byte(kind))
 	}
@@ -278,8 +282,12 @@ func parseEntry(c *decbuf.Decbuf, version byte, off, dataEnd, inlineAt int64, s 
 	s.Rollups = s.Rollups[:0]
 	hasRollups := version >= 4 && kb&kindHasRollups != 0
 	summaries := hasRollups && kb&kindRollupSummaries != 0
+	hours := summaries && kb&kindRollupHours != 0
 	if hasRollups {
 		kb &^= kindHasRollups | kindRollupSummaries
+	}
+	if hours {
+		kb &^= kindRollupHours
 	}
 	s.Kind = point.Kind(kb)
 	if !s.Kind.Valid() {
@@ -287,7 +295,7 @@ func parseEntry(c *decbuf.Decbuf, version byte, off, dataEnd, inlineAt int64, s 
 	}
 	if hasRollups {
 		var err error
-		if off, err = parseRollupEntries(c, s.Kind, summaries, off, dataEnd, s); err != nil {
+		if off, err = parseRollupEntries(c, s.Kind, summaries, hours, off, dataEnd, s); err != nil {
 			return 0, err
 		}
 	}

@@ -103,6 +103,9 @@ type RollupMeta struct {
 	// Summary is the whole block's statistics, nil in files written
 	// before summaries (rollup_summary.go).
 	Summary *RollupSummary
+	// HoursLength is the length of the block's hours frame, stored right
+	// after it (rollup_hours.go); 0 when it has none.
+	HoursLength uint32
 }
 
 // maxRollupRaw bounds a raw rollup block of count buckets: 9 columns of at
@@ -471,6 +474,12 @@ func (w *Writer) AddRollups(key []byte, kind point.Kind, rs []Rollup) error {
 		w.buf = appendFramed(w.buf, w.enc, raw)
 		rm.Length = uint32(len(w.buf) - start)
 		rm.Summary = summarize(chunk)
+		if raw, ok := appendRollupHours(w.scratch.raw[:0], kind, chunk); ok {
+			w.scratch.raw = raw
+			start := len(w.buf)
+			w.buf = appendFramed(w.buf, w.enc, raw)
+			rm.HoursLength = uint32(len(w.buf) - start)
+		}
 		w.rollups = append(w.rollups, rm)
 		w.rollupLastStart, w.rollupLastT = chunk[n-1].Start, chunk[n-1].LastT
 		w.meta.Samples += int64(n)
@@ -483,8 +492,9 @@ func (w *Writer) AddRollups(key []byte, kind point.Kind, rs []Rollup) error {
 	return nil
 }
 
-// appendRollupEntries appends the rollup section of a format 4 series entry.
-func appendRollupEntries(dst []byte, kind point.Kind, rms []RollupMeta) []byte {
+// appendRollupEntries appends the rollup section of a format 4 series
+// entry; hours says whether its entries carry an hours length.
+func appendRollupEntries(dst []byte, kind point.Kind, rms []RollupMeta, hours bool) []byte {
 	dst = encoding.AppendUvarint(dst, uint64(len(rms)))
 	for i := range rms {
 		r := &rms[i]
@@ -496,8 +506,21 @@ func appendRollupEntries(dst []byte, kind point.Kind, rms []RollupMeta) []byte {
 		if r.Summary != nil {
 			dst = appendRollupSummary(dst, kind, r)
 		}
+		if hours {
+			dst = encoding.AppendUvarint(dst, uint64(r.HoursLength))
+		}
 	}
 	return dst
+}
+
+// hasHours reports whether any of the rollup blocks rms has hours.
+func hasHours(rms []RollupMeta) bool {
+	for i := range rms {
+		if rms[i].HoursLength != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // minRollupEntry is the smallest encoded rollup entry.
@@ -506,7 +529,7 @@ const minRollupEntry = 5
 // parseRollupEntries decodes the rollup section of a series entry,
 // assigning offsets from off, and returns where the series' sample blocks
 // start.
-func parseRollupEntries(c *decbuf.Decbuf, kind point.Kind, summaries bool, off, dataEnd int64, s *SeriesIndex) (int64, error) {
+func parseRollupEntries(c *decbuf.Decbuf, kind point.Kind, summaries, hours bool, off, dataEnd int64, s *SeriesIndex) (int64, error) {
 	n := c.Uvarint("rollup count")
 	if c.Err() != nil {
 		return 0, c.Err()
@@ -551,6 +574,19 @@ func parseRollupEntries(c *decbuf.Decbuf, kind point.Kind, summaries bool, off, 
 			}
 		}
 		off += int64(length)
+		if hours {
+			hl := c.Uvarint("hours length")
+			switch {
+			case c.Err() != nil:
+				return 0, c.Err()
+			case hl != 0 && (hl < minBlockLen || hl > math.MaxUint32 || rm.Count < 2):
+				return 0, fmt.Errorf("rollup block %d: hours length %d", j, hl)
+			case int64(hl) > dataEnd-off:
+				return 0, fmt.Errorf("rollup block %d: hours of %d bytes at %d overrun the data ending at %d", j, hl, off, dataEnd)
+			}
+			rm.HoursLength = uint32(hl)
+			off += int64(hl)
+		}
 		rms = append(rms, rm)
 	}
 	s.Rollups = rms
