@@ -108,26 +108,14 @@ func (rs *rollupState) levelOf(t int64) (RollupLevel, bool) {
 // coarser than r's own.
 func (rs *rollupState) relevel(r *segment.Rollup) {
 	if l, ok := rs.levelOf(r.Start); ok && l.Every > r.Every {
-		r.Start, r.Every = floorTo(r.Start, l.Every), l.Every
+		r.Start, r.Every = point.FloorTime(r.Start, l.Every), l.Every
 	}
-}
-
-// floorTo returns the multiple of every at or below t.
-func floorTo(t, every int64) int64 {
-	m := t % every
-	if m < 0 {
-		m += every
-	}
-	if t < math.MinInt64+m {
-		return math.MinInt64 / every * every
-	}
-	return t - m
 }
 
 // addSample folds a sample older than the limit into its bucket.
 func (rs *rollupState) addSample(s point.Sample) {
 	l, _ := rs.levelOf(s.Time)
-	start := floorTo(s.Time, l.Every)
+	start := point.FloorTime(s.Time, l.Every)
 	if rs.hasCur && rs.cur.Start != start {
 		rs.parts = append(rs.parts, rs.cur)
 		rs.hasCur = false

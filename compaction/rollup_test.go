@@ -15,7 +15,7 @@ import (
 func reduce(samples []point.Sample, every int64) []segment.Rollup {
 	var out []segment.Rollup
 	for _, s := range samples {
-		start := floorTo(s.Time, every)
+		start := point.FloorTime(s.Time, every)
 		if n := len(out); n == 0 || out[n-1].Start != start {
 			out = append(out, segment.Rollup{Start: start, Every: every})
 		}

@@ -246,19 +246,7 @@ func (rs *rollupSet) levelsOf(c *catalog, id uint64) []compiledRollup {
 // rollupBefore returns the bound of rule r at now: samples older than it
 // are rolled up.
 func rollupBefore(r compiledRollup, now int64) int64 {
-	return floorTo(subSat(now, r.after), r.every)
-}
-
-// floorTo returns the multiple of every at or below t (clamped).
-func floorTo(t, every int64) int64 {
-	m := t % every
-	if m < 0 {
-		m += every
-	}
-	if t < math.MinInt64+m {
-		return math.MinInt64 / every * every
-	}
-	return t - m
+	return point.FloorTime(subSat(now, r.after), r.every)
 }
 
 // rollupFunc returns the compaction's MergeOptions.Rollup: the levels of
@@ -277,7 +265,7 @@ func (db *DB) rollupFunc(now, limit int64) func(key []byte, kind point.Kind) []c
 		cascade := rs.levelsOf(db.cat, id)
 		var out []compaction.RollupLevel
 		for _, r := range cascade {
-			before := min(rollupBefore(r, now), floorTo(limit, r.every))
+			before := min(rollupBefore(r, now), point.FloorTime(limit, r.every))
 			if len(out) > 0 && before > out[len(out)-1].Before {
 				before = out[len(out)-1].Before // a multiple of every too
 			}
@@ -307,7 +295,7 @@ func (db *DB) rollupLimit(v *version, inputs []*segHandle) int64 {
 		first, last = min(first, string(h.meta.FirstKey)), max(last, string(h.meta.LastKey))
 		mint = min(mint, h.meta.MinTime)
 	}
-	reach := floorTo(mint, rs.widest) // the start of the widest bucket mint may fall in
+	reach := point.FloorTime(mint, rs.widest) // the start of the widest bucket mint may fall in
 	for _, level := range v.levels {
 		for _, h := range level {
 			if in[h] || h.meta.Samples == 0 || string(h.meta.LastKey) < first || string(h.meta.FirstKey) > last || h.meta.MaxTime < reach {

@@ -356,8 +356,8 @@ func TestRollupModel(t *testing.T) {
 			// Everything older than the finest bound is rolled up.
 			for _, s := range rollupModelSeries[:3] {
 				rus := b[s.key()]
-				if last := rus[len(rus)-1]; last.Start+last.Every != floorTo(base-2*hourNs, int64(time.Minute)) {
-					t.Fatalf("%s: buckets end at %d, want %d", s.key(), last.Start+last.Every, floorTo(base-2*hourNs, int64(time.Minute)))
+				if last := rus[len(rus)-1]; last.Start+last.Every != point.FloorTime(base-2*hourNs, int64(time.Minute)) {
+					t.Fatalf("%s: buckets end at %d, want %d", s.key(), last.Start+last.Every, point.FloorTime(base-2*hourNs, int64(time.Minute)))
 				}
 				if rus[0].Every != int64(10*time.Minute) {
 					t.Fatalf("%s: oldest bucket every %d, want 10m", s.key(), rus[0].Every)
@@ -378,7 +378,7 @@ func TestRollupModel(t *testing.T) {
 			b = check("compacted 2")
 			for _, s := range rollupModelSeries[:3] {
 				for _, ru := range b[s.key()] {
-					if ru.Start < floorTo(now.Load()-6*hourNs, int64(10*time.Minute)) && ru.Every != int64(10*time.Minute) {
+					if ru.Start < point.FloorTime(now.Load()-6*hourNs, int64(10*time.Minute)) && ru.Every != int64(10*time.Minute) {
 						t.Fatalf("%s: bucket at %d every %d not cascaded", s.key(), ru.Start, ru.Every)
 					}
 				}
@@ -498,7 +498,7 @@ func TestCrashInjectionRollup(t *testing.T) {
 					in += ru.Count
 				}
 				for _, x := range m[s.key()] {
-					if x.Time < floorTo(now.Load()-2*hourNs, int64(time.Minute)) {
+					if x.Time < point.FloorTime(now.Load()-2*hourNs, int64(time.Minute)) {
 						old++
 					}
 				}
