@@ -9,10 +9,11 @@ import (
 	"github.com/stratadb/strata/segment"
 )
 
-// Per-series aggregates (Query with Agg set and no GroupBy) read their
-// series on several goroutines: each series is aggregated on its own, so
-// chunks of series are handed to workers and their results emitted in
-// order by the caller's goroutine.
+// Per-series queries (Query without GroupBy: aggregates, and raw reads,
+// whose results Query holds whole anyway) read their series on several
+// goroutines: each series is read on its own, so chunks of series are
+// handed to workers and their results emitted in order by the caller's
+// goroutine. QuerySeq reads raw series one at a time, to hold one part.
 const (
 	// aggParallelMin is the fewest series worth spreading over workers.
 	aggParallelMin = 256
@@ -39,11 +40,11 @@ func (r *seriesReader) blockSource(h *segHandle) blockSource {
 	return br
 }
 
-// queryAggParallel aggregates metas (sorted by key) on up to
+// queryParallel reads metas (sorted by key) on up to
 // min(GOMAXPROCS, aggMaxWorkers) goroutines and emits one result per series
 // with samples, in order, until emit returns false. At most two chunks per
 // worker are held beyond the one being emitted.
-func (r *seriesReader) queryAggParallel(ctx context.Context, q *Query, metas []seriesMeta, ids []uint64, mint, maxt int64, emit func(Series) bool) error {
+func (r *seriesReader) queryParallel(ctx context.Context, q *Query, metas []seriesMeta, ids []uint64, mint, maxt int64, emit func(Series) bool) error {
 	n := (len(metas) + aggChunk - 1) / aggChunk
 	workers := min(runtime.GOMAXPROCS(0), aggMaxWorkers, n)
 	type chunk struct {

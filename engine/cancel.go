@@ -38,7 +38,7 @@ func (db *DB) decodeBlock(ctx context.Context, src blockSource, si *segment.Seri
 // appendRange appends the samples of si with mint <= Time <= maxt to dst,
 // decoding only the blocks that overlap the range, each through
 // decodeBlock.
-func (db *DB) appendRange(ctx context.Context, r *segment.Reader, si *segment.SeriesIndex, mint, maxt int64, dst []point.Sample) ([]point.Sample, error) {
+func (db *DB) appendRange(ctx context.Context, r blockSource, si *segment.SeriesIndex, mint, maxt int64, dst []point.Sample) ([]point.Sample, error) {
 	return segment.AppendBlocksInRange(si, mint, maxt, dst, func(b int, dst []point.Sample) ([]point.Sample, error) {
 		return db.decodeBlock(ctx, r, si, b, dst)
 	})

@@ -127,8 +127,8 @@ func (db *DB) query(ctx context.Context, q Query, part int, emit func(Series) bo
 	if groupBy != nil {
 		return r.queryGroups(ctx, &q, groupBy, metas, ids, mint, maxt, emit)
 	}
-	if q.Agg != AggNone && part == 0 && len(metas) >= aggParallelMin && runtime.GOMAXPROCS(0) > 1 {
-		return r.queryAggParallel(ctx, &q, metas, ids, mint, maxt, emit)
+	if part == 0 && len(metas) >= aggParallelMin && runtime.GOMAXPROCS(0) > 1 {
+		return r.queryParallel(ctx, &q, metas, ids, mint, maxt, emit)
 	}
 	for i := range metas {
 		if i%checkContextEvery == 0 && ctx.Err() != nil {
@@ -479,6 +479,10 @@ func (r *seriesReader) read(id uint64, meta *seriesMeta, mint, maxt int64, q *Qu
 	var out []point.Sample
 	lo := mint
 	r.ends = r.windowEnds(id, srcs, mint, maxt, r.db.partSamples)
+	if s := srcs[0]; len(r.ends) == 1 && len(srcs) == 1 && s.seg != nil && len(tombs) == 0 && len(s.idx.Rollups) == 0 {
+		// One segment holds all of it: decode straight into the result.
+		return r.db.appendRange(r.ctx, r.blockSource(s.seg), s.idx, mint, maxt, make([]point.Sample, 0, samplesIn(s.idx, mint, maxt)))
+	}
 	for _, hi := range r.ends {
 		merged, err := r.mergeSources(id, srcs, tombs, lo, hi)
 		if err != nil {
@@ -494,6 +498,18 @@ func (r *seriesReader) read(id uint64, meta *seriesMeta, mint, maxt int64, q *Qu
 		lo = hi + 1
 	}
 	return out, nil
+}
+
+// samplesIn returns how many samples the blocks of si that overlap
+// [mint, maxt] hold.
+func samplesIn(si *segment.SeriesIndex, mint, maxt int64) int {
+	n := 0
+	for i := range si.Blocks {
+		if b := &si.Blocks[i]; b.MaxTime >= mint && b.MinTime <= maxt {
+			n += b.Count
+		}
+	}
+	return n
 }
 
 // sourcesAndTombs returns where series id has samples in [mint, maxt] and
@@ -524,7 +540,7 @@ func (r *seriesReader) mergeSources(id uint64, srcs []source, tombs []tombstone,
 		buf := r.bufs[i][:0]
 		if s.seg != nil {
 			var err error
-			if buf, err = r.db.appendRange(r.ctx, s.seg.r, s.idx, mint, maxt, buf); err != nil {
+			if buf, err = r.db.appendRange(r.ctx, r.blockSource(s.seg), s.idx, mint, maxt, buf); err != nil {
 				return nil, err
 			}
 			buf = deleteTombstoned(buf, tombs, s.tombApplied)
