@@ -203,3 +203,29 @@ func listDir(t testing.TB, dir string) []string {
 	}
 	return names
 }
+
+// checkLevels reports the first violation of the level invariants: a
+// segment whose FirstKey is after its LastKey, or two segments of one level
+// >= 1 whose key ranges overlap.
+func checkLevels(levels [][]SegmentInfo) error {
+	for l, segs := range levels {
+		for _, s := range segs {
+			if bytes.Compare(s.FirstKey, s.LastKey) > 0 {
+				return fmt.Errorf("compaction: L%d segment %d: first key %q after last key %q", l, s.FileNum, s.FirstKey, s.LastKey)
+			}
+		}
+		if l == 0 {
+			continue
+		}
+		sorted := slices.Clone(segs)
+		slices.SortFunc(sorted, cmpFirstKey)
+		for i := 1; i < len(sorted); i++ {
+			a, b := sorted[i-1], sorted[i]
+			if bytes.Compare(a.LastKey, b.FirstKey) >= 0 {
+				return fmt.Errorf("compaction: L%d segments %d [%q, %q] and %d [%q, %q] overlap",
+					l, a.FileNum, a.FirstKey, a.LastKey, b.FileNum, b.FirstKey, b.LastKey)
+			}
+		}
+	}
+	return nil
+}

@@ -172,32 +172,6 @@ func (p Policy) lastLevel(levels [][]SegmentInfo) int {
 	return max(p.MaxLevels, len(levels)) - 1
 }
 
-// CheckLevels reports the first violation of the level invariants: a
-// segment whose FirstKey is after its LastKey, or two segments of one level
-// >= 1 whose key ranges overlap.
-func CheckLevels(levels [][]SegmentInfo) error {
-	for l, segs := range levels {
-		for _, s := range segs {
-			if bytes.Compare(s.FirstKey, s.LastKey) > 0 {
-				return fmt.Errorf("compaction: L%d segment %d: first key %q after last key %q", l, s.FileNum, s.FirstKey, s.LastKey)
-			}
-		}
-		if l == 0 {
-			continue
-		}
-		sorted := slices.Clone(segs)
-		slices.SortFunc(sorted, cmpFirstKey)
-		for i := 1; i < len(sorted); i++ {
-			a, b := sorted[i-1], sorted[i]
-			if bytes.Compare(a.LastKey, b.FirstKey) >= 0 {
-				return fmt.Errorf("compaction: L%d segments %d [%q, %q] and %d [%q, %q] overlap",
-					l, a.FileNum, a.FirstKey, a.LastKey, b.FileNum, b.FirstKey, b.LastKey)
-			}
-		}
-	}
-	return nil
-}
-
 // Pick returns the most urgent work, or nil when there is none. levels[l]
 // lists the live segments of level l in any order; missing levels are empty.
 // minTime is the retention cutoff (math.MinInt64 = none).

@@ -177,16 +177,16 @@ func TestCheckLevelsAndMaxSegments(t *testing.T) {
 		{},
 		{sseg(3, 3, 1, "a", "z")},
 	}
-	if err := CheckLevels(good); err != nil {
-		t.Errorf("CheckLevels(good) = %v", err)
+	if err := checkLevels(good); err != nil {
+		t.Errorf("checkLevels(good) = %v", err)
 	}
 	if n := maxSegmentsPerQuery(good); n != 4 {
 		t.Errorf("maxSegmentsPerQuery = %d, want 2 + 1 + 1", n)
 	}
-	if err := CheckLevels([][]SegmentInfo{{}, {sseg(1, 1, 1, "a", "c"), sseg(2, 1, 1, "c", "d")}}); err == nil {
+	if err := checkLevels([][]SegmentInfo{{}, {sseg(1, 1, 1, "a", "c"), sseg(2, 1, 1, "c", "d")}}); err == nil {
 		t.Error("shared boundary key not reported as overlap")
 	}
-	if err := CheckLevels([][]SegmentInfo{{sseg(1, 0, 1, "b", "a")}}); err == nil {
+	if err := checkLevels([][]SegmentInfo{{sseg(1, 0, 1, "b", "a")}}); err == nil {
 		t.Error("inverted key range not reported")
 	}
 }
@@ -332,7 +332,7 @@ func simulate(t *testing.T, seed uint64, retention bool) {
 				t.Fatalf("compaction does not converge; last plan %s", fmtPlan(pl))
 			}
 			apply(pl, minTime)
-			if err := CheckLevels(levels); err != nil {
+			if err := checkLevels(levels); err != nil {
 				t.Fatalf("after %s: %v", fmtPlan(pl), err)
 			}
 			checkQueryBound(t, rng, levels)

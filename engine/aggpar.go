@@ -30,11 +30,11 @@ const (
 // read-ahead BlockReader when r sweeps many series.
 func (r *seriesReader) blockSource(h *segHandle) blockSource {
 	if r.readAhead == nil {
-		return h.r
+		return h.Reader
 	}
 	br := r.readAhead[h]
 	if br == nil {
-		br = h.r.NewBlockReader(aggReadWindow)
+		br = h.Reader.NewBlockReader(aggReadWindow)
 		r.readAhead[h] = br
 	}
 	return br

@@ -42,14 +42,14 @@ func (db *DB) budgetFloor(v *version, reserve int64) int64 {
 	var spans []span
 	var segBytes int64
 	oldest, newest := int64(math.MaxInt64), int64(math.MinInt64)
-	for _, level := range v.levels {
+	for _, level := range v.Levels {
 		for _, h := range level {
-			segBytes += h.meta.Size
-			if h.meta.MinTime > h.meta.MaxTime {
+			segBytes += h.Meta.Size
+			if h.Meta.MinTime > h.Meta.MaxTime {
 				continue // no samples
 			}
-			spans = append(spans, span{h.meta.MinTime, h.meta.MaxTime, h.meta.Size})
-			oldest, newest = min(oldest, h.meta.MinTime), max(newest, h.meta.MaxTime)
+			spans = append(spans, span{h.Meta.MinTime, h.Meta.MaxTime, h.Meta.Size})
+			oldest, newest = min(oldest, h.Meta.MinTime), max(newest, h.Meta.MaxTime)
 		}
 	}
 	other := db.wal.Size()

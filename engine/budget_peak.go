@@ -30,11 +30,11 @@ func (db *DB) budgetMergeFloor(v *version, inputs []compaction.SegmentInfo, floo
 	}
 	var files int64
 	newest := int64(math.MinInt64)
-	for _, level := range v.levels {
+	for _, level := range v.Levels {
 		for _, h := range level {
-			files += h.meta.Size
-			if h.meta.Samples > 0 {
-				newest = max(newest, h.meta.MaxTime)
+			files += h.Meta.Size
+			if h.Meta.Samples > 0 {
+				newest = max(newest, h.Meta.MaxTime)
 			}
 		}
 	}

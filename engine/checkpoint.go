@@ -45,6 +45,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/vfs"
 	"github.com/stratadb/strata/wal"
 )
@@ -187,7 +188,7 @@ func (cp *checkpointer) runWritable(ctx context.Context) (CheckpointInfo, error)
 	if err == nil {
 		// The catalog prefix and the WAL files: a flush may rewrite the
 		// one's tail and remove the others once versionMu is released.
-		err = cp.copyLogs(ctx, m.walStart, cp.walEnd, cp.catSize)
+		err = cp.copyLogs(ctx, m.WALStart, cp.walEnd, cp.catSize)
 	}
 	db.versionMu.Unlock()
 	if v != nil {
@@ -199,9 +200,9 @@ func (cp *checkpointer) runWritable(ctx context.Context) (CheckpointInfo, error)
 	if err := cp.copySegments(ctx, m); err != nil {
 		return CheckpointInfo{}, err
 	}
-	m.lastSeq = max(m.lastSeq, seq)
-	m.obsolete = nil
-	m.version = manifestVersion
+	m.LastSeq = max(m.LastSeq, seq)
+	m.Obsolete = nil
+	m.Format = manifest.FormatVersion
 	if err := cp.finish(m); err != nil {
 		return CheckpointInfo{}, err
 	}
@@ -211,7 +212,7 @@ func (cp *checkpointer) runWritable(ctx context.Context) (CheckpointInfo, error)
 // captureLocked, under versionMu, fixes what the checkpoint holds: the
 // sequence number, the WAL files below a fresh rotation, the live manifest
 // and its version (referenced).
-func (cp *checkpointer) captureLocked() (*manifest, *version, uint64, error) {
+func (cp *checkpointer) captureLocked() (*manifest.Manifest, *version, uint64, error) {
 	db := cp.db
 	db.mu.Lock()
 	bgErr := db.mu.bgErr
@@ -238,7 +239,7 @@ func (cp *checkpointer) captureLocked() (*manifest, *version, uint64, error) {
 	db.mu.Lock()
 	v := db.mu.v
 	if v != nil {
-		v.ref()
+		v.Ref()
 	}
 	db.mu.Unlock()
 	if v == nil {
@@ -247,14 +248,14 @@ func (cp *checkpointer) captureLocked() (*manifest, *version, uint64, error) {
 	// The manifest on disk is the current version: both change only under
 	// versionMu.
 	var live []uint64
-	for _, level := range v.levels {
+	for _, level := range v.Levels {
 		for _, h := range level {
-			live = append(live, h.fileNum)
+			live = append(live, h.FileNum)
 		}
 	}
-	listed := make([]uint64, 0, len(m.segments))
-	for _, s := range m.segments {
-		listed = append(listed, s.fileNum)
+	listed := make([]uint64, 0, len(m.Segments))
+	for _, s := range m.Segments {
+		listed = append(listed, s.FileNum)
 	}
 	slices.Sort(live)
 	slices.Sort(listed)
@@ -315,30 +316,30 @@ func (cp *checkpointer) readOnlyAttempt(ctx context.Context) (CheckpointInfo, er
 	if err != nil && !errors.Is(err, iofs.ErrNotExist) {
 		return CheckpointInfo{}, err
 	}
-	walEnd := max(m.walStart, 1)
+	walEnd := max(m.WALStart, 1)
 	if len(nums) > 0 {
 		walEnd = max(walEnd, nums[len(nums)-1]+1)
 	}
-	if err := cp.copyLogs(ctx, m.walStart, walEnd, catSize); err != nil {
+	if err := cp.copyLogs(ctx, m.WALStart, walEnd, catSize); err != nil {
 		return CheckpointInfo{}, err
 	}
-	m.obsolete = nil
-	m.version = manifestVersion
+	m.Obsolete = nil
+	m.Format = manifest.FormatVersion
 	// Validate the copy as Open would, and learn its sequence number.
 	seq, err := cp.validate(m)
 	if err != nil {
 		return CheckpointInfo{}, err
 	}
-	m.lastSeq = max(m.lastSeq, seq)
+	m.LastSeq = max(m.LastSeq, seq)
 	if err := cp.finish(m); err != nil {
 		return CheckpointInfo{}, err
 	}
-	return CheckpointInfo{Seq: m.lastSeq, Files: cp.files, Bytes: cp.bytes}, nil
+	return CheckpointInfo{Seq: m.LastSeq, Files: cp.files, Bytes: cp.bytes}, nil
 }
 
 // validate loads the copy read-only, as Open does, and returns the last
 // sequence number its WAL replays.
-func (cp *checkpointer) validate(m *manifest) (uint64, error) {
+func (cp *checkpointer) validate(m *manifest.Manifest) (uint64, error) {
 	opts := cp.db.opts.Clone()
 	opts.ReadOnly = true
 	opts.Logger = slog.New(slog.DiscardHandler)
@@ -384,12 +385,12 @@ func (cp *checkpointer) copyLogs(ctx context.Context, walStart, walEnd uint64, c
 }
 
 // copySegments links (or copies) the segments m lists.
-func (cp *checkpointer) copySegments(ctx context.Context, m *manifest) error {
-	for _, s := range m.segments {
+func (cp *checkpointer) copySegments(ctx context.Context, m *manifest.Manifest) error {
+	for _, s := range m.Segments {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		name := segName(s.fileNum)
+		name := segName(s.FileNum)
 		src, dst := filepath.Join(cp.db.dir, name), filepath.Join(cp.dir, name)
 		err := vfs.Link(cp.fs, src, dst)
 		if err == nil {
@@ -478,7 +479,7 @@ func (cp *checkpointer) copyFile(ctx context.Context, src, dst string, n int64) 
 
 // finish makes the copy durable, writes its manifest and removes the
 // marker.
-func (cp *checkpointer) finish(m *manifest) error {
+func (cp *checkpointer) finish(m *manifest.Manifest) error {
 	fs := cp.fs
 	if err := fs.SyncDir(filepath.Join(cp.dir, walDirName)); err != nil {
 		return fmt.Errorf("sync wal dir: %w", err)
@@ -486,8 +487,8 @@ func (cp *checkpointer) finish(m *manifest) error {
 	if err := fs.SyncDir(cp.dir); err != nil {
 		return fmt.Errorf("sync %s: %w", cp.dir, err)
 	}
-	data := m.marshal()
-	if err := vfs.WriteFileAtomic(fs, filepath.Join(cp.dir, manifestName), data); err != nil {
+	data := m.Marshal()
+	if err := vfs.WriteFileAtomic(fs, filepath.Join(cp.dir, manifest.Name), data); err != nil {
 		return fmt.Errorf("write manifest: %w", err)
 	}
 	cp.files++

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/compaction"
+	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/segment"
 )
 
@@ -117,7 +118,7 @@ func (db *DB) compactOnce() (bool, error) {
 		db.mu.Unlock()
 		return false, ErrClosed
 	}
-	v.ref()
+	v.Ref()
 	// Only published tombstones: an unpublished delete may still fail.
 	tombs := tombstonesAsOf(db.mu.tombstones, db.vis.published.Load())
 	db.mu.Unlock()
@@ -132,9 +133,9 @@ func (db *DB) compactOnce() (bool, error) {
 	cutoff = max(cutoff, budget)
 	levels := infos(v)
 	byNum := make(map[uint64]*segHandle)
-	for l, level := range v.levels {
+	for l, level := range v.Levels {
 		for i, h := range level {
-			byNum[h.fileNum] = h
+			byNum[h.FileNum] = h
 			levels[l][i].Tombstoned = db.pendingTombstone(h, tombs) != math.MaxUint64
 		}
 	}
@@ -229,10 +230,10 @@ func (db *DB) compactOnce() (bool, error) {
 		cin := make([]compaction.Input, len(inputs))
 		series := 0 // at most the output's series: sizes its buffers
 		for i, h := range inputs {
-			series += h.r.NumSeries()
-			applied := h.tombApplied.Load()
+			series += h.Reader.NumSeries()
+			applied := h.TombApplied.Load()
 			inputsMin = min(inputsMin, applied)
-			cin[i] = compaction.Input{Reader: h.r, Drop: joinDrops(db.dropFunc(applied, tombs), rules)}
+			cin[i] = compaction.Input{Reader: h.Reader, Drop: joinDrops(db.dropFunc(applied, tombs), rules)}
 		}
 		tombApplied := max(snapMax, inputsMin)
 		ctx := db.bgCtx
@@ -246,7 +247,7 @@ func (db *DB) compactOnce() (bool, error) {
 			FS:                 db.fs,
 			Rollup:             db.rollupFunc(cuts.now, db.rollupLimit(v, inputs)),
 			NewOutput: func() (*segment.Writer, error) {
-				path := filepath.Join(db.dir, segName(db.allocFileNum()))
+				path := filepath.Join(db.dir, segName(db.files.Alloc()))
 				return segment.Create(path, segment.WriterOptions{FS: db.fs, BlockSamples: db.opts.BlockSamples, Series: series})
 			},
 		})
@@ -258,11 +259,11 @@ func (db *DB) compactOnce() (bool, error) {
 			r, err := segment.Open(db.fs, m.Path)
 			if err == nil {
 				num, _ := parseSegName(filepath.Base(m.Path))
-				outputs = append(outputs, newSegHandle(num, plan.OutputLevel, tombApplied, r))
+				outputs = append(outputs, manifest.NewHandle(num, plan.OutputLevel, tombApplied, r))
 				continue
 			}
 			for _, h := range outputs {
-				h.r.Close()
+				h.Reader.Close()
 			}
 			for _, m := range metas {
 				db.fs.Remove(m.Path)
@@ -283,13 +284,13 @@ func (db *DB) compactOnce() (bool, error) {
 			levels[l] = slices.DeleteFunc(levels[l], func(h *segHandle) bool { return removed[h] })
 		}
 		for _, h := range outputs {
-			levels[h.level] = append(levels[h.level], h)
+			levels[h.Level] = append(levels[h.Level], h)
 		}
 	}, nil, cutoff)
 	if err != nil {
 		// Outputs stay on disk: the manifest may name them (see flush).
 		for _, h := range outputs {
-			h.r.Close()
+			h.Reader.Close()
 		}
 		return false, err
 	}
@@ -306,12 +307,12 @@ func (db *DB) compactOnce() (bool, error) {
 // infos describes v's segments for the compaction policy.
 func infos(v *version) [][]compaction.SegmentInfo {
 	levels := make([][]compaction.SegmentInfo, maxLevels)
-	for l, level := range v.levels {
+	for l, level := range v.Levels {
 		for _, h := range level {
 			levels[l] = append(levels[l], compaction.SegmentInfo{
-				FileNum: h.fileNum, Level: l, Size: h.meta.Size,
-				FirstKey: h.meta.FirstKey, LastKey: h.meta.LastKey,
-				MinTime: h.meta.MinTime, MaxTime: h.meta.MaxTime,
+				FileNum: h.FileNum, Level: l, Size: h.Meta.Size,
+				FirstKey: h.Meta.FirstKey, LastKey: h.Meta.LastKey,
+				MinTime: h.Meta.MinTime, MaxTime: h.Meta.MaxTime,
 			})
 		}
 	}

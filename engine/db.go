@@ -54,6 +54,7 @@ import (
 
 	"github.com/stratadb/strata/compaction"
 	"github.com/stratadb/strata/internal/base"
+	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/internal/vfs"
 	"github.com/stratadb/strata/memtable"
@@ -72,7 +73,7 @@ const (
 	walDirName  = "wal"
 	segSuffix   = ".seg"
 	tmpSuffix   = ".tmp"
-	maxLevels   = 7
+	maxLevels   = manifest.MaxLevels
 )
 
 // segName is the one function that names segment files.
@@ -123,14 +124,9 @@ type DB struct {
 	// rollups are the downsampling rules (rollup.go); nil: none.
 	rollups atomic.Pointer[rollupSet]
 
-	// files holds the numbers of the segment files that may be on disk:
-	// live ones, outputs being written, and dropped ones not yet removed.
-	// The manifest lists those that are not live as obsolete, so that Open
-	// can tell a leftover from a lost file.
-	files struct {
-		sync.Mutex
-		nums map[uint64]bool
-	}
+	// files allocates segment file numbers and holds those that may be
+	// on disk, for the manifest's obsolete list.
+	files manifest.Files
 
 	// commitMu serialises Write and Delete, so that sequence order, WAL order
 	// and memtable apply order agree. The fields below are guarded by it.
@@ -154,7 +150,6 @@ type DB struct {
 		imm        []*memRef // sealed, oldest first
 		v          *version  // current
 		tombstones []tombstone
-		nextFile   uint64
 		walStart   uint64
 		bgErr      error // sticky background failure
 		closing    bool

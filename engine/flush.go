@@ -8,6 +8,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/segment"
 )
@@ -116,7 +117,7 @@ func (db *DB) flushMemtable(m *memRef) error {
 
 	var h *segHandle
 	if len(ids) > 0 {
-		num := db.allocFileNum()
+		num := db.files.Alloc()
 		path := filepath.Join(db.dir, segName(num))
 		w, err := segment.Create(path, segment.WriterOptions{FS: db.fs, BlockSamples: db.opts.BlockSamples, Series: len(ids)})
 		if err != nil {
@@ -155,7 +156,7 @@ func (db *DB) flushMemtable(m *memRef) error {
 			if err != nil {
 				return fmt.Errorf("reopen flushed segment: %w", err)
 			}
-			h = newSegHandle(num, 0, tombApplied, r)
+			h = manifest.NewHandle(num, 0, tombApplied, r)
 		} else {
 			db.removeSegmentFile(num)
 		}
@@ -165,7 +166,7 @@ func (db *DB) flushMemtable(m *memRef) error {
 	db.st.flushes.Add(1)
 	db.st.flushNanos.Add(int64(time.Since(start)))
 	if h != nil {
-		db.st.flushBytes.Add(h.meta.Size)
+		db.st.flushBytes.Add(h.Meta.Size)
 	}
 	err = db.logAndApply(func(levels *[maxLevels][]*segHandle) {
 		if h != nil {
@@ -177,7 +178,7 @@ func (db *DB) flushMemtable(m *memRef) error {
 		// (a rename that landed before a failed directory sync), so the file
 		// stays; Open removes it if no manifest lists it.
 		if h != nil {
-			h.r.Close()
+			h.Reader.Close()
 		}
 		return err
 	}
@@ -185,7 +186,7 @@ func (db *DB) flushMemtable(m *memRef) error {
 		db.logger.Warn("remove flushed wal files", "err", err)
 	}
 	if h != nil {
-		db.logger.Debug("flushed memtable", "segment", filepath.Base(h.meta.Path), "samples", h.meta.Samples, "bytes", h.meta.Size, "took", time.Since(start))
+		db.logger.Debug("flushed memtable", "segment", filepath.Base(h.Meta.Path), "samples", h.Meta.Samples, "bytes", h.Meta.Size, "took", time.Since(start))
 	}
 	return nil
 }

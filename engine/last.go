@@ -82,9 +82,9 @@ func (v *visibility) newest(ctx context.Context, ids []uint64, best *lastSet) er
 	// L0 by file number, sealed memtables, the active memtable newest.
 	rank := 0
 	for l := maxLevels - 1; l >= 0; l-- {
-		for _, h := range v.snap.v.levels[l] {
+		for _, h := range v.snap.v.Levels[l] {
 			rank++
-			if h.meta.MaxTime < v.mint || h.meta.MinTime > v.maxt {
+			if h.Meta.MaxTime < v.mint || h.Meta.MinTime > v.maxt {
 				continue
 			}
 			if err := ctx.Err(); err != nil {
@@ -137,10 +137,10 @@ const lastReadWindow = 256 << 10
 
 // segNewest updates best from segment h.
 func (v *visibility) segNewest(ctx context.Context, h *segHandle, rank int, ids []uint64, best *lastSet) error {
-	applied := h.tombApplied.Load()
+	applied := h.TombApplied.Load()
 	anyTomb := v.hasTombsAbove(applied)
 	var byPos []uint64
-	sweep := len(ids)*16 >= h.r.NumSeries()
+	sweep := len(ids)*16 >= h.Reader.NumSeries()
 	if sweep {
 		byPos, sweep = v.db.segSeriesIDs(h)
 	}
@@ -161,7 +161,7 @@ func (v *visibility) segNewest(ctx context.Context, h *segHandle, rank int, ids 
 		lo, hi := n*per, min(len(byPos), (n+1)*per)
 		wg.Go(func() {
 			w := lastWorker{v: v, h: h, rank: rank, ids: ids, best: best, applied: applied, anyTomb: anyTomb,
-				br: h.r.NewBlockReader(lastReadWindow)}
+				br: h.Reader.NewBlockReader(lastReadWindow)}
 			var si segment.SeriesIndex // reused: visit keeps nothing of it
 			for pos := lo; pos < hi; pos++ {
 				if pos%(16*checkContextEvery) == 0 && ctx.Err() != nil {
@@ -172,7 +172,7 @@ func (v *visibility) segNewest(ctx context.Context, h *segHandle, rank int, ids 
 				if id >= uint64(len(idx)) || idx[id] < 0 {
 					continue
 				}
-				if err := w.visit(int(idx[id]), h.r.SeriesInto(pos, &si)); err != nil {
+				if err := w.visit(int(idx[id]), h.Reader.SeriesInto(pos, &si)); err != nil {
 					errs[n] = err
 					return
 				}
@@ -228,7 +228,7 @@ func (w *lastWorker) visit(i int, si *segment.SeriesIndex) error {
 		if w.br != nil {
 			w.buf, err = v.db.decodeBlock(v.ctx, w.br, si, b, w.buf[:0])
 		} else {
-			w.buf, err = v.db.decodeBlock(v.ctx, w.h.r, si, b, w.buf[:0])
+			w.buf, err = v.db.decodeBlock(v.ctx, w.h.Reader, si, b, w.buf[:0])
 		}
 		if err != nil {
 			return err

@@ -59,6 +59,7 @@ import (
 	"sync/atomic"
 
 	"github.com/stratadb/strata/compaction"
+	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/vfs"
 	"github.com/stratadb/strata/segment"
 	"github.com/stratadb/strata/wal"
@@ -110,12 +111,12 @@ func inspectDir(fs vfs.FS, dir string) (dirKind, error) {
 	if empty {
 		return dirEmpty, nil
 	}
-	if slices.Contains(names, manifestName) {
-		p, err := readPrefix(fs, filepath.Join(dir, manifestName), len(manifestMagic))
+	if slices.Contains(names, manifest.Name) {
+		p, err := readPrefix(fs, filepath.Join(dir, manifest.Name), len(manifest.Magic))
 		if err != nil {
 			return 0, fmt.Errorf("read manifest: %w", err)
 		}
-		if hasManifestMagic(p) {
+		if manifest.HasMagic(p) {
 			return dirDatabase, nil
 		}
 	}
@@ -145,13 +146,13 @@ func leftoverOfCreate(fs vfs.FS, dir, name string) bool {
 			return true // removed since the listing
 		}
 		return err == nil && info.Mode().IsRegular() && info.Size() == 0
-	case manifestName + tmpSuffix:
-		p, err := readPrefix(fs, path, len(manifestMagic))
+	case manifest.Name + tmpSuffix:
+		p, err := readPrefix(fs, path, len(manifest.Magic))
 		if errors.Is(err, iofs.ErrNotExist) {
 			return true
 		}
 		// A directory, or unreadable: not provably ours.
-		return err == nil && strings.HasPrefix(manifestMagic, string(p))
+		return err == nil && strings.HasPrefix(manifest.Magic, string(p))
 	}
 	return false
 }
@@ -214,7 +215,7 @@ func hasStrataFiles(fs vfs.FS, dir string, names []string) (bool, error) {
 
 // errNoManifest explains a database without its manifest.
 func errNoManifest(dir string) error {
-	return corruptf(filepath.Join(dir, manifestName), 0,
+	return corruptf(filepath.Join(dir, manifest.Name), 0,
 		"the directory holds strata files but no manifest; nothing was changed (run strata repair to rebuild one)")
 }
 
@@ -223,7 +224,7 @@ func errNoManifest(dir string) error {
 // whose WAL starts at file 1. Recovery then checks that the WAL's first
 // record has sequence number 1, so the WAL holds the whole history. It
 // returns nil when dir is not such a database.
-func legacyManifest(fs vfs.FS, dir string) (*manifest, error) {
+func legacyManifest(fs vfs.FS, dir string) (*manifest.Manifest, error) {
 	names, err := fs.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", dir, err)
@@ -237,11 +238,8 @@ func legacyManifest(fs vfs.FS, dir string) (*manifest, error) {
 	if err != nil || len(nums) == 0 || nums[0] != 1 {
 		return nil, nil
 	}
-	return &manifest{nextFile: 1, walStart: 1}, nil
+	return &manifest.Manifest{NextFile: 1, WALStart: 1}, nil
 }
-
-// newManifest is the first manifest of a new database.
-func newManifest() *manifest { return &manifest{nextFile: 1, walStart: 1, version: manifestVersion} }
 
 // newDB returns a DB for dir with nothing loaded.
 func newDB(dir string, opts *Options, fsys vfs.FS) *DB {
@@ -268,7 +266,6 @@ func newDB(dir string, opts *Options, fsys vfs.FS) *DB {
 	rus, _ := compileRollups(opts.Rollups) // validated by Options.Validate
 	db.rollups.Store(rus)
 	db.w.pendByID = make(map[string]int)
-	db.files.nums = make(map[uint64]bool)
 	return db
 }
 
@@ -331,7 +328,7 @@ func openWritable(dir string, opts *Options, fsys vfs.FS) (*DB, error) {
 // writableManifest classifies the directory again, now under the lock (a
 // process may have created a database meanwhile), and returns its manifest,
 // writing the first one of a new database.
-func (db *DB) writableManifest() (*manifest, error) {
+func (db *DB) writableManifest() (*manifest.Manifest, error) {
 	kind, err := inspectDir(db.fs, db.dir)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", db.dir, err)
@@ -340,8 +337,8 @@ func (db *DB) writableManifest() (*manifest, error) {
 	case dirDatabase:
 		return readManifest(db.fs, db.dir)
 	case dirEmpty, dirMissing:
-		m := newManifest()
-		if err := vfs.WriteFileAtomic(db.fs, filepath.Join(db.dir, manifestName), m.marshal()); err != nil {
+		m := manifest.New()
+		if err := manifest.Write(db.fs, db.dir, m); err != nil {
 			return nil, fmt.Errorf("write first manifest: %w", err)
 		}
 		return m, nil
@@ -359,8 +356,8 @@ func (db *DB) writableManifest() (*manifest, error) {
 }
 
 // readManifest reads and decodes the manifest of the database in dir.
-func readManifest(fs vfs.FS, dir string) (*manifest, error) {
-	path := filepath.Join(dir, manifestName)
+func readManifest(fs vfs.FS, dir string) (*manifest.Manifest, error) {
+	path := filepath.Join(dir, manifest.Name)
 	data, err := vfs.ReadFile(fs, path)
 	if errors.Is(err, iofs.ErrNotExist) {
 		return nil, errNoManifest(dir)
@@ -368,7 +365,7 @@ func readManifest(fs vfs.FS, dir string) (*manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read manifest: %w", err)
 	}
-	return unmarshalManifest(path, data)
+	return manifest.Unmarshal(path, data)
 }
 
 // openReadOnly opens the database in dir without changing anything.
@@ -386,16 +383,16 @@ func openReadOnly(dir string, opts *Options, fsys vfs.FS) (*DB, error) {
 	var lastErr error
 	for range readOnlyAttempts {
 		db := newDB(dir, opts, fsys)
-		var m *manifest
+		var m *manifest.Manifest
 		var before []byte
 		if kind == dirNoManifest {
 			if m, err = legacyManifest(fsys, dir); err == nil && m == nil {
 				err = errNoManifest(dir)
 			}
 		} else {
-			path := filepath.Join(dir, manifestName)
+			path := filepath.Join(dir, manifest.Name)
 			if before, err = vfs.ReadFile(fsys, path); err == nil {
-				m, err = unmarshalManifest(path, before)
+				m, err = manifest.Unmarshal(path, before)
 			}
 		}
 		if err == nil {
@@ -410,7 +407,7 @@ func openReadOnly(dir string, opts *Options, fsys vfs.FS) (*DB, error) {
 		// A writer may have replaced the manifest and removed a file it
 		// named: start over from the new manifest. The same manifest and
 		// the same failure twice is the answer.
-		after, rerr := vfs.ReadFile(fsys, filepath.Join(dir, manifestName))
+		after, rerr := vfs.ReadFile(fsys, filepath.Join(dir, manifest.Name))
 		if kind == dirDatabase && rerr == nil && string(after) != string(before) {
 			continue
 		}
@@ -431,16 +428,16 @@ type leftover struct {
 // is all. Writable, it then cuts torn tails, removes provable leftovers and
 // opens the WAL for appending: nothing is changed before every check has
 // passed.
-func (db *DB) recover(m *manifest) error {
+func (db *DB) recover(m *manifest.Manifest) error {
 	// The segments' indexes load while the catalog does: with a million
 	// series each takes about as long as the other.
-	readers, errs := make([]*segment.Reader, len(m.segments)), make([]error, len(m.segments))
+	readers, errs := make([]*segment.Reader, len(m.Segments)), make([]error, len(m.Segments))
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(m.segments)) {
+	for range min(runtime.GOMAXPROCS(0), len(m.Segments)) {
 		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(m.segments); i = int(next.Add(1) - 1) {
-				readers[i], errs[i] = segment.Open(db.fs, filepath.Join(db.dir, segName(m.segments[i].fileNum)))
+			for i := int(next.Add(1) - 1); i < len(m.Segments); i = int(next.Add(1) - 1) {
+				readers[i], errs[i] = segment.Open(db.fs, filepath.Join(db.dir, segName(m.Segments[i].FileNum)))
 			}
 		})
 	}
@@ -451,7 +448,7 @@ func (db *DB) recover(m *manifest) error {
 			if e != nil {
 				err = e
 				if errors.Is(e, iofs.ErrNotExist) {
-					path := filepath.Join(db.dir, segName(m.segments[i].fileNum))
+					path := filepath.Join(db.dir, segName(m.Segments[i].FileNum))
 					err = &CorruptionError{Path: path, Offset: 0, Err: fmt.Errorf("segment listed in the manifest is missing: %w", e)}
 				}
 				break
@@ -467,23 +464,19 @@ func (db *DB) recover(m *manifest) error {
 		return err
 	}
 
-	v := &version{}
-	v.refs.Store(1)
-	db.mu.v = v
-	live := make(map[uint64]bool, len(m.segments))
-	for i, ms := range m.segments {
-		h := newSegHandle(ms.fileNum, ms.level, ms.tombApplied, readers[i])
-		h.refs.Store(1)
-		v.levels[ms.level] = append(v.levels[ms.level], h)
-		live[ms.fileNum] = true
-		db.files.nums[ms.fileNum] = true
+	var levels [maxLevels][]*segHandle
+	live := make(map[uint64]bool, len(m.Segments))
+	for i, ms := range m.Segments {
+		h := manifest.NewHandle(ms.FileNum, ms.Level, ms.TombApplied, readers[i])
+		levels[ms.Level] = append(levels[ms.Level], h)
+		live[ms.FileNum] = true
 	}
-	sortLevels(v)
-	db.mu.nextFile = m.nextFile
-	db.mu.walStart = m.walStart
-	db.mu.tombstones = m.tombstones
-	db.seq.Store(m.lastSeq)
-	db.vis.floor.Store(m.expiredBefore())
+	db.mu.v = manifest.NewVersion(levels)
+	db.files.Reset(m.NextFile, db.mu.v)
+	db.mu.walStart = m.WALStart
+	db.mu.tombstones = tombstonesOf(m)
+	db.seq.Store(m.LastSeq)
+	db.vis.floor.Store(m.ExpiredBefore())
 
 	// Read-only, the check alone: a leftover stays for the writer to remove.
 	leftovers, err := db.findLeftovers(m, live)
@@ -519,12 +512,12 @@ func (db *DB) recover(m *manifest) error {
 		}
 		db.logger.Info("removed leftover file", "file", l.name, "why", l.why)
 	}
-	if m.version != manifestVersion {
+	if m.Format != manifest.FormatVersion {
 		// A legacy or version 1 manifest: write the current format now.
 		nm := *m
-		nm.version = manifestVersion
-		nm.obsolete = nil
-		if err := vfs.WriteFileAtomic(db.fs, filepath.Join(db.dir, manifestName), nm.marshal()); err != nil {
+		nm.Format = manifest.FormatVersion
+		nm.Obsolete = nil
+		if err := manifest.Write(db.fs, db.dir, &nm); err != nil {
 			return fmt.Errorf("write manifest: %w", err)
 		}
 	}
@@ -535,13 +528,13 @@ func (db *DB) recover(m *manifest) error {
 		Sync:         db.opts.Sync,
 		SyncInterval: db.opts.SyncInterval,
 		Logger:       db.logger,
-		MinFile:      max(m.walStart, 1),
+		MinFile:      max(m.WALStart, 1),
 	})
 	if err != nil {
 		return fmt.Errorf("open wal: %w", err)
 	}
 	db.wal = w
-	if err := w.RemoveBefore(m.walStart); err != nil {
+	if err := w.RemoveBefore(m.WALStart); err != nil {
 		return fmt.Errorf("remove covered wal files: %w", err)
 	}
 	return nil
@@ -550,18 +543,18 @@ func (db *DB) recover(m *manifest) error {
 // findLeftovers returns the unlisted files of the engine's naming in the
 // database directory that recovery may remove, and ErrCorrupt for an
 // unlisted segment that is not provably a leftover.
-func (db *DB) findLeftovers(m *manifest, live map[uint64]bool) ([]leftover, error) {
+func (db *DB) findLeftovers(m *manifest.Manifest, live map[uint64]bool) ([]leftover, error) {
 	names, err := db.fs.ReadDir(db.dir)
 	if err != nil {
 		return nil, fmt.Errorf("list database dir: %w", err)
 	}
-	obsolete := make(map[uint64]bool, len(m.obsolete))
-	for _, n := range m.obsolete {
+	obsolete := make(map[uint64]bool, len(m.Obsolete))
+	for _, n := range m.Obsolete {
 		obsolete[n] = true
 	}
 	var out []leftover
 	for _, name := range names {
-		if name == manifestName+tmpSuffix {
+		if name == manifest.Name+tmpSuffix {
 			out = append(out, leftover{name, "interrupted manifest write"})
 			continue
 		}
@@ -576,11 +569,11 @@ func (db *DB) findLeftovers(m *manifest, live map[uint64]bool) ([]leftover, erro
 			continue
 		}
 		switch {
-		case num >= m.nextFile:
+		case num >= m.NextFile:
 			out = append(out, leftover{name, "output of an unfinished flush or compaction"})
 		case obsolete[num]:
 			out = append(out, leftover{name, "obsolete segment whose removal was interrupted"})
-		case m.version == manifestVersionV1:
+		case m.Format == manifest.FormatVersionV1:
 			out = append(out, leftover{name, "unlisted segment of a version 1 manifest"})
 		default:
 			return nil, corruptf(filepath.Join(db.dir, name), 0,
@@ -594,15 +587,15 @@ func (db *DB) findLeftovers(m *manifest, live map[uint64]bool) ([]leftover, erro
 // memtable, checking that the records' sequence numbers are consecutive
 // and start no later than just past the manifest's. It changes nothing: a
 // torn tail is reported in the result.
-func (db *DB) replayWAL(m *manifest, walDir string) (wal.ReplayResult, error) {
+func (db *DB) replayWAL(m *manifest.Manifest, walDir string) (wal.ReplayResult, error) {
 	mem := db.newMemRef(0)
 	var batch wal.Batch
 	var del wal.Delete
 	// A delete that every segment has applied is not a live tombstone, even
 	// if its WAL record is replayed.
 	segOldest := uint64(math.MaxUint64)
-	for _, ms := range m.segments {
-		segOldest = min(segOldest, ms.tombApplied)
+	for _, ms := range m.Segments {
+		segOldest = min(segOldest, ms.TombApplied)
 	}
 	// A replayed delete marks the replayed memtable so Close persists it.
 	replayedDeletes := false
@@ -615,8 +608,8 @@ func (db *DB) replayWAL(m *manifest, walDir string) (wal.ReplayResult, error) {
 	checkSeq := func(seq uint64) error {
 		if first {
 			first = false
-			if seq > m.lastSeq+1 {
-				return fmt.Errorf("%w: the first wal record has sequence number %d, but the manifest's last is %d: records are missing", ErrCorrupt, seq, m.lastSeq)
+			if seq > m.LastSeq+1 {
+				return fmt.Errorf("%w: the first wal record has sequence number %d, but the manifest's last is %d: records are missing", ErrCorrupt, seq, m.LastSeq)
 			}
 		} else if seq != prevSeq+1 {
 			return fmt.Errorf("%w: wal sequence numbers jump from %d to %d: records are missing", ErrCorrupt, prevSeq, seq)
@@ -627,7 +620,7 @@ func (db *DB) replayWAL(m *manifest, walDir string) (wal.ReplayResult, error) {
 		}
 		return nil
 	}
-	res, err := wal.ReplayDir(db.fs, walDir, wal.ReplayOptions{From: max(m.walStart, 1), ReadOnly: true}, func(file uint64, typ byte, payload []byte) error {
+	res, err := wal.ReplayDir(db.fs, walDir, wal.ReplayOptions{From: max(m.WALStart, 1), ReadOnly: true}, func(file uint64, typ byte, payload []byte) error {
 		switch typ {
 		case wal.RecordBatch:
 			if err := batch.Unmarshal(payload); err != nil {
@@ -691,7 +684,7 @@ func (db *DB) replayWAL(m *manifest, walDir string) (wal.ReplayResult, error) {
 
 // readCatalog reads the series catalog into db.cat without changing the
 // file: a torn tail is only measured.
-func (db *DB) readCatalog(m *manifest) (*loadedCatalog, error) {
+func (db *DB) readCatalog(m *manifest.Manifest) (*loadedCatalog, error) {
 	path := filepath.Join(db.dir, catalogName)
 	lc := &loadedCatalog{path: path}
 	data, err := vfs.ReadFile(db.fs, path)
@@ -706,8 +699,8 @@ func (db *DB) readCatalog(m *manifest) (*loadedCatalog, error) {
 		}
 	}
 	lc.n = db.cat.len()
-	if uint64(lc.n) < m.seriesCount {
-		return nil, corruptf(path, lc.valid, "catalog holds %d series, manifest expects %d", lc.n, m.seriesCount)
+	if uint64(lc.n) < m.SeriesCount {
+		return nil, corruptf(path, lc.valid, "catalog holds %d series, manifest expects %d", lc.n, m.SeriesCount)
 	}
 	return lc, nil
 }

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/vfs"
 	"github.com/stratadb/strata/segment"
 	"github.com/stratadb/strata/wal"
@@ -140,7 +141,7 @@ func TestOpenReadOnlyMissingOrEmpty(t *testing.T) {
 }
 
 func TestOpenCreatesOnlyInEmptyDir(t *testing.T) {
-	for _, pre := range []map[string]string{nil, {"LOCK": ""}, {"LOCK": "", "MANIFEST.tmp": ""}, {"LOCK": "", "MANIFEST.tmp": "SM"}, {"LOCK": "", "MANIFEST.tmp": manifestMagic + "\x02torn"}} {
+	for _, pre := range []map[string]string{nil, {"LOCK": ""}, {"LOCK": "", "MANIFEST.tmp": ""}, {"LOCK": "", "MANIFEST.tmp": "SM"}, {"LOCK": "", "MANIFEST.tmp": manifest.Magic + "\x02torn"}} {
 		dir := t.TempDir()
 		for p, d := range pre {
 			writeFile(t, filepath.Join(dir, p), []byte(d))
@@ -151,8 +152,8 @@ func TestOpenCreatesOnlyInEmptyDir(t *testing.T) {
 		if got := samplesOf(t, mustQuery(t, db, rawAll("m"))); len(got) != 1 {
 			t.Fatalf("after reopen: %v", got)
 		}
-		data, err := os.ReadFile(filepath.Join(dir, manifestName))
-		if err != nil || !hasManifestMagic(data) {
+		data, err := os.ReadFile(filepath.Join(dir, manifest.Name))
+		if err != nil || !manifest.HasMagic(data) {
 			t.Fatalf("a new database has no manifest: %v", err)
 		}
 	}
@@ -357,14 +358,14 @@ func TestOpenFaultSweep(t *testing.T) {
 
 func TestOpenMissingManifest(t *testing.T) {
 	dir, batches := buildDB(t)
-	if err := os.Remove(filepath.Join(dir, manifestName)); err != nil {
+	if err := os.Remove(filepath.Join(dir, manifest.Name)); err != nil {
 		t.Fatal(err)
 	}
 	openUntouched(t, dir, ErrCorrupt)
 	// Without its LOCK file too: not even that is created.
 	os.Remove(filepath.Join(dir, lockName))
 	openUntouched(t, dir, ErrCorrupt)
-	writeFile(t, filepath.Join(dir, manifestName), []byte("SMAN garbage"))
+	writeFile(t, filepath.Join(dir, manifest.Name), []byte("SMAN garbage"))
 	openUntouched(t, dir, ErrCorrupt)
 
 	// A database that never flushed, from before every database had a
@@ -377,7 +378,7 @@ func TestOpenMissingManifest(t *testing.T) {
 		mustWrite(t, db, pt("m", []Tag{{Key: "k", Value: "a"}}, "v", Int(int64(i)), int64(i)))
 	}
 	legacy := crashCopy(t, src)
-	if err := os.Remove(filepath.Join(legacy, manifestName)); err != nil {
+	if err := os.Remove(filepath.Join(legacy, manifest.Name)); err != nil {
 		t.Fatal(err)
 	}
 	for _, ro := range []bool{true, false} {
@@ -392,7 +393,7 @@ func TestOpenMissingManifest(t *testing.T) {
 		}
 		ldb.Close()
 	}
-	if _, err := os.Stat(filepath.Join(legacy, manifestName)); err != nil {
+	if _, err := os.Stat(filepath.Join(legacy, manifest.Name)); err != nil {
 		t.Fatalf("the writable open of a legacy database wrote no manifest: %v", err)
 	}
 	_ = batches
@@ -412,7 +413,7 @@ func TestOpenUnlistedSegment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := unmarshalManifest("m", mustRead(t, filepath.Join(dir, manifestName)))
+	m, err := manifest.Unmarshal("m", mustRead(t, filepath.Join(dir, manifest.Name)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,9 +424,9 @@ func TestOpenUnlistedSegment(t *testing.T) {
 	os.Remove(filepath.Join(dir, segName(free)))
 
 	// At or above it: the leftover of an unfinished flush, removed.
-	left := filepath.Join(dir, segName(m.nextFile+3))
+	left := filepath.Join(dir, segName(m.NextFile+3))
 	writeFile(t, left, data)
-	writeFile(t, filepath.Join(dir, segName(m.nextFile+4)+".tmp"), data[:10])
+	writeFile(t, filepath.Join(dir, segName(m.NextFile+4)+".tmp"), data[:10])
 	writeFile(t, filepath.Join(dir, "keep.tmp"), []byte("not ours"))
 	db = openDB(t, dir, quietOptions())
 	db.Close()
@@ -663,7 +664,7 @@ func TestOpenFormatV1Database(t *testing.T) {
 	if err := os.CopyFS(dir, os.DirFS("testdata/format_v1_db")); err != nil {
 		t.Fatal(err)
 	}
-	if m := mustRead(t, filepath.Join(dir, manifestName)); m[4] != manifestVersionV1 {
+	if m := mustRead(t, filepath.Join(dir, manifest.Name)); m[4] != manifest.FormatVersionV1 {
 		t.Fatalf("fixture manifest version %d", m[4])
 	}
 	check := func(db *DB, n int) {
@@ -695,8 +696,8 @@ func TestOpenFormatV1Database(t *testing.T) {
 	mustWrite(t, db, pt("m", []Tag{{Key: "k", Value: "a"}}, "v", Int(400), 400))
 	db = reopen(t, db, dir, quietOptions())
 	check(db, 401)
-	if m := mustRead(t, filepath.Join(dir, manifestName)); m[4] != manifestVersion {
-		t.Fatalf("manifest version %d after a writable open, want %d", m[4], manifestVersion)
+	if m := mustRead(t, filepath.Join(dir, manifest.Name)); m[4] != manifest.FormatVersion {
+		t.Fatalf("manifest version %d after a writable open, want %d", m[4], manifest.FormatVersion)
 	}
 }
 

@@ -427,21 +427,21 @@ func (r *seriesReader) sources(id uint64, key []byte, mint, maxt int64) []source
 	defer func() { r.srcs = srcs }()
 	v := r.snap.v
 	for l := maxLevels - 1; l >= 0; l-- {
-		for _, h := range v.levels[l] {
-			if h.meta.MaxTime < mint || h.meta.MinTime > maxt {
+		for _, h := range v.Levels[l] {
+			if h.Meta.MaxTime < mint || h.Meta.MinTime > maxt {
 				continue
 			}
-			if l > 0 && (string(key) < string(h.meta.FirstKey) || string(key) > string(h.meta.LastKey)) {
+			if l > 0 && (string(key) < string(h.Meta.FirstKey) || string(key) > string(h.Meta.LastKey)) {
 				continue
 			}
 			k := len(srcs)
 			if k == len(r.idxs) {
 				r.idxs = append(r.idxs, new(segment.SeriesIndex))
 			}
-			if !h.r.FindInto(key, r.idxs[k]) {
+			if !h.Reader.FindInto(key, r.idxs[k]) {
 				continue
 			}
-			srcs = append(srcs, source{seg: h, idx: r.idxs[k], tombApplied: h.tombApplied.Load()})
+			srcs = append(srcs, source{seg: h, idx: r.idxs[k], tombApplied: h.TombApplied.Load()})
 		}
 	}
 	for _, m := range r.snap.imm {

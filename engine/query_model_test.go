@@ -633,7 +633,7 @@ func TestQuerySeqStops(t *testing.T) {
 	// work and only the DB's own reference remains.
 	mustCompact(t, db)
 	db.mu.Lock()
-	refs := db.mu.v.refs.Load()
+	refs := db.mu.v.Refs()
 	db.mu.Unlock()
 	if refs != 1 {
 		t.Fatalf("version has %d references after a broken loop, want 1", refs)

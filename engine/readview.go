@@ -174,7 +174,7 @@ func (db *DB) acquireSnapshot() (*snapshot, error) {
 	if db.mu.v == nil {
 		return nil, ErrClosed
 	}
-	db.mu.v.ref()
+	db.mu.v.Ref()
 	// Under mu, so that every tombstone at or below asOf is in the list
 	// (tombstones are added under mu before they are published) and none
 	// the version's segments need is pruned yet.
@@ -343,12 +343,12 @@ func (v *visibility) filter(ids []uint64) ([]uint64, error) {
 		}
 	}
 	// Segments.
-	for l := range v.snap.v.levels {
-		for _, h := range v.snap.v.levels[l] {
+	for l := range v.snap.v.Levels {
+		for _, h := range v.snap.v.Levels[l] {
 			if left == 0 {
 				break
 			}
-			if h.meta.MaxTime < v.mint || h.meta.MinTime > v.maxt {
+			if h.Meta.MaxTime < v.mint || h.Meta.MinTime > v.maxt {
 				continue
 			}
 			n, err := v.segFilter(h, ids, visible)
@@ -370,10 +370,10 @@ func (v *visibility) filter(ids []uint64) ([]uint64, error) {
 // segFilter marks the ids (not yet visible) that have a visible sample in
 // segment h, and returns how many it marked.
 func (v *visibility) segFilter(h *segHandle, ids []uint64, visible []bool) (int, error) {
-	applied := h.tombApplied.Load()
+	applied := h.TombApplied.Load()
 	anyTomb := v.hasTombsAbove(applied)
 	marked := 0
-	if !anyTomb && h.meta.Samples > 0 && v.allFrom(h.meta.MinTime) && h.meta.MaxTime <= v.maxt {
+	if !anyTomb && h.Meta.Samples > 0 && v.allFrom(h.Meta.MinTime) && h.Meta.MaxTime <= v.maxt {
 		// Every series a segment holds has a sample (writers skip empty
 		// ones), and all of this segment's samples lie in the range with no
 		// tombstone above its watermark: each one it holds is visible,
@@ -422,7 +422,7 @@ func (v *visibility) segVisible(h *segHandle, si *segment.SeriesIndex, ranges []
 			return true, nil
 		}
 		var err error
-		v.buf, err = v.db.decodeBlock(v.ctx, h.r, si, b, v.buf[:0])
+		v.buf, err = v.db.decodeBlock(v.ctx, h.Reader, si, b, v.buf[:0])
 		if err != nil {
 			return false, err
 		}
@@ -467,28 +467,20 @@ func (v *visibility) memVisible(m *memRef, id uint64) (bool, error) {
 	return false, nil
 }
 
-// segIDs maps a segment's series to catalog ids, built on first use.
-type segIDs struct {
-	once  sync.Once
-	byPos []uint64 // catalog id of the segment's i-th series
-	ok    bool
-}
-
 // segSeriesIDs returns the catalog ids of h's series in segment (key)
 // order. ok is false when some series is unknown to the catalog (then
 // callers look keys up).
 func (db *DB) segSeriesIDs(h *segHandle) ([]uint64, bool) {
-	h.ids.once.Do(func() {
-		h.ids.byPos, h.ids.ok = db.cat.lookupKeys(h.r.NumSeries(), h.r.Key)
+	return h.IDs.Get(func() ([]uint64, bool) {
+		return db.cat.lookupKeys(h.Reader.NumSeries(), h.Reader.Key)
 	})
-	return h.ids.byPos, h.ids.ok
 }
 
 // eachSeriesID calls f(i) for every ids[i] that segment h holds, like
 // eachSeries but without decoding index entries when the segment's ids by
 // position are known.
 func (v *visibility) eachSeriesID(h *segHandle, ids []uint64, skip func(i int) bool, f func(i int)) error {
-	if len(ids)*16 >= h.r.NumSeries() {
+	if len(ids)*16 >= h.Reader.NumSeries() {
 		if byPos, ok := v.db.segSeriesIDs(h); ok {
 			idx := v.indexOf(ids)
 			for pos, id := range byPos {
@@ -517,7 +509,7 @@ func (v *visibility) eachSeriesID(h *segHandle, ids []uint64, skip func(i int) b
 // f must not keep si: a sweep decodes every entry into one SeriesIndex.
 func (v *visibility) eachSeries(h *segHandle, ids []uint64, skip func(i int) bool, f func(i int, si *segment.SeriesIndex) error) error {
 	var byPos []uint64
-	ok := len(ids)*16 >= h.r.NumSeries()
+	ok := len(ids)*16 >= h.Reader.NumSeries()
 	if ok {
 		byPos, ok = v.db.segSeriesIDs(h)
 	}
@@ -531,10 +523,10 @@ func (v *visibility) eachSeries(h *segHandle, ids []uint64, skip func(i int) boo
 			}
 			m, _ := v.db.cat.meta(id)
 			key := m.key
-			if key < string(h.meta.FirstKey) || key > string(h.meta.LastKey) {
+			if key < string(h.Meta.FirstKey) || key > string(h.Meta.LastKey) {
 				continue
 			}
-			if si, found := h.r.Find([]byte(key)); found {
+			if si, found := h.Reader.Find([]byte(key)); found {
 				if err := f(i, si); err != nil {
 					return err
 				}
@@ -555,7 +547,7 @@ func (v *visibility) eachSeries(h *segHandle, ids []uint64, skip func(i int) boo
 		if i < 0 || skip(int(i)) {
 			continue
 		}
-		if err := f(int(i), h.r.SeriesInto(pos, &si)); err != nil {
+		if err := f(int(i), h.Reader.SeriesInto(pos, &si)); err != nil {
 			return err
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/vfs"
 	"github.com/stratadb/strata/segment"
 	"github.com/stratadb/strata/wal"
@@ -147,11 +148,11 @@ func (r *repairer) checkSegment(path string) error {
 }
 
 func (r *repairer) run() error {
-	mpath := filepath.Join(r.dir, manifestName)
-	var m *manifest
+	mpath := filepath.Join(r.dir, manifest.Name)
+	var m *manifest.Manifest
 	data, err := vfs.ReadFile(r.fs, mpath)
 	if err == nil {
-		m, err = unmarshalManifest(mpath, data)
+		m, err = manifest.Unmarshal(mpath, data)
 	}
 	if err != nil {
 		if !errors.Is(err, iofs.ErrNotExist) && !errors.Is(err, ErrCorrupt) {
@@ -164,7 +165,7 @@ func (r *repairer) run() error {
 			r.rep.ManifestRebuilt = true
 			r.rep.Lost = append(r.rep.Lost, "the manifest was missing or damaged: segment levels were rebuilt as level 0 by file number, "+
 				"and its tombstones are lost (data deleted but not yet compacted away may reappear; an overwritten sample may read its older value)")
-			m = &manifest{}
+			m = &manifest.Manifest{}
 		}
 		if _, statErr := r.fs.Stat(mpath); statErr == nil {
 			if err := r.setAside(mpath, "unreadable manifest"); err != nil {
@@ -202,33 +203,33 @@ func (r *repairer) run() error {
 		return err
 	}
 
-	nm := &manifest{
-		nextFile:    max(m.nextFile, maxNum+1),
-		walStart:    max(m.walStart, 1),
-		lastSeq:     m.lastSeq,
-		seriesCount: min(m.seriesCount, uint64(cat.len())),
-		tombstones:  m.tombstones,
-		version:     manifestVersion,
+	nm := &manifest.Manifest{
+		NextFile:    max(m.NextFile, maxNum+1),
+		WALStart:    max(m.WALStart, 1),
+		LastSeq:     m.LastSeq,
+		SeriesCount: min(m.SeriesCount, uint64(cat.len())),
+		Tombstones:  m.Tombstones,
+		Format:      manifest.FormatVersion,
 	}
-	if n := cat.len(); uint64(n) < m.seriesCount {
-		r.rep.Lost = append(r.rep.Lost, fmt.Sprintf("the series catalog holds %d series, the manifest expected %d", n, m.seriesCount))
+	if n := cat.len(); uint64(n) < m.SeriesCount {
+		r.rep.Lost = append(r.rep.Lost, fmt.Sprintf("the series catalog holds %d series, the manifest expected %d", n, m.SeriesCount))
 	}
 	if r.rep.ManifestRebuilt {
 		for _, num := range slices.Sorted(maps.Keys(intact)) {
-			nm.segments = append(nm.segments, manifestSegment{fileNum: num, level: 0})
+			nm.Segments = append(nm.Segments, manifest.Segment{FileNum: num, Level: 0})
 		}
 		// Replay the WAL from its first file: records a segment already
 		// holds are applied again, which changes nothing.
 		if nums, err := wal.Files(r.fs, filepath.Join(r.dir, walDirName)); err == nil && len(nums) > 0 {
-			nm.walStart = nums[0]
+			nm.WALStart = nums[0]
 		}
 	} else {
-		for _, s := range m.segments {
-			if intact[s.fileNum] {
-				nm.segments = append(nm.segments, s)
+		for _, s := range m.Segments {
+			if intact[s.FileNum] {
+				nm.Segments = append(nm.Segments, s)
 				continue
 			}
-			r.rep.Missing = append(r.rep.Missing, segName(s.fileNum))
+			r.rep.Missing = append(r.rep.Missing, segName(s.FileNum))
 		}
 		if len(r.rep.Missing) > 0 {
 			r.rep.Lost = append(r.rep.Lost, fmt.Sprintf("%d segments the manifest listed are missing or damaged: their samples are lost (%s)",
@@ -237,27 +238,27 @@ func (r *repairer) run() error {
 		// Unlisted intact segments that are no leftovers were never part of
 		// this manifest's state: set them aside rather than guess.
 		obsolete := make(map[uint64]bool)
-		for _, n := range m.obsolete {
+		for _, n := range m.Obsolete {
 			obsolete[n] = true
 		}
 		listed := make(map[uint64]bool)
-		for _, s := range nm.segments {
-			listed[s.fileNum] = true
+		for _, s := range nm.Segments {
+			listed[s.FileNum] = true
 		}
 		for _, num := range slices.Sorted(maps.Keys(intact)) {
-			if !listed[num] && num < m.nextFile && !obsolete[num] && m.version != manifestVersionV1 {
+			if !listed[num] && num < m.NextFile && !obsolete[num] && m.Format != manifest.FormatVersionV1 {
 				if err := r.setAside(filepath.Join(r.dir, segName(num)), "segment the manifest does not list"); err != nil {
 					return err
 				}
 			}
 		}
 	}
-	r.rep.Segments = len(nm.segments)
+	r.rep.Segments = len(nm.Segments)
 
 	if err := r.repairWAL(nm); err != nil {
 		return err
 	}
-	if err := vfs.WriteFileAtomic(r.fs, mpath, nm.marshal()); err != nil {
+	if err := manifest.Write(r.fs, r.dir, nm); err != nil {
 		return fmt.Errorf("write manifest: %w", err)
 	}
 	return nil
@@ -265,7 +266,7 @@ func (r *repairer) run() error {
 
 // repairWAL replays the WAL as Open would; at the first damage or gap it
 // sets the rest of the log aside, so that Open replays the intact prefix.
-func (r *repairer) repairWAL(nm *manifest) error {
+func (r *repairer) repairWAL(nm *manifest.Manifest) error {
 	walDir := filepath.Join(r.dir, walDirName)
 	db := newDB(r.dir, r.opts, r.fs)
 	db.readOnly = true
@@ -276,16 +277,16 @@ func (r *repairer) repairWAL(nm *manifest) error {
 	replayFrom := *nm
 	if r.rep.ManifestRebuilt {
 		// The last sequence number is unknown: accept the WAL's first.
-		replayFrom.lastSeq = math.MaxUint64 - 1
+		replayFrom.LastSeq = math.MaxUint64 - 1
 	}
 	for {
-		db.mu.tombstones = nm.tombstones
-		db.seq.Store(nm.lastSeq)
+		db.mu.tombstones = tombstonesOf(nm)
+		db.seq.Store(nm.LastSeq)
 		_, err := db.replayWAL(&replayFrom, walDir)
 		var ce *CorruptionError
 		if err == nil {
-			nm.lastSeq = max(nm.lastSeq, db.seq.Load())
-			nm.seriesCount = min(nm.seriesCount, uint64(db.cat.len()))
+			nm.LastSeq = max(nm.LastSeq, db.seq.Load())
+			nm.SeriesCount = min(nm.SeriesCount, uint64(db.cat.len()))
 			return nil
 		}
 		if !errors.As(err, &ce) {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stratadb/strata/internal/manifest"
+
 	"github.com/stratadb/strata/wal"
 )
 
@@ -33,7 +35,7 @@ func wantOpenCorrupt(t *testing.T, dir string) {
 
 func TestRepairMissingManifest(t *testing.T) {
 	dir, batches := buildDB(t)
-	os.Remove(filepath.Join(dir, manifestName))
+	os.Remove(filepath.Join(dir, manifest.Name))
 	wantOpenCorrupt(t, dir)
 	rep := mustRepair(t, dir)
 	if !rep.ManifestRebuilt || rep.Segments == 0 || len(rep.Lost) == 0 {
@@ -70,16 +72,16 @@ func TestRepairWALGap(t *testing.T) {
 
 func TestRepairDamagedSegment(t *testing.T) {
 	dir, _ := buildDB(t)
-	m, err := unmarshalManifest("m", mustRead(t, filepath.Join(dir, manifestName)))
-	if err != nil || len(m.segments) == 0 {
+	m, err := manifest.Unmarshal("m", mustRead(t, filepath.Join(dir, manifest.Name)))
+	if err != nil || len(m.Segments) == 0 {
 		t.Fatalf("manifest: %v", err)
 	}
-	seg := filepath.Join(dir, segName(m.segments[0].fileNum))
+	seg := filepath.Join(dir, segName(m.Segments[0].FileNum))
 	data := mustRead(t, seg)
 	data[40] ^= 0xff
 	writeFile(t, seg, data)
 	rep := mustRepair(t, dir)
-	if len(rep.Missing) != 1 || !strings.Contains(strings.Join(rep.SetAside, " "), segName(m.segments[0].fileNum)) {
+	if len(rep.Missing) != 1 || !strings.Contains(strings.Join(rep.SetAside, " "), segName(m.Segments[0].FileNum)) {
 		t.Fatalf("report %+v", rep)
 	}
 	if _, err := os.Stat(seg + damagedSuffix); err != nil {

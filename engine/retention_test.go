@@ -1,11 +1,7 @@
 package engine
 
 import (
-	"encoding/binary"
 	"fmt"
-	"hash/crc32"
-	"math"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -78,32 +74,5 @@ func TestExpiryNeverUndoesOverwrite(t *testing.T) {
 				t.Fatalf("newer data lost: %v", got)
 			}
 		})
-	}
-}
-
-// TestManifestExpiryFloor checks that the expiry floor survives a manifest
-// round trip and that a manifest written before the field existed (ending
-// after the tombstones) reads as having none.
-func TestManifestExpiryFloor(t *testing.T) {
-	m := manifest{nextFile: 3, walStart: 2, lastSeq: 9, seriesCount: 4, version: manifestVersion,
-		segments:   []manifestSegment{{fileNum: 1, level: 1, tombApplied: 7}},
-		tombstones: []tombstone{{seq: 8, sel: Selector{Measurement: "m", Start: 1, End: 5}}}}
-	if m.expiredBefore() != math.MinInt64 {
-		t.Fatalf("the zero manifest has floor %d", m.expiredBefore())
-	}
-	m.setExpiredBefore(-12345)
-	got, err := unmarshalManifest("MANIFEST", m.marshal())
-	if err != nil || got.expiredBefore() != -12345 || got.lastSeq != 9 || len(got.tombstones) != 1 {
-		t.Fatalf("round trip = %+v, %v", got, err)
-	}
-	// The older form: the same bytes without the floor, checksum redone.
-	old := m
-	old.setExpiredBefore(math.MinInt64)
-	b := old.marshal()
-	body := b[:len(b)-4-1] // drop the checksum and the one-byte uvarint of 0
-	b = binary.LittleEndian.AppendUint32(slices.Clone(body), crc32.Checksum(body, castagnoli))
-	got, err = unmarshalManifest("MANIFEST", b)
-	if err != nil || got.expiredBefore() != math.MinInt64 {
-		t.Fatalf("older manifest = %+v, %v; want no floor", got, err)
 	}
 }

@@ -288,20 +288,20 @@ func (db *DB) rollupLimit(v *version, inputs []*segHandle) int64 {
 	}
 	limit := int64(math.MaxInt64)
 	in := make(map[*segHandle]bool, len(inputs))
-	first, last := string(inputs[0].meta.FirstKey), string(inputs[0].meta.LastKey)
-	mint := inputs[0].meta.MinTime
+	first, last := string(inputs[0].Meta.FirstKey), string(inputs[0].Meta.LastKey)
+	mint := inputs[0].Meta.MinTime
 	for _, h := range inputs {
 		in[h] = true
-		first, last = min(first, string(h.meta.FirstKey)), max(last, string(h.meta.LastKey))
-		mint = min(mint, h.meta.MinTime)
+		first, last = min(first, string(h.Meta.FirstKey)), max(last, string(h.Meta.LastKey))
+		mint = min(mint, h.Meta.MinTime)
 	}
 	reach := point.FloorTime(mint, rs.widest) // the start of the widest bucket mint may fall in
-	for _, level := range v.levels {
+	for _, level := range v.Levels {
 		for _, h := range level {
-			if in[h] || h.meta.Samples == 0 || string(h.meta.LastKey) < first || string(h.meta.FirstKey) > last || h.meta.MaxTime < reach {
+			if in[h] || h.Meta.Samples == 0 || string(h.Meta.LastKey) < first || string(h.Meta.FirstKey) > last || h.Meta.MaxTime < reach {
 				continue
 			}
-			limit = min(limit, h.meta.MinTime)
+			limit = min(limit, h.Meta.MinTime)
 		}
 	}
 	db.mu.Lock()
@@ -337,17 +337,17 @@ func (db *DB) rollupDueSegment(v *version, now int64) (fileNum uint64, ok bool) 
 	live := make(map[uint64]bool)
 	for l := maxLevels - 1; l >= 0; l-- {
 		found := false
-		for _, h := range v.levels[l] {
-			live[h.fileNum] = true
-			if found && h.fileNum > fileNum {
+		for _, h := range v.Levels[l] {
+			live[h.FileNum] = true
+			if found && h.FileNum > fileNum {
 				continue
 			}
-			d, ok := rs.due[h.fileNum]
+			d, ok := rs.due[h.FileNum]
 			if !ok {
 				d = db.rollupDueAt(rs, h)
-				rs.due[h.fileNum] = d
+				rs.due[h.FileNum] = d
 			}
-			if now < d.at || h.meta.Samples == 0 {
+			if now < d.at || h.Meta.Samples == 0 {
 				continue
 			}
 			// Worth it only when other data leaves room past the oldest
@@ -356,7 +356,7 @@ func (db *DB) rollupDueSegment(v *version, now int64) (fileNum uint64, ok bool) 
 			// segment is rewritten alone, an L0 one goes down with every
 			// L0 segment and the L1 ones they overlap.
 			if db.rollupLimit(v, rewriteInputs(v, l, h)) > addSat(d.oldest, rs.widest) {
-				fileNum, found = h.fileNum, true
+				fileNum, found = h.FileNum, true
 			}
 		}
 		if found {
@@ -377,13 +377,13 @@ func rewriteInputs(v *version, l int, h *segHandle) []*segHandle {
 	if l > 0 {
 		return []*segHandle{h}
 	}
-	in := slices.Clone(v.levels[0])
-	first, last := string(h.meta.FirstKey), string(h.meta.LastKey)
+	in := slices.Clone(v.Levels[0])
+	first, last := string(h.Meta.FirstKey), string(h.Meta.LastKey)
 	for _, o := range in {
-		first, last = min(first, string(o.meta.FirstKey)), max(last, string(o.meta.LastKey))
+		first, last = min(first, string(o.Meta.FirstKey)), max(last, string(o.Meta.LastKey))
 	}
-	for _, o := range v.levels[1] {
-		if string(o.meta.LastKey) >= first && string(o.meta.FirstKey) <= last {
+	for _, o := range v.Levels[1] {
+		if string(o.Meta.LastKey) >= first && string(o.Meta.FirstKey) <= last {
 			in = append(in, o)
 		}
 	}
@@ -398,7 +398,7 @@ func (db *DB) rollupDueAt(rs *rollupSet, h *segHandle) rollupDue {
 	if !known {
 		return d
 	}
-	span := rollupDueFraction * (float64(h.meta.MaxTime) - float64(h.meta.MinTime) + 1)
+	span := rollupDueFraction * (float64(h.Meta.MaxTime) - float64(h.Meta.MinTime) + 1)
 	var si segment.SeriesIndex
 	note := func(t int64, r compiledRollup) {
 		if at := dueAfter(t, r, span); at < d.at {
@@ -411,7 +411,7 @@ func (db *DB) rollupDueAt(rs *rollupSet, h *segHandle) rollupDue {
 		if len(cascade) == 0 {
 			continue
 		}
-		h.r.SeriesInto(pos, &si)
+		h.Reader.SeriesInto(pos, &si)
 		// Raw samples: due once the finest rule's bound passes the oldest
 		// by the span's fraction.
 		if len(si.Blocks) > 0 {

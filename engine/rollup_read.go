@@ -50,7 +50,7 @@ func (r *seriesReader) bucketsOf(s source, tombs []tombstone, lo, hi int64, byLa
 		}
 		start := len(dst)
 		var err error
-		if dst, err = s.seg.r.ReadRollups(s.idx, b, dst); err != nil {
+		if dst, err = s.seg.Reader.ReadRollups(s.idx, b, dst); err != nil {
 			return dst[:start], err
 		}
 		kept := dst[:start]
@@ -166,7 +166,7 @@ func (r *seriesReader) accumulateWithRollups(id uint64, meta *seriesMeta, srcs [
 				r.db.st.blocksPushedDown.Add(1)
 				continue
 			}
-			rus, err := s.seg.r.ReadRollups(s.idx, b, r.rollBuf[:0])
+			rus, err := s.seg.Reader.ReadRollups(s.idx, b, r.rollBuf[:0])
 			r.rollBuf = rus
 			if err != nil {
 				return err
@@ -258,7 +258,7 @@ func (v *visibility) bucketVisible(h *segHandle, si *segment.SeriesIndex, ranges
 			return false, err
 		}
 		var err error
-		if rus, err = h.r.ReadRollups(si, b, rus[:0]); err != nil {
+		if rus, err = h.Reader.ReadRollups(si, b, rus[:0]); err != nil {
 			return false, err
 		}
 		for i := range rus {
@@ -287,7 +287,7 @@ func (w *lastWorker) visitBuckets(i int, si *segment.SeriesIndex, mint int64, ra
 			return err
 		}
 		var err error
-		if rus, err = w.h.r.ReadRollups(si, b, rus[:0]); err != nil {
+		if rus, err = w.h.Reader.ReadRollups(si, b, rus[:0]); err != nil {
 			return err
 		}
 		for j := len(rus) - 1; j >= 0; j-- {

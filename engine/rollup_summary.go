@@ -24,7 +24,7 @@ func (r *seriesReader) usableHours(s source, b int, tombs []tombstone, mint, max
 	if rm.HoursLength == 0 || !wholeBlock(rm, tombs, s.tombApplied, mint, maxt) {
 		return nil, false, nil
 	}
-	hours, ok, err := s.seg.r.ReadRollupHours(s.idx, b, r.hoursBuf[:0])
+	hours, ok, err := s.seg.Reader.ReadRollupHours(s.idx, b, r.hoursBuf[:0])
 	r.hoursBuf = hours
 	if err != nil || !ok {
 		return nil, false, err

@@ -103,16 +103,16 @@ func (m rollupModel) writeSpan(t *testing.T, r *rand.Rand, from, to int64, dbs .
 func storedBuckets(db *DB) (map[string][]segment.Rollup, error) {
 	db.mu.Lock()
 	v := db.mu.v
-	v.ref()
+	v.Ref()
 	db.mu.Unlock()
 	defer db.unrefVersion(v)
 	out := map[string][]segment.Rollup{}
-	for _, level := range v.levels {
+	for _, level := range v.Levels {
 		for _, h := range level {
-			for i := range h.r.NumSeries() {
-				si := h.r.Series(i)
+			for i := range h.Reader.NumSeries() {
+				si := h.Reader.Series(i)
 				for b := range si.Rollups {
-					rus, err := h.r.ReadRollups(si, b, nil)
+					rus, err := h.Reader.ReadRollups(si, b, nil)
 					if err != nil {
 						return nil, err
 					}

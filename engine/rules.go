@@ -272,18 +272,18 @@ func bottomMost(v *version, inputs []*segHandle) bool {
 	}
 	in := make(map[*segHandle]bool, len(inputs))
 	top := maxLevels
-	first, last := string(inputs[0].meta.FirstKey), string(inputs[0].meta.LastKey)
-	mint, maxt := inputs[0].meta.MinTime, inputs[0].meta.MaxTime
+	first, last := string(inputs[0].Meta.FirstKey), string(inputs[0].Meta.LastKey)
+	mint, maxt := inputs[0].Meta.MinTime, inputs[0].Meta.MaxTime
 	for _, h := range inputs {
 		in[h] = true
-		top = min(top, h.level)
-		first, last = min(first, string(h.meta.FirstKey)), max(last, string(h.meta.LastKey))
-		mint, maxt = min(mint, h.meta.MinTime), max(maxt, h.meta.MaxTime)
+		top = min(top, h.Level)
+		first, last = min(first, string(h.Meta.FirstKey)), max(last, string(h.Meta.LastKey))
+		mint, maxt = min(mint, h.Meta.MinTime), max(maxt, h.Meta.MaxTime)
 	}
 	for l := top; l < maxLevels; l++ {
-		for _, h := range v.levels[l] {
-			if in[h] || string(h.meta.LastKey) < first || string(h.meta.FirstKey) > last ||
-				h.meta.MaxTime < mint || h.meta.MinTime > maxt {
+		for _, h := range v.Levels[l] {
+			if in[h] || string(h.Meta.LastKey) < first || string(h.Meta.FirstKey) > last ||
+				h.Meta.MaxTime < mint || h.Meta.MinTime > maxt {
 				continue
 			}
 			return false
@@ -317,23 +317,23 @@ func (db *DB) ruleExpired(v *version, c *cutoffs) (fileNum uint64, ok bool) {
 	live := make(map[uint64]bool)
 	for l := maxLevels - 1; l >= 0; l-- {
 		found := false
-		for _, h := range v.levels[l] {
-			live[h.fileNum] = true
-			if found && h.fileNum > fileNum {
+		for _, h := range v.Levels[l] {
+			live[h.FileNum] = true
+			if found && h.FileNum > fileNum {
 				continue
 			}
-			if d, ok := rs.due[h.fileNum]; ok && c.now < d {
+			if d, ok := rs.due[h.FileNum]; ok && c.now < d {
 				continue
 			}
-			if h.meta.Samples == 0 || !bottomMost(v, []*segHandle{h}) {
+			if h.Meta.Samples == 0 || !bottomMost(v, []*segHandle{h}) {
 				continue // bottom-most, it may be due; until then it is not
 			}
 			due, now := db.ruleDue(h, c)
 			if now {
-				fileNum, found = h.fileNum, true
+				fileNum, found = h.FileNum, true
 				continue
 			}
-			rs.due[h.fileNum] = due
+			rs.due[h.FileNum] = due
 		}
 		if found {
 			return fileNum, true
@@ -358,14 +358,14 @@ func (db *DB) ruleDue(h *segHandle, c *cutoffs) (due int64, now bool) {
 	if !known {
 		return due, false
 	}
-	frac := ruleExpiredFraction * (float64(h.meta.MaxTime) - float64(h.meta.MinTime) + 1)
+	frac := ruleExpiredFraction * (float64(h.Meta.MaxTime) - float64(h.Meta.MinTime) + 1)
 	var si segment.SeriesIndex
 	for pos, id := range byPos {
 		keep := c.keepOf(db, id)
 		if keep == 0 || (c.rs.longest > 0 && keep >= c.rs.longest) {
 			continue // the base cutoff covers it
 		}
-		h.r.SeriesInto(pos, &si)
+		h.Reader.SeriesInto(pos, &si)
 		if len(si.Blocks) == 0 {
 			continue
 		}

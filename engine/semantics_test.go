@@ -256,9 +256,9 @@ func segmentSamples(db *DB) int64 {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	var n int64
-	for _, level := range db.mu.v.levels {
+	for _, level := range db.mu.v.Levels {
 		for _, h := range level {
-			n += int64(h.meta.Samples)
+			n += int64(h.Meta.Samples)
 		}
 	}
 	return n

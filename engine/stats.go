@@ -81,18 +81,18 @@ func (db *DB) Stats() Stats {
 	s.Tombstones = len(db.mu.tombstones)
 	v := db.mu.v
 	if v != nil {
-		v.ref()
+		v.Ref()
 	}
 	db.mu.Unlock()
 	s.SegmentsPerLevel = make([]int, maxLevels)
 	s.BytesPerLevel = make([]int64, maxLevels)
 	if v != nil {
-		for l, level := range v.levels {
+		for l, level := range v.Levels {
 			s.SegmentsPerLevel[l] = len(level)
 			for _, h := range level {
-				s.BytesPerLevel[l] += h.meta.Size
-				s.DiskBytes += h.meta.Size
-				s.SegmentSamples += h.meta.Samples
+				s.BytesPerLevel[l] += h.Meta.Size
+				s.DiskBytes += h.Meta.Size
+				s.SegmentSamples += h.Meta.Samples
 			}
 		}
 		s.PendingCompactionBytes = db.policy.PendingBytes(infos(v))

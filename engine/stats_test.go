@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"testing"
-
-	"github.com/stratadb/strata/compaction"
 )
 
 // TestStatsLevels checks, after many small flushes and Compact, that the
@@ -64,11 +62,12 @@ func TestStatsLevels(t *testing.T) {
 
 	db.mu.Lock()
 	v := db.mu.v
-	v.ref()
+	v.Ref()
 	db.mu.Unlock()
 	levels := infos(v)
+	err := checkLevels(v)
 	db.unrefVersion(v)
-	if err := compaction.CheckLevels(levels); err != nil {
+	if err != nil {
 		t.Errorf("level invariants: %v", err)
 	}
 	last := 0
@@ -106,7 +105,7 @@ func TestStatsLevels(t *testing.T) {
 	}
 	nonEmpty := 0
 	for l := 1; l < maxLevels; l++ {
-		if len(snap.v.levels[l]) > 0 {
+		if len(snap.v.Levels[l]) > 0 {
 			nonEmpty++
 		}
 	}
@@ -120,8 +119,8 @@ func TestStatsLevels(t *testing.T) {
 				segs++
 			}
 		}
-		if bound := len(snap.v.levels[0]) + nonEmpty; segs > bound || segs == 0 {
-			t.Errorf("series %s reads %d segments, want 1..%d (L0 %d + %d deeper levels)", key, segs, bound, len(snap.v.levels[0]), nonEmpty)
+		if bound := len(snap.v.Levels[0]) + nonEmpty; segs > bound || segs == 0 {
+			t.Errorf("series %s reads %d segments, want 1..%d (L0 %d + %d deeper levels)", key, segs, bound, len(snap.v.Levels[0]), nonEmpty)
 		}
 	}
 	db.releaseSnapshot(snap)

@@ -185,7 +185,7 @@ func deleteTombstoned(samples []point.Sample, tombs []tombstone, applied uint64)
 // applied, of a tombstone that may delete data in h; math.MaxUint64 when
 // none can.
 func (db *DB) pendingTombstone(h *segHandle, tombs []tombstone) uint64 {
-	applied := h.tombApplied.Load()
+	applied := h.TombApplied.Load()
 	lowest := uint64(math.MaxUint64)
 	for i := range tombs {
 		t := &tombs[i]
@@ -207,7 +207,7 @@ const maxAffectCheck = 4096
 // conservative.
 func (db *DB) tombstoneAffects(h *segHandle, t *tombstone) bool {
 	tmin, tmax := t.sel.TimeRange()
-	if tmax < h.meta.MinTime || tmin > h.meta.MaxTime {
+	if tmax < h.Meta.MinTime || tmin > h.Meta.MaxTime {
 		return false
 	}
 	ids := db.cat.match(&t.sel)
@@ -215,10 +215,10 @@ func (db *DB) tombstoneAffects(h *segHandle, t *tombstone) bool {
 		return true
 	}
 	for _, key := range db.cat.keys(ids) {
-		if key < string(h.meta.FirstKey) || key > string(h.meta.LastKey) {
+		if key < string(h.Meta.FirstKey) || key > string(h.Meta.LastKey) {
 			continue
 		}
-		if idx, ok := h.r.Find([]byte(key)); ok && idx.MinTime() <= tmax && idx.MaxTime() >= tmin {
+		if idx, ok := h.Reader.Find([]byte(key)); ok && idx.MinTime() <= tmax && idx.MaxTime() >= tmin {
 			return true
 		}
 	}
@@ -266,16 +266,16 @@ func (db *DB) raiseTombApplied(levels *[maxLevels][]*segHandle, tombs []tombston
 	segOldest := uint64(math.MaxUint64)
 	for _, level := range levels {
 		for _, h := range level {
-			if h.tombApplied.Load() < maxSeq {
+			if h.TombApplied.Load() < maxSeq {
 				target := maxSeq
 				if p := db.pendingTombstone(h, tombs); p != math.MaxUint64 {
 					target = p - 1
 				}
-				if target > h.tombApplied.Load() {
-					h.tombApplied.Store(target)
+				if target > h.TombApplied.Load() {
+					h.TombApplied.Store(target)
 				}
 			}
-			segOldest = min(segOldest, h.tombApplied.Load())
+			segOldest = min(segOldest, h.TombApplied.Load())
 		}
 	}
 	return segOldest

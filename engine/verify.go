@@ -40,22 +40,22 @@ func (db *DB) Verify(ctx context.Context) (VerifyReport, error) {
 	}
 	rep.MemTableSamples += int64(snap.mem.t.Len())
 	var buf []Sample
-	for _, level := range snap.v.levels {
+	for _, level := range snap.v.Levels {
 		for _, h := range level {
 			rep.Segments++
-			rep.Bytes += h.meta.Size
-			for i := range h.r.NumSeries() {
+			rep.Bytes += h.Meta.Size
+			for i := range h.Reader.NumSeries() {
 				if i%checkContextEvery == 0 && ctx.Err() != nil {
 					return rep, ctx.Err()
 				}
-				s := h.r.Series(i)
+				s := h.Reader.Series(i)
 				rep.Series++
 				id, ok := db.cat.lookup(string(s.Key))
 				var kind Kind
 				if m, known := db.cat.meta(id); ok && known {
 					kind = m.kind
 				}
-				name := filepath.Base(h.meta.Path)
+				name := filepath.Base(h.Meta.Path)
 				if !ok {
 					return rep, fmt.Errorf("%w: segment %s holds series %q that the catalog lacks", ErrCorrupt, name, s.Key)
 				}
@@ -63,7 +63,7 @@ func (db *DB) Verify(ctx context.Context) (VerifyReport, error) {
 					return rep, fmt.Errorf("%w: segment %s stores series %q as %s, the catalog says %s", ErrCorrupt, name, s.Key, s.Kind, kind)
 				}
 				for b := range s.Blocks {
-					buf, err = db.decodeBlock(ctx, h.r, s, b, buf[:0])
+					buf, err = db.decodeBlock(ctx, h.Reader, s, b, buf[:0])
 					if err != nil {
 						return rep, err
 					}
@@ -71,7 +71,7 @@ func (db *DB) Verify(ctx context.Context) (VerifyReport, error) {
 					rep.Samples += int64(len(buf))
 				}
 				for b := range s.Rollups {
-					if err := h.r.CheckRollupHours(s, b); err != nil {
+					if err := h.Reader.CheckRollupHours(s, b); err != nil {
 						return rep, err
 					}
 					rep.Blocks++

@@ -261,7 +261,7 @@ func (db *DB) throttle() error {
 		if db.mu.closing || db.closed.Load() {
 			return ErrClosed
 		}
-		nimm, nl0 := len(db.mu.imm), len(db.mu.v.levels[0])
+		nimm, nl0 := len(db.mu.imm), len(db.mu.v.Levels[0])
 		if db.opts.DisableBackgroundCompaction {
 			nl0 = 0 // nothing would compact L0 for a stalled writer
 		}
