@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/memtable"
 	"github.com/stratadb/strata/segment"
@@ -237,7 +238,7 @@ func (db *DB) withVisibility(ctx context.Context, s *Selector, f func(v *visibil
 	if err := validateMetaSelector(s); err != nil {
 		return err
 	}
-	ms, err := compileSelector(s)
+	ms, err := catalog.CompileSelector(s)
 	if err != nil {
 		return err
 	}
@@ -260,7 +261,7 @@ type visibility struct {
 	mint, maxt int64
 	tombs      []ctomb
 	sel        *Selector
-	ms         []matcher
+	ms         []catalog.Matcher
 	buf        []point.Sample
 	spans      []memtable.Span
 	ranges     []timeRange
@@ -288,7 +289,7 @@ func newVisibility(db *DB, snap *snapshot, mint, maxt int64) *visibility {
 	v := &visibility{ctx: context.Background(), db: db, snap: snap, mint: mint, maxt: maxt}
 	for i := range snap.tombstones {
 		t := &snap.tombstones[i]
-		ms, ok := compileStoredSelector(&t.sel)
+		ms, ok := catalog.CompileStoredSelector(&t.sel)
 		lo, hi := t.sel.TimeRange()
 		if hi < mint || lo > maxt {
 			continue // cannot hide anything in range
@@ -300,12 +301,12 @@ func newVisibility(db *DB, snap *snapshot, mint, maxt int64) *visibility {
 
 // selected returns the ascending ids that v's selector (and extra, when
 // not nil) selects and that have a visible sample.
-func (v *visibility) selected(extra *matcher) ([]uint64, error) {
+func (v *visibility) selected(extra *catalog.Matcher) ([]uint64, error) {
 	ms := v.ms
 	if extra != nil {
 		ms = append(slices.Clip(ms), *extra)
 	}
-	ids := v.db.cat.matchCompiled(v.sel, ms)
+	ids := v.db.cat.MatchCompiled(v.sel, ms)
 	return v.filter(ids)
 }
 
@@ -479,7 +480,7 @@ type segIDs struct {
 // callers look keys up).
 func (db *DB) segSeriesIDs(h *segHandle) ([]uint64, bool) {
 	h.ids.once.Do(func() {
-		h.ids.byPos, h.ids.ok = db.cat.lookupKeys(h.r.NumSeries(), h.r.Key)
+		h.ids.byPos, h.ids.ok = db.cat.LookupKeys(h.r.NumSeries(), h.r.Key)
 	})
 	return h.ids.byPos, h.ids.ok
 }
@@ -529,8 +530,8 @@ func (v *visibility) eachSeries(h *segHandle, ids []uint64, skip func(i int) boo
 			if skip(i) {
 				continue
 			}
-			m, _ := v.db.cat.meta(id)
-			key := m.key
+			m, _ := v.db.cat.Meta(id)
+			key := m.Key
 			if key < string(h.meta.FirstKey) || key > string(h.meta.LastKey) {
 				continue
 			}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/vfs"
 	"github.com/stratadb/strata/segment"
 	"github.com/stratadb/strata/wal"
@@ -206,11 +207,11 @@ func (r *repairer) run() error {
 		nextFile:    max(m.nextFile, maxNum+1),
 		walStart:    max(m.walStart, 1),
 		lastSeq:     m.lastSeq,
-		seriesCount: min(m.seriesCount, uint64(cat.len())),
+		seriesCount: min(m.seriesCount, uint64(cat.Len())),
 		tombstones:  m.tombstones,
 		version:     manifestVersion,
 	}
-	if n := cat.len(); uint64(n) < m.seriesCount {
+	if n := cat.Len(); uint64(n) < m.seriesCount {
 		r.rep.Lost = append(r.rep.Lost, fmt.Sprintf("the series catalog holds %d series, the manifest expected %d", n, m.seriesCount))
 	}
 	if r.rep.ManifestRebuilt {
@@ -285,7 +286,7 @@ func (r *repairer) repairWAL(nm *manifest) error {
 		var ce *CorruptionError
 		if err == nil {
 			nm.lastSeq = max(nm.lastSeq, db.seq.Load())
-			nm.seriesCount = min(nm.seriesCount, uint64(db.cat.len()))
+			nm.seriesCount = min(nm.seriesCount, uint64(db.cat.Len()))
 			return nil
 		}
 		if !errors.As(err, &ce) {
@@ -366,14 +367,14 @@ func (r *repairer) splitWAL(path string, off int64, why string) error {
 
 // readCatalog reads the series catalog; damage before its tail cannot be
 // repaired, since segments and WAL records refer to its ids.
-func (r *repairer) readCatalog() (*catalog, error) {
-	cat := newCatalog()
+func (r *repairer) readCatalog() (*catalog.Catalog, error) {
+	cat := catalog.New()
 	path := filepath.Join(r.dir, catalogName)
 	data, err := vfs.ReadFile(r.fs, path)
 	if err != nil && !errors.Is(err, iofs.ErrNotExist) {
 		return nil, fmt.Errorf("read series catalog: %w", err)
 	}
-	if _, _, _, err := parseCatalog(path, data, cat); err != nil {
+	if _, _, _, err := catalog.Parse(path, data, cat); err != nil {
 		return nil, fmt.Errorf("the series catalog is damaged and cannot be rebuilt: %w", err)
 	}
 	return cat, nil

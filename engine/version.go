@@ -180,7 +180,7 @@ func (db *DB) logAndApply(edit func(levels *[maxLevels][]*segHandle), flushed *m
 	}
 
 	if flushed != nil {
-		if err := db.catf.persist(db.cat, flushed.seriesEnd); err != nil {
+		if err := db.catf.Persist(db.cat, flushed.seriesEnd); err != nil {
 			return err
 		}
 	}
@@ -215,7 +215,7 @@ func (db *DB) logAndApply(edit func(levels *[maxLevels][]*segHandle), flushed *m
 		nextFile:    nextFile,
 		walStart:    walStart,
 		lastSeq:     db.seq.Load(),
-		seriesCount: uint64(db.catf.n),
+		seriesCount: uint64(db.catf.Persisted()),
 	}
 	m.setExpiredBefore(max(expiredBefore, db.vis.floor.Load()))
 	for l, level := range nv.levels {
