@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/segment"
 )
 
@@ -44,7 +45,7 @@ func (r *seriesReader) blockSource(h *segHandle) blockSource {
 // min(GOMAXPROCS, aggMaxWorkers) goroutines and emits one result per series
 // with samples, in order, until emit returns false. At most two chunks per
 // worker are held beyond the one being emitted.
-func (r *seriesReader) queryParallel(ctx context.Context, q *Query, metas []seriesMeta, ids []uint64, mint, maxt int64, emit func(Series) bool) error {
+func (r *seriesReader) queryParallel(ctx context.Context, q *Query, metas []catalog.Series, ids []uint64, mint, maxt int64, emit func(Series) bool) error {
 	n := (len(metas) + aggChunk - 1) / aggChunk
 	workers := min(runtime.GOMAXPROCS(0), aggMaxWorkers, n)
 	type chunk struct {
@@ -86,7 +87,7 @@ func (r *seriesReader) queryParallel(ctx context.Context, q *Query, metas []seri
 							break
 						}
 						if len(samples) > 0 {
-							res.out = append(res.out, metas[i].result(samples))
+							res.out = append(res.out, seriesResult(&metas[i], samples))
 						}
 					}
 				}

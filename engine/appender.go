@@ -34,6 +34,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/point"
 )
 
@@ -219,8 +220,8 @@ func (a *Appender) Append(ref SeriesRef, measurement string, tags []Tag, field s
 		point.SortTags(a.tags)
 		tags = a.tags
 	}
-	h := hashTagSet(measurement, tags)
-	id, have, catLen, setKnown, found := db.cat.findField(h, measurement, tags, field)
+	h := catalog.HashSet(measurement, tags)
+	id, have, catLen, setKnown, found := db.cat.FindField(h, measurement, tags, field)
 	if found {
 		if have != kind {
 			return 0, kindConflict(measurement, field, have, kind)
@@ -341,7 +342,7 @@ func (a *Appender) Commit() error {
 	if locked, err := db.lockForCommit(len(a.entries)); !locked {
 		return err
 	}
-	base := uint64(db.cat.len())
+	base := uint64(db.cat.Len())
 	if a.maxID > base {
 		db.commitMu.Unlock()
 		return fmt.Errorf("%w: series ref of unknown series %d", ErrInvalid, a.maxID-1)
@@ -356,11 +357,11 @@ func (a *Appender) Commit() error {
 	for i := range a.pend {
 		ps := &a.pend[i]
 		if recheck {
-			if id, ok := db.cat.lookup(ps.key); ok {
-				if m, _ := db.cat.meta(id); m.kind != ps.kind {
+			if id, ok := db.cat.Lookup(ps.key); ok {
+				if m, _ := db.cat.Meta(id); m.Kind != ps.kind {
 					db.commitMu.Unlock()
 					return &PointError{Index: ps.first, Err: fmt.Errorf("%w: series %q is %s, not %s",
-						ErrFieldTypeConflict, ps.key, m.kind, ps.kind)}
+						ErrFieldTypeConflict, ps.key, m.Kind, ps.kind)}
 				}
 				ids = append(ids, id)
 				continue

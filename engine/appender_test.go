@@ -515,7 +515,7 @@ func TestAppenderConcurrentWithWrite(t *testing.T) {
 			}
 		}
 	}
-	if n := db.cat.len(); n != series {
+	if n := db.cat.Len(); n != series {
 		t.Fatalf("catalog holds %d series, want %d", n, series)
 	}
 }
@@ -549,7 +549,7 @@ func TestAppenderTruncate(t *testing.T) {
 	if _, err := sa.Append(rb, "", nil, "", 3, Float(3)); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("ref of a truncated series: %v", err)
 	}
-	if n := db.cat.len(); n != 1 {
+	if n := db.cat.Len(); n != 1 {
 		t.Fatalf("catalog holds %d series", n)
 	}
 }

@@ -262,7 +262,7 @@ func (cp *checkpointer) captureLocked() (*manifest.Manifest, *version, uint64, e
 	if !slices.Equal(live, listed) {
 		return nil, v, 0, fmt.Errorf("%w: the manifest on disk does not list the live segments", ErrCorrupt)
 	}
-	cp.catSize = db.catf.size
+	cp.catSize = db.catf.Size()
 	return m, v, seq, nil
 }
 

@@ -54,6 +54,7 @@ import (
 
 	"github.com/stratadb/strata/compaction"
 	"github.com/stratadb/strata/internal/base"
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/internal/vfs"
@@ -111,8 +112,8 @@ type DB struct {
 	logger *slog.Logger
 	lock   io.Closer
 	wal    *wal.Log
-	cat    *catalog
-	catf   *catalogFile
+	cat    *catalog.Catalog
+	catf   *catalog.File
 	policy compaction.Policy
 
 	closed   atomic.Bool
@@ -239,7 +240,7 @@ func (w *writeScratch) sizeSetCache(series int) {
 
 type setCacheEntry struct {
 	tags uintptr
-	set  *tagSet
+	set  *catalog.Set
 }
 
 // cachedSet returns the tag set of (measurement, tags) from the cache, or
@@ -247,7 +248,7 @@ type setCacheEntry struct {
 // held this address, else an empty one of its group, else one chosen by
 // the address's low bits (stale entries are replaced in turn as the
 // caller's arrays change).
-func (w *writeScratch) cachedSet(measurement string, tags []Tag) (set *tagSet, slot *setCacheEntry) {
+func (w *writeScratch) cachedSet(measurement string, tags []Tag) (set *catalog.Set, slot *setCacheEntry) {
 	if len(tags) == 0 {
 		return nil, nil
 	}
@@ -260,7 +261,7 @@ func (w *writeScratch) cachedSet(measurement string, tags []Tag) (set *tagSet, s
 		if e.tags != addr {
 			continue
 		}
-		if e.set != nil && e.set.measurement == measurement && tagsEqual(e.set.tags, tags) {
+		if e.set != nil && e.set.Is(measurement, tags) {
 			return e.set, nil
 		}
 		return nil, e
@@ -305,7 +306,7 @@ func (db *DB) releaseAfterFailedOpen() {
 		db.wal.Close()
 	}
 	if db.catf != nil {
-		db.catf.close()
+		db.catf.Close()
 	}
 	if v := db.mu.v; v != nil {
 		db.unrefVersion(v)
@@ -367,7 +368,7 @@ func (db *DB) Close() error {
 	} else if werr := db.wal.Close(); !errors.Is(werr, ErrClosed) {
 		db.logger.Warn("close wal", "err", werr)
 	}
-	if cerr := db.catf.close(); err == nil {
+	if cerr := db.catf.Close(); err == nil {
 		err = cerr
 	}
 	db.mu.Lock()

@@ -181,11 +181,11 @@ func feedResolve(subs []FeedSubscriber, seq uint64, kept bool) {
 // safe, as its capacity ends at its length; slices.Clone it to change a
 // tag.
 func (db *DB) FeedSeries(id uint64) (key string, info SeriesInfo, ok bool) {
-	m, ok := db.cat.meta(id)
+	m, ok := db.cat.Meta(id)
 	if !ok {
 		return "", SeriesInfo{}, false
 	}
-	return m.key, SeriesInfo{Measurement: m.set.measurement, Tags: m.set.tags, Field: m.field, Kind: m.kind}, true
+	return m.Key, SeriesInfo{Measurement: m.Set.Measurement, Tags: m.Set.Tags, Field: m.Field, Kind: m.Kind}, true
 }
 
 // Dir returns the directory the database was opened in.

@@ -113,7 +113,7 @@ func (db *DB) flushMemtable(m *memRef) error {
 
 	// Series in key order.
 	ids := m.t.IDs()
-	db.cat.sortByKeyRanks(ids, false)
+	db.cat.SortByKeyRanks(ids, false)
 
 	var h *segHandle
 	if len(ids) > 0 {
@@ -128,7 +128,7 @@ func (db *DB) flushMemtable(m *memRef) error {
 		var buf []point.Sample
 		var stombs []tombstone
 		for _, id := range ids {
-			meta, _ := db.cat.meta(id)
+			meta, _ := db.cat.Meta(id)
 			stombs = db.seriesTombstones(id, tombs, m.tombApplied, stombs[:0])
 			view := snap.memView(m, stombs)
 			buf = m.t.Read(id, math.MinInt64, math.MaxInt64, &view, buf[:0])
@@ -136,7 +136,7 @@ func (db *DB) flushMemtable(m *memRef) error {
 				continue
 			}
 			// Add copies the key and samples: no need to allocate a copy here.
-			if err := enc.Add(unsafe.Slice(unsafe.StringData(meta.key), len(meta.key)), meta.kind, buf); err != nil {
+			if err := enc.Add(unsafe.Slice(unsafe.StringData(meta.Key), len(meta.Key)), meta.Kind, buf); err != nil {
 				enc.Abort()
 				w.Abort()
 				return err

@@ -24,7 +24,7 @@ import (
 func (db *DB) Last(ctx context.Context, s Selector) ([]Series, error) {
 	var out []Series
 	err := db.withVisibility(ctx, &s, func(v *visibility) error {
-		ids := v.db.cat.matchCompiled(v.sel, v.ms)
+		ids := v.db.cat.MatchCompiled(v.sel, v.ms)
 		if len(ids) == 0 {
 			return nil
 		}
@@ -38,21 +38,21 @@ func (db *DB) Last(ctx context.Context, s Selector) ([]Series, error) {
 				found = append(found, id)
 			}
 		}
-		v.db.cat.sortByKey(found)
+		v.db.cat.SortByKey(found)
 		// The results' samples are best's; one allocation for the tags.
 		out = make([]Series, len(found))
-		metas := v.db.cat.metas(found)
+		metas := v.db.cat.Metas(found)
 		ntags := 0
 		for _, m := range metas {
-			ntags += len(m.set.tags)
+			ntags += len(m.Set.Tags)
 		}
 		tags := make([]Tag, 0, ntags)
 		for n, id := range found {
 			m := metas[n]
 			t := len(tags)
-			tags = append(tags, m.set.tags...)
+			tags = append(tags, m.Set.Tags...)
 			i, _ := slices.BinarySearch(ids, id) // ids is ascending
-			out[n] = Series{Measurement: m.set.measurement, Tags: tags[t:len(tags):len(tags)], Field: m.field, Samples: best.samples[i : i+1 : i+1]}
+			out[n] = Series{Measurement: m.Set.Measurement, Tags: tags[t:len(tags):len(tags)], Field: m.Field, Samples: best.samples[i : i+1 : i+1]}
 		}
 		return nil
 	})

@@ -23,7 +23,7 @@ func (db *DB) admitSeries(measurement string, pend int, uncounted bool) error {
 	if maxAll <= 0 && maxMeas <= 0 {
 		return nil
 	}
-	if maxAll > 0 && db.cat.len()+pend >= maxAll {
+	if maxAll > 0 && db.cat.Len()+pend >= maxAll {
 		db.countRefusal(uncounted)
 		return fmt.Errorf("%w: a new series of %s would pass MaxSeries %d", ErrSeriesLimit, measurement, maxAll)
 	}
@@ -38,7 +38,7 @@ func (db *DB) admitSeries(measurement string, pend int, uncounted bool) error {
 		}
 		clear(l.pending)
 	}
-	have := len(db.cat.measurementIDs(measurement))
+	have := len(db.cat.MeasurementIDs(measurement))
 	if have+l.pending[measurement] >= maxMeas {
 		db.countRefusal(uncounted)
 		return fmt.Errorf("%w: a new series of %s would pass MaxSeriesPerMeasurement %d", ErrSeriesLimit, measurement, maxMeas)

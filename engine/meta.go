@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/stratadb/strata/internal/catalog"
 )
 
 // Metadata reads the catalog and the inverted index for the series a
@@ -19,8 +21,8 @@ import (
 func (db *DB) Measurements(ctx context.Context) ([]string, error) {
 	var out []string
 	err := db.withVisibility(ctx, &Selector{}, func(v *visibility) error {
-		for _, name := range v.db.cat.measurements() {
-			ids := v.db.cat.measurementIDs(name)
+		for _, name := range v.db.cat.Measurements() {
+			ids := v.db.cat.MeasurementIDs(name)
 			// Usually the first series answers; look at a few, then at all.
 			for lo, n := 0, 1; lo < len(ids); lo, n = lo+n, n*16 {
 				if err := ctx.Err(); err != nil {
@@ -50,18 +52,18 @@ func (db *DB) TagKeys(ctx context.Context, s Selector) ([]string, error) {
 		if err != nil {
 			return err
 		}
-		seen := make(map[*tagSet]bool)
+		seen := make(map[*catalog.Set]bool)
 		keys := make(map[string]bool)
-		for i, m := range v.db.cat.metas(ids) {
+		for i, m := range v.db.cat.Metas(ids) {
 			if i%(16*checkContextEvery) == 0 && v.ctx.Err() != nil {
 				return v.ctx.Err()
 			}
-			set := m.set
+			set := m.Set
 			if seen[set] {
 				continue
 			}
 			seen[set] = true
-			for _, t := range set.tags {
+			for _, t := range set.Tags {
 				keys[t.Key] = true
 			}
 		}
@@ -82,7 +84,7 @@ func (db *DB) TagValues(ctx context.Context, key string, s Selector) ([]string, 
 	}
 	var out []string
 	err := db.withVisibility(ctx, &s, func(v *visibility) error {
-		lists, err := v.db.cat.tagValues(ctx, s.Measurement, s.Field, key, v.ms, v.filter)
+		lists, err := v.db.cat.TagValues(ctx, s.Measurement, s.Field, key, v.ms, v.filter)
 		if err != nil {
 			return err
 		}
@@ -118,13 +120,13 @@ func (db *DB) SeriesInfo(ctx context.Context, s Selector) ([]SeriesInfo, error) 
 		if err != nil {
 			return err
 		}
-		v.db.cat.sortByKey(ids)
+		v.db.cat.SortByKey(ids)
 		out = make([]SeriesInfo, len(ids))
-		for i, m := range v.db.cat.metas(ids) {
+		for i, m := range v.db.cat.Metas(ids) {
 			if i%(16*checkContextEvery) == 0 && v.ctx.Err() != nil {
 				return v.ctx.Err()
 			}
-			out[i] = SeriesInfo{Measurement: m.set.measurement, Tags: slices.Clone(m.set.tags), Field: m.field, Kind: m.kind}
+			out[i] = SeriesInfo{Measurement: m.Set.Measurement, Tags: slices.Clone(m.Set.Tags), Field: m.Field, Kind: m.Kind}
 		}
 		return nil
 	})

@@ -59,6 +59,7 @@ import (
 	"sync/atomic"
 
 	"github.com/stratadb/strata/compaction"
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/vfs"
 	"github.com/stratadb/strata/segment"
@@ -190,7 +191,7 @@ func hasStrataFiles(fs vfs.FS, dir string, names []string) (bool, error) {
 		var err error
 		switch _, isSeg := parseSegName(n); {
 		case n == catalogName:
-			ok, err = check(filepath.Join(dir, n), catalogMagic)
+			ok, err = check(filepath.Join(dir, n), catalog.Magic)
 		case isSeg:
 			ok, err = check(filepath.Join(dir, n), segmentMagic)
 		case n == walDirName:
@@ -249,7 +250,7 @@ func newDB(dir string, opts *Options, fsys vfs.FS) *DB {
 		fs:       fsys,
 		readOnly: opts.ReadOnly,
 		logger:   opts.Logger.With("db", dir),
-		cat:      newCatalog(),
+		cat:      catalog.New(),
 		policy: compaction.Policy{
 			L0Trigger:     opts.L0CompactionTrigger,
 			Multiplier:    opts.LevelMultiplier,
@@ -497,7 +498,7 @@ func (db *DB) recover(m *manifest.Manifest) error {
 	}
 
 	// Everything is validated: repair.
-	if err := cat.open(db); err != nil {
+	if db.catf, err = cat.Open(db.fs, db.logger); err != nil {
 		return err
 	}
 	if res.Torn {
@@ -630,21 +631,21 @@ func (db *DB) replayWAL(m *manifest.Manifest, walDir string) (wal.ReplayResult, 
 				return err
 			}
 			for _, d := range batch.Series {
-				if m, ok := db.cat.meta(d.ID); ok {
-					if m.key != string(d.Key) {
-						return fmt.Errorf("%w: wal series %d is %q, catalog says %q", ErrCorrupt, d.ID, d.Key, m.key)
+				if m, ok := db.cat.Meta(d.ID); ok {
+					if m.Key != string(d.Key) {
+						return fmt.Errorf("%w: wal series %d is %q, catalog says %q", ErrCorrupt, d.ID, d.Key, m.Key)
 					}
 					continue
 				}
-				if d.ID != uint64(db.cat.len()) {
+				if d.ID != uint64(db.cat.Len()) {
 					return fmt.Errorf("%w: wal series id %d out of sequence", ErrCorrupt, d.ID)
 				}
-				if _, err := db.cat.addKey(d.Key, d.Kind); err != nil {
+				if _, err := db.cat.AddKey(d.Key, d.Kind); err != nil {
 					return fmt.Errorf("%w: %v", ErrCorrupt, err)
 				}
 			}
 			for _, e := range batch.Entries {
-				if m, ok := db.cat.meta(e.ID); !ok || m.kind != e.Value.Kind() {
+				if m, ok := db.cat.Meta(e.ID); !ok || m.Kind != e.Value.Kind() {
 					return fmt.Errorf("%w: wal entry for unknown series %d or wrong kind", ErrCorrupt, e.ID)
 				}
 			}
@@ -684,23 +685,23 @@ func (db *DB) replayWAL(m *manifest.Manifest, walDir string) (wal.ReplayResult, 
 
 // readCatalog reads the series catalog into db.cat without changing the
 // file: a torn tail is only measured.
-func (db *DB) readCatalog(m *manifest.Manifest) (*loadedCatalog, error) {
+func (db *DB) readCatalog(m *manifest.Manifest) (*catalog.Loaded, error) {
 	path := filepath.Join(db.dir, catalogName)
-	lc := &loadedCatalog{path: path}
+	lc := &catalog.Loaded{Path: path}
 	data, err := vfs.ReadFile(db.fs, path)
 	switch {
 	case errors.Is(err, iofs.ErrNotExist):
 	case err != nil:
 		return nil, fmt.Errorf("read series catalog: %w", err)
 	default:
-		lc.exists = true
-		if lc.version, lc.valid, lc.torn, err = parseCatalog(path, data, db.cat); err != nil {
+		lc.Exists = true
+		if lc.Version, lc.Valid, lc.Torn, err = catalog.Parse(path, data, db.cat); err != nil {
 			return nil, err
 		}
 	}
-	lc.n = db.cat.len()
-	if uint64(lc.n) < m.SeriesCount {
-		return nil, corruptf(path, lc.valid, "catalog holds %d series, manifest expects %d", lc.n, m.SeriesCount)
+	lc.N = db.cat.Len()
+	if uint64(lc.N) < m.SeriesCount {
+		return nil, corruptf(path, lc.Valid, "catalog holds %d series, manifest expects %d", lc.N, m.SeriesCount)
 	}
 	return lc, nil
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/memtable"
 	"github.com/stratadb/strata/segment"
@@ -99,7 +100,7 @@ func (db *DB) query(ctx context.Context, q Query, part int, emit func(Series) bo
 	if err != nil {
 		return err
 	}
-	ms, err := compileSelector(&q.Selector)
+	ms, err := catalog.CompileSelector(&q.Selector)
 	if err != nil {
 		return err
 	}
@@ -115,7 +116,7 @@ func (db *DB) query(ctx context.Context, q Query, part int, emit func(Series) bo
 		// sum, mean, min and max apply to numbers only.
 		n := 0
 		for i := range metas {
-			if metas[i].kind.Numeric() {
+			if metas[i].Kind.Numeric() {
 				metas[n], ids[n] = metas[i], ids[i]
 				n++
 			}
@@ -149,23 +150,23 @@ func (db *DB) query(ctx context.Context, q Query, part int, emit func(Series) bo
 		if len(samples) == 0 {
 			continue
 		}
-		if !emit(meta.result(samples)) {
+		if !emit(seriesResult(meta, samples)) {
 			return nil
 		}
 	}
 	return nil
 }
 
-// result returns a query result of the series m holding samples; its tags
-// are the caller's.
-func (m *seriesMeta) result(samples []point.Sample) Series {
-	return Series{Measurement: m.set.measurement, Tags: slices.Clone(m.set.tags), Field: m.field, Samples: samples}
+// seriesResult returns a query result of the series m holding samples;
+// its tags are the caller's.
+func seriesResult(m *catalog.Series, samples []point.Sample) Series {
+	return Series{Measurement: m.Set.Measurement, Tags: slices.Clone(m.Set.Tags), Field: m.Field, Samples: samples}
 }
 
 // readParts emits the visible raw samples of one series in [mint, maxt] in
 // parts of about part samples, window by window. It returns false when
 // emit asked to stop.
-func (r *seriesReader) readParts(id uint64, meta *seriesMeta, mint, maxt int64, part int, emit func(Series) bool) (bool, error) {
+func (r *seriesReader) readParts(id uint64, meta *catalog.Series, mint, maxt int64, part int, emit func(Series) bool) (bool, error) {
 	if mint = r.seriesMin(id, mint); mint > maxt {
 		return true, nil
 	}
@@ -187,7 +188,7 @@ func (r *seriesReader) readParts(id uint64, meta *seriesMeta, mint, maxt int64, 
 		if err := r.ctx.Err(); err != nil {
 			return false, err
 		}
-		if !emit(meta.result(slices.Clone(merged))) {
+		if !emit(seriesResult(meta, slices.Clone(merged))) {
 			return false, nil
 		}
 	}
@@ -244,11 +245,11 @@ func (r *seriesReader) windowEnds(id uint64, srcs []source, mint, maxt int64, li
 
 // selectSorted returns the series sel selects (compiled matchers ms),
 // sorted by canonical key, with their ids.
-func (db *DB) selectSorted(sel *Selector, ms []matcher) ([]seriesMeta, []uint64) {
-	ids := db.cat.matchCompiled(sel, ms)
-	db.cat.sortByKey(ids)
-	metas := make([]seriesMeta, len(ids))
-	for i, m := range db.cat.metas(ids) {
+func (db *DB) selectSorted(sel *Selector, ms []catalog.Matcher) ([]catalog.Series, []uint64) {
+	ids := db.cat.MatchCompiled(sel, ms)
+	db.cat.SortByKey(ids)
+	metas := make([]catalog.Series, len(ids))
+	for i, m := range db.cat.Metas(ids) {
 		metas[i] = *m
 	}
 	return metas, ids
@@ -260,7 +261,7 @@ func (db *DB) selectSorted(sel *Selector, ms []matcher) ([]seriesMeta, []uint64)
 // query holds at once to read its series in key order.
 const maxGroupsInKeyOrder = 4096
 
-func (r *seriesReader) queryGroups(ctx context.Context, q *Query, keys []string, metas []seriesMeta, ids []uint64, mint, maxt int64, emit func(Series) bool) error {
+func (r *seriesReader) queryGroups(ctx context.Context, q *Query, keys []string, metas []catalog.Series, ids []uint64, mint, maxt int64, emit func(Series) bool) error {
 	type group struct {
 		key    string
 		tags   []Tag
@@ -275,14 +276,14 @@ func (r *seriesReader) queryGroups(ctx context.Context, q *Query, keys []string,
 		m := &metas[i]
 		tbuf = tbuf[:0]
 		for _, k := range keys {
-			if v := tagValue(m.set.tags, k); v != "" {
+			if v := catalog.TagValue(m.Set.Tags, k); v != "" {
 				tbuf = append(tbuf, Tag{Key: k, Value: v})
 			}
 		}
-		kbuf = point.AppendSeriesKey(kbuf[:0], m.set.measurement, tbuf, m.field)
+		kbuf = point.AppendSeriesKey(kbuf[:0], m.Set.Measurement, tbuf, m.Field)
 		g := byKey[string(kbuf)]
 		if g == nil {
-			g = &group{key: string(kbuf), tags: slices.Clone(tbuf), field: m.field}
+			g = &group{key: string(kbuf), tags: slices.Clone(tbuf), field: m.Field}
 			byKey[g.key] = g
 			groups = append(groups, g)
 		}
@@ -457,7 +458,7 @@ func (r *seriesReader) sources(id uint64, key []byte, mint, maxt int64) []source
 
 // read returns the visible samples of one series in [mint, maxt], raw or
 // aggregated as q asks.
-func (r *seriesReader) read(id uint64, meta *seriesMeta, mint, maxt int64, q *Query) ([]point.Sample, error) {
+func (r *seriesReader) read(id uint64, meta *catalog.Series, mint, maxt int64, q *Query) ([]point.Sample, error) {
 	if mint = r.seriesMin(id, mint); mint > maxt {
 		return nil, nil
 	}
@@ -514,8 +515,8 @@ func samplesIn(si *segment.SeriesIndex, mint, maxt int64) int {
 
 // sourcesAndTombs returns where series id has samples in [mint, maxt] and
 // the tombstones that may delete some of them.
-func (r *seriesReader) sourcesAndTombs(id uint64, meta *seriesMeta, mint, maxt int64) ([]source, []tombstone) {
-	key := []byte(meta.key)
+func (r *seriesReader) sourcesAndTombs(id uint64, meta *catalog.Series, mint, maxt int64) ([]source, []tombstone) {
+	key := []byte(meta.Key)
 	srcs := r.sources(id, key, mint, maxt)
 	if len(srcs) == 0 {
 		return nil, nil
@@ -571,7 +572,7 @@ func (r *seriesReader) mergeSources(id uint64, srcs []source, tombs []tombstone,
 
 // accumulate folds the visible samples of one series in [mint, maxt] into
 // per-bucket states.
-func (r *seriesReader) accumulate(id uint64, meta *seriesMeta, mint, maxt int64, q *Query, st *accs) error {
+func (r *seriesReader) accumulate(id uint64, meta *catalog.Series, mint, maxt int64, q *Query, st *accs) error {
 	if mint = r.seriesMin(id, mint); mint > maxt {
 		return nil
 	}
@@ -586,11 +587,11 @@ func (r *seriesReader) accumulate(id uint64, meta *seriesMeta, mint, maxt int64,
 	// inside a bucket that no other source overlaps use their stats.
 	if len(tombs) == 0 && pushdownable(q.Agg) {
 		if len(srcs) == 1 && srcs[0].seg != nil {
-			return r.aggregateSegment(srcs[0], meta.kind, mint, maxt, q, st)
+			return r.aggregateSegment(srcs[0], meta.Kind, mint, maxt, q, st)
 		}
-		return r.aggregateSources(id, srcs, meta.kind, mint, maxt, q, st)
+		return r.aggregateSources(id, srcs, meta.Kind, mint, maxt, q, st)
 	}
-	return r.foldMerged(id, srcs, tombs, meta.kind, mint, maxt, q, st)
+	return r.foldMerged(id, srcs, tombs, meta.Kind, mint, maxt, q, st)
 }
 
 // foldMerged folds the visible samples of series id in [mint, maxt], merged

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/point"
 )
 
@@ -497,7 +498,7 @@ func TestMatcherSemantics(t *testing.T) {
 		}
 		var got []string
 		for _, s := range res {
-			got = append(got, tagValue(s.Tags, "device"))
+			got = append(got, catalog.TagValue(s.Tags, "device"))
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("%v: got %q, want %q", ms, got, want)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/memtable"
 	"github.com/stratadb/strata/segment"
@@ -237,7 +238,7 @@ func (db *DB) withVisibility(ctx context.Context, s *Selector, f func(v *visibil
 	if err := validateMetaSelector(s); err != nil {
 		return err
 	}
-	ms, err := compileSelector(s)
+	ms, err := catalog.CompileSelector(s)
 	if err != nil {
 		return err
 	}
@@ -260,7 +261,7 @@ type visibility struct {
 	mint, maxt int64
 	tombs      []ctomb
 	sel        *Selector
-	ms         []matcher
+	ms         []catalog.Matcher
 	buf        []point.Sample
 	spans      []memtable.Span
 	ranges     []timeRange
@@ -288,7 +289,7 @@ func newVisibility(db *DB, snap *snapshot, mint, maxt int64) *visibility {
 	v := &visibility{ctx: context.Background(), db: db, snap: snap, mint: mint, maxt: maxt}
 	for i := range snap.tombstones {
 		t := &snap.tombstones[i]
-		ms, ok := compileStoredSelector(&t.sel)
+		ms, ok := catalog.CompileStoredSelector(&t.sel)
 		lo, hi := t.sel.TimeRange()
 		if hi < mint || lo > maxt {
 			continue // cannot hide anything in range
@@ -300,12 +301,12 @@ func newVisibility(db *DB, snap *snapshot, mint, maxt int64) *visibility {
 
 // selected returns the ascending ids that v's selector (and extra, when
 // not nil) selects and that have a visible sample.
-func (v *visibility) selected(extra *matcher) ([]uint64, error) {
+func (v *visibility) selected(extra *catalog.Matcher) ([]uint64, error) {
 	ms := v.ms
 	if extra != nil {
 		ms = append(slices.Clip(ms), *extra)
 	}
-	ids := v.db.cat.matchCompiled(v.sel, ms)
+	ids := v.db.cat.MatchCompiled(v.sel, ms)
 	return v.filter(ids)
 }
 
@@ -472,7 +473,7 @@ func (v *visibility) memVisible(m *memRef, id uint64) (bool, error) {
 // callers look keys up).
 func (db *DB) segSeriesIDs(h *segHandle) ([]uint64, bool) {
 	return h.IDs.Get(func() ([]uint64, bool) {
-		return db.cat.lookupKeys(h.Reader.NumSeries(), h.Reader.Key)
+		return db.cat.LookupKeys(h.Reader.NumSeries(), h.Reader.Key)
 	})
 }
 
@@ -521,8 +522,8 @@ func (v *visibility) eachSeries(h *segHandle, ids []uint64, skip func(i int) boo
 			if skip(i) {
 				continue
 			}
-			m, _ := v.db.cat.meta(id)
-			key := m.key
+			m, _ := v.db.cat.Meta(id)
+			key := m.Key
 			if key < string(h.Meta.FirstKey) || key > string(h.Meta.LastKey) {
 				continue
 			}

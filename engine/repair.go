@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/vfs"
 	"github.com/stratadb/strata/segment"
@@ -207,11 +208,11 @@ func (r *repairer) run() error {
 		NextFile:    max(m.NextFile, maxNum+1),
 		WALStart:    max(m.WALStart, 1),
 		LastSeq:     m.LastSeq,
-		SeriesCount: min(m.SeriesCount, uint64(cat.len())),
+		SeriesCount: min(m.SeriesCount, uint64(cat.Len())),
 		Tombstones:  m.Tombstones,
 		Format:      manifest.FormatVersion,
 	}
-	if n := cat.len(); uint64(n) < m.SeriesCount {
+	if n := cat.Len(); uint64(n) < m.SeriesCount {
 		r.rep.Lost = append(r.rep.Lost, fmt.Sprintf("the series catalog holds %d series, the manifest expected %d", n, m.SeriesCount))
 	}
 	if r.rep.ManifestRebuilt {
@@ -286,7 +287,7 @@ func (r *repairer) repairWAL(nm *manifest.Manifest) error {
 		var ce *CorruptionError
 		if err == nil {
 			nm.LastSeq = max(nm.LastSeq, db.seq.Load())
-			nm.SeriesCount = min(nm.SeriesCount, uint64(db.cat.len()))
+			nm.SeriesCount = min(nm.SeriesCount, uint64(db.cat.Len()))
 			return nil
 		}
 		if !errors.As(err, &ce) {
@@ -367,14 +368,14 @@ func (r *repairer) splitWAL(path string, off int64, why string) error {
 
 // readCatalog reads the series catalog; damage before its tail cannot be
 // repaired, since segments and WAL records refer to its ids.
-func (r *repairer) readCatalog() (*catalog, error) {
-	cat := newCatalog()
+func (r *repairer) readCatalog() (*catalog.Catalog, error) {
+	cat := catalog.New()
 	path := filepath.Join(r.dir, catalogName)
 	data, err := vfs.ReadFile(r.fs, path)
 	if err != nil && !errors.Is(err, iofs.ErrNotExist) {
 		return nil, fmt.Errorf("read series catalog: %w", err)
 	}
-	if _, _, _, err := parseCatalog(path, data, cat); err != nil {
+	if _, _, _, err := catalog.Parse(path, data, cat); err != nil {
 		return nil, fmt.Errorf("the series catalog is damaged and cannot be rebuilt: %w", err)
 	}
 	return cat, nil

@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/compaction"
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/segment"
 )
@@ -85,7 +86,7 @@ func (db *DB) SetRollups(rules []RollupRule) error {
 
 type compiledRollup struct {
 	measurement string
-	ms          []matcher
+	ms          []catalog.Matcher
 	every       int64
 	after       int64
 }
@@ -126,7 +127,7 @@ func compileRollups(rules []RollupRule) (*rollupSet, error) {
 		case strings.ContainsAny(r.Measurement, "\n\r"):
 			return nil, fmt.Errorf("%w: rollup rule %d: newline in measurement %q", ErrInvalid, i, r.Measurement)
 		}
-		ms, err := compileSelector(&Selector{Matchers: r.Matchers})
+		ms, err := catalog.CompileSelector(&Selector{Matchers: r.Matchers})
 		if err != nil {
 			return nil, fmt.Errorf("rollup rule %d: %w", i, err)
 		}
@@ -204,14 +205,14 @@ func addToCascade(cascade []compiledRollup, c compiledRollup) ([]compiledRollup,
 }
 
 // cascadeOf returns the rules that apply to series s, sorted by Every.
-func (rs *rollupSet) cascadeOf(s *seriesMeta) []compiledRollup {
-	if !s.kind.Numeric() {
+func (rs *rollupSet) cascadeOf(s *catalog.Series) []compiledRollup {
+	if !s.Kind.Numeric() {
 		return nil
 	}
 	var out []compiledRollup
 	for i := range rs.rules {
 		r := rs.rules[i]
-		if (r.measurement == "" || r.measurement == s.set.measurement) && matchTags(s.set.tags, r.ms) {
+		if (r.measurement == "" || r.measurement == s.Set.Measurement) && catalog.MatchTags(s.Set.Tags, r.ms) {
 			if next, err := addToCascade(out, r); err == nil {
 				out = next
 			}
@@ -221,7 +222,7 @@ func (rs *rollupSet) cascadeOf(s *seriesMeta) []compiledRollup {
 }
 
 // levelsOf returns the cascade of series id (nil: none).
-func (rs *rollupSet) levelsOf(c *catalog, id uint64) []compiledRollup {
+func (rs *rollupSet) levelsOf(c *catalog.Catalog, id uint64) []compiledRollup {
 	if p := rs.levels.Load(); p != nil && id < uint64(len(*p)) {
 		return (*p)[id]
 	}
@@ -231,11 +232,10 @@ func (rs *rollupSet) levelsOf(c *catalog, id uint64) []compiledRollup {
 	if p := rs.levels.Load(); p != nil {
 		ls = *p
 	}
-	c.mu.RLock()
-	for n := len(ls); n < len(c.series); n++ {
-		ls = append(ls, rs.cascadeOf(&c.series[n]))
+	added := c.Since(len(ls))
+	for i := range added {
+		ls = append(ls, rs.cascadeOf(&added[i]))
 	}
-	c.mu.RUnlock()
 	rs.levels.Store(&ls)
 	if id < uint64(len(ls)) {
 		return ls[id]
@@ -258,7 +258,7 @@ func (db *DB) rollupFunc(now, limit int64) func(key []byte, kind point.Kind) []c
 		return nil
 	}
 	return func(key []byte, kind point.Kind) []compaction.RollupLevel {
-		id, ok := db.cat.lookup(string(key))
+		id, ok := db.cat.Lookup(string(key))
 		if !ok {
 			return nil
 		}

@@ -16,6 +16,7 @@ package engine
 import (
 	"math"
 
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/segment"
 )
@@ -102,7 +103,7 @@ func (r *seriesReader) mergeBucketLasts(s source, tombs []tombstone, buf []point
 // hold buckets in [mint, maxt]: the raw samples fold as usual, the buckets
 // fold by their start, block by block, into runs of states kept in time
 // order, and the runs merge.
-func (r *seriesReader) accumulateWithRollups(id uint64, meta *seriesMeta, srcs []source, tombs []tombstone, mint, maxt int64, q *Query, st *accs) error {
+func (r *seriesReader) accumulateWithRollups(id uint64, meta *catalog.Series, srcs []source, tombs []tombstone, mint, maxt int64, q *Query, st *accs) error {
 	r.noLasts = true
 	defer func() { r.noLasts = false }()
 	// Into states of its own, every bucket held (not finished as a later
@@ -112,11 +113,11 @@ func (r *seriesReader) accumulateWithRollups(id uint64, meta *seriesMeta, srcs [
 	var err error
 	switch {
 	case len(tombs) == 0 && pushdownable(q.Agg) && len(srcs) == 1 && srcs[0].seg != nil:
-		err = r.aggregateSegment(srcs[0], meta.kind, mint, maxt, q, &all)
+		err = r.aggregateSegment(srcs[0], meta.Kind, mint, maxt, q, &all)
 	case len(tombs) == 0 && pushdownable(q.Agg):
-		err = r.aggregateSources(id, srcs, meta.kind, mint, maxt, q, &all)
+		err = r.aggregateSources(id, srcs, meta.Kind, mint, maxt, q, &all)
 	default:
-		err = r.foldMerged(id, srcs, tombs, meta.kind, mint, maxt, q, &all)
+		err = r.foldMerged(id, srcs, tombs, meta.Kind, mint, maxt, q, &all)
 	}
 	st.bits = all.bits
 	if err != nil {

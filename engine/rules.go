@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/compaction"
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/segment"
 )
 
@@ -77,7 +78,7 @@ func (db *DB) SetRetentionRules(rules []RetentionRule) error {
 // compiledRule is a validated RetentionRule.
 type compiledRule struct {
 	measurement string
-	ms          []matcher
+	ms          []catalog.Matcher
 	keep        int64 // nanoseconds; 0 = forever
 }
 
@@ -109,7 +110,7 @@ func compileRules(rules []RetentionRule, retention time.Duration) (*ruleSet, err
 		if strings.ContainsAny(r.Measurement, "\n\r") {
 			return nil, fmt.Errorf("%w: retention rule %d: newline in measurement %q", ErrInvalid, i, r.Measurement)
 		}
-		ms, err := compileSelector(&Selector{Matchers: r.Matchers})
+		ms, err := catalog.CompileSelector(&Selector{Matchers: r.Matchers})
 		if err != nil {
 			return nil, fmt.Errorf("retention rule %d: %w", i, err)
 		}
@@ -128,10 +129,10 @@ func compileRules(rules []RetentionRule, retention time.Duration) (*ruleSet, err
 
 // keepOf returns the keep of series s: its first matching rule's, or the
 // retention.
-func (rs *ruleSet) keepOf(s *seriesMeta) int64 {
+func (rs *ruleSet) keepOf(s *catalog.Series) int64 {
 	for i := range rs.rules {
 		r := &rs.rules[i]
-		if (r.measurement == "" || r.measurement == s.set.measurement) && matchTags(s.set.tags, r.ms) {
+		if (r.measurement == "" || r.measurement == s.Set.Measurement) && catalog.MatchTags(s.Set.Tags, r.ms) {
 			return r.keep
 		}
 	}
@@ -139,9 +140,9 @@ func (rs *ruleSet) keepOf(s *seriesMeta) int64 {
 }
 
 // covering returns the keeps of every series c holds now.
-func (rs *ruleSet) covering(c *catalog) []int64 {
+func (rs *ruleSet) covering(c *catalog.Catalog) []int64 {
 	if p := rs.keeps.Load(); p != nil {
-		if len(*p) >= c.len() {
+		if len(*p) >= c.Len() {
 			return *p
 		}
 	}
@@ -153,7 +154,7 @@ func (rs *ruleSet) covering(c *catalog) []int64 {
 	}
 	// Readers see only the first len(ks) entries of what they loaded, so
 	// appending in place is safe.
-	added := c.since(len(ks))
+	added := c.Since(len(ks))
 	for i := range added {
 		ks = append(ks, rs.keepOf(&added[i]))
 	}
@@ -208,7 +209,7 @@ func (c *cutoffs) keepOf(db *DB, id uint64) int64 {
 	if id < uint64(len(c.keeps)) {
 		return c.keeps[id]
 	}
-	if m, ok := db.cat.meta(id); ok {
+	if m, ok := db.cat.Meta(id); ok {
 		return c.rs.keepOf(m)
 	}
 	return 0
@@ -239,7 +240,7 @@ func (db *DB) ruleDrop(c *cutoffs) func(key []byte) []compaction.TimeRange {
 		return nil
 	}
 	return func(key []byte) []compaction.TimeRange {
-		id, ok := db.cat.lookup(string(key))
+		id, ok := db.cat.Lookup(string(key))
 		if !ok {
 			return nil
 		}

@@ -102,7 +102,7 @@ func (db *DB) Stats() Stats {
 		s.WALBytes = db.wal.Size()
 	}
 	s.DiskBytes += s.WALBytes
-	s.Series = db.cat.len()
+	s.Series = db.cat.Len()
 	s.PointsWritten = db.st.pointsWritten.Load()
 	s.SamplesWritten = db.st.samplesWritten.Load()
 	s.Deletes = db.st.deletes.Load()

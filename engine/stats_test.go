@@ -111,8 +111,8 @@ func TestStatsLevels(t *testing.T) {
 	}
 	r := seriesReader{ctx: context.Background(), db: db, snap: snap}
 	for id := range uint64(st.Series) {
-		m, _ := db.cat.meta(id)
-		key := []byte(m.key)
+		m, _ := db.cat.Meta(id)
+		key := []byte(m.Key)
 		segs := 0
 		for _, src := range r.sources(id, key, minTime, maxTime) {
 			if src.seg != nil {

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/stratadb/strata/compaction"
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/memtable"
 )
@@ -32,7 +33,7 @@ type tombstone struct {
 type ctomb struct {
 	seq        uint64
 	sel        *Selector
-	ms         []matcher
+	ms         []catalog.Matcher
 	ok         bool
 	mint, maxt int64
 }
@@ -50,16 +51,16 @@ func (v *visibility) tombRanges(id uint64, applied uint64) []timeRange {
 // applied delete from series id. It only reads v, so concurrent workers
 // may call it.
 func (v *visibility) appendTombRanges(dst []timeRange, id uint64, applied uint64) []timeRange {
-	var s *seriesMeta
+	var s *catalog.Series
 	for i := range v.tombs {
 		t := &v.tombs[i]
 		if t.seq <= applied || !t.ok {
 			continue
 		}
 		if s == nil {
-			s, _ = v.db.cat.meta(id)
+			s, _ = v.db.cat.Meta(id)
 		}
-		if s.set.measurement != t.sel.Measurement || (t.sel.Field != "" && s.field != t.sel.Field) || !matchTags(s.set.tags, t.ms) {
+		if s.Set.Measurement != t.sel.Measurement || (t.sel.Field != "" && s.Field != t.sel.Field) || !catalog.MatchTags(s.Set.Tags, t.ms) {
 			continue
 		}
 		dst = append(dst, timeRange{t.mint, t.maxt})
@@ -88,7 +89,7 @@ func (v *visibility) hasTombsAbove(applied uint64) bool {
 // applyDeleteToMem removes from t the samples sel selects that t holds now:
 // recovery replays a delete this way, in WAL order, with no reader yet.
 func (db *DB) applyDeleteToMem(t *memtable.Table, sel *Selector) {
-	ids := db.cat.match(sel)
+	ids := db.cat.Match(sel)
 	mint, maxt := sel.TimeRange()
 	for _, id := range ids {
 		t.Delete(id, mint, maxt)
@@ -107,7 +108,7 @@ func (db *DB) reclaimDeleted(ctx context.Context, sel *Selector, seq uint64) {
 	db.mu.Lock()
 	mems := append(slices.Clone(db.mu.imm), db.mu.mem)
 	db.mu.Unlock()
-	ids := db.cat.match(sel)
+	ids := db.cat.Match(sel)
 	mint, maxt := sel.TimeRange()
 	for _, m := range mems {
 		for i, id := range ids {
@@ -139,15 +140,15 @@ func tombstonesAsOf(tombs []tombstone, asOf uint64) []tombstone {
 // seriesTombstones appends to dst the tombstones of tombs, above applied,
 // that select series id.
 func (db *DB) seriesTombstones(id uint64, tombs []tombstone, applied uint64, dst []tombstone) []tombstone {
-	var s *seriesMeta
+	var s *catalog.Series
 	for _, t := range tombs {
 		if t.seq <= applied {
 			continue
 		}
 		if s == nil {
-			s, _ = db.cat.meta(id)
+			s, _ = db.cat.Meta(id)
 		}
-		if s.selectedBy(&t.sel) {
+		if s.SelectedBy(&t.sel) {
 			dst = append(dst, t)
 		}
 	}
@@ -210,11 +211,11 @@ func (db *DB) tombstoneAffects(h *segHandle, t *tombstone) bool {
 	if tmax < h.Meta.MinTime || tmin > h.Meta.MaxTime {
 		return false
 	}
-	ids := db.cat.match(&t.sel)
+	ids := db.cat.Match(&t.sel)
 	if len(ids) > maxAffectCheck {
 		return true
 	}
-	for _, key := range db.cat.keys(ids) {
+	for _, key := range db.cat.Keys(ids) {
 		if key < string(h.Meta.FirstKey) || key > string(h.Meta.LastKey) {
 			continue
 		}
@@ -238,14 +239,14 @@ func (db *DB) dropFunc(applied uint64, tombs []tombstone) func(key []byte) []com
 		return nil
 	}
 	return func(key []byte) []compaction.TimeRange {
-		id, ok := db.cat.lookup(string(key))
+		id, ok := db.cat.Lookup(string(key))
 		if !ok {
 			return nil
 		}
-		s, _ := db.cat.meta(id)
+		s, _ := db.cat.Meta(id)
 		var out []compaction.TimeRange
 		for _, t := range live {
-			if s.selectedBy(&t.sel) {
+			if s.SelectedBy(&t.sel) {
 				tmin, tmax := t.sel.TimeRange()
 				out = append(out, compaction.TimeRange{Min: tmin, Max: tmax})
 			}

@@ -50,10 +50,10 @@ func (db *DB) Verify(ctx context.Context) (VerifyReport, error) {
 				}
 				s := h.Reader.Series(i)
 				rep.Series++
-				id, ok := db.cat.lookup(string(s.Key))
+				id, ok := db.cat.Lookup(string(s.Key))
 				var kind Kind
-				if m, known := db.cat.meta(id); ok && known {
-					kind = m.kind
+				if m, known := db.cat.Meta(id); ok && known {
+					kind = m.Kind
 				}
 				name := filepath.Base(h.Meta.Path)
 				if !ok {

@@ -95,7 +95,7 @@ func (db *DB) logAndApply(edit func(levels *[maxLevels][]*segHandle), flushed *m
 	}
 
 	if flushed != nil {
-		if err := db.catf.persist(db.cat, flushed.seriesEnd); err != nil {
+		if err := db.catf.Persist(db.cat, flushed.seriesEnd); err != nil {
 			return err
 		}
 	}
@@ -125,7 +125,7 @@ func (db *DB) logAndApply(edit func(levels *[maxLevels][]*segHandle), flushed *m
 		NextFile:    db.files.Next(),
 		WALStart:    walStart,
 		LastSeq:     db.seq.Load(),
-		SeriesCount: uint64(db.catf.n),
+		SeriesCount: uint64(db.catf.Persisted()),
 		Segments:    nv.Record(),
 		Tombstones:  manifestTombstones(kept),
 		Obsolete:    db.files.Obsolete(nv),

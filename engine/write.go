@@ -8,6 +8,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/memtable"
 	"github.com/stratadb/strata/wal"
@@ -88,7 +89,7 @@ func (db *DB) commitLocked(entries []point.Entry, pend []pendingSeries, points i
 			return false, err
 		}
 	}
-	base := uint64(db.cat.len())
+	base := uint64(db.cat.Len())
 	w.defs = w.defs[:0]
 	w.key = w.key[:0]
 	for i := range pend {
@@ -111,7 +112,7 @@ func (db *DB) commitLocked(entries []point.Entry, pend []pendingSeries, points i
 	}
 	db.seq.Store(seq)
 	if len(pend) > 0 {
-		db.cat.addAll(len(pend), func(i int) (string, Kind) { return pend[i].key, pend[i].kind })
+		db.cat.AddAll(len(pend), func(i int) (string, Kind) { return pend[i].key, pend[i].kind })
 	}
 	// Fed after the catalog knows the batch's series.
 	feedCommit(subs, seq, true)
@@ -156,7 +157,7 @@ func (db *DB) assignSeriesLocked(points []Point) error {
 	w.entries = w.entries[:0]
 	w.pend = w.pend[:0]
 	clear(w.pendByID)
-	n := db.cat.len()
+	n := db.cat.Len()
 	base := uint64(n)
 	w.sizeSetCache(n)
 	callBytes := 0
@@ -175,7 +176,7 @@ func (db *DB) assignSeriesLocked(points []Point) error {
 		// Names equal to a known tag set's or field's were validated when
 		// it was created; values are always checked.
 		if set == nil {
-			set = db.cat.findSet(hashTagSet(p.Measurement, tags), p.Measurement, tags)
+			set = db.cat.FindSet(catalog.HashSet(p.Measurement, tags), p.Measurement, tags)
 			if set != nil && slot != nil {
 				*slot = setCacheEntry{tags: uintptr(unsafe.Pointer(unsafe.SliceData(tags))), set: set}
 			}
@@ -203,7 +204,7 @@ func (db *DB) assignSeriesLocked(points []Point) error {
 		for _, f := range p.Fields {
 			kind := f.Value.Kind()
 			if set != nil {
-				if id, have, ok := db.cat.fieldKind(set, f.Key); ok {
+				if id, have, ok := db.cat.FieldKind(set, f.Key); ok {
 					if have != kind {
 						return &PointError{Index: i, Err: fmt.Errorf("%w: field %q of %s is %s, not %s",
 							ErrFieldTypeConflict, f.Key, p.Measurement, have, kind)}
@@ -300,7 +301,7 @@ func (db *DB) sealLocked(roll bool) error {
 	db.mu.Lock()
 	old := db.mu.mem
 	old.walEnd = walEnd
-	old.seriesEnd = db.cat.len()
+	old.seriesEnd = db.cat.Len()
 	old.sealed = true
 	db.mu.imm = append(db.mu.imm, old)
 	db.mu.mem = db.newMemRef(db.seq.Load())
@@ -323,8 +324,8 @@ func (db *DB) newMemRef(tombApplied uint64) *memRef {
 		// Called by Apply, which runs under commitMu (or alone, in
 		// recovery): the catalog only grows under commitMu, so reading it
 		// here needs no lock.
-		s, _ := db.cat.meta(id)
-		m.keyBytes += int64(len(s.key))
+		s, _ := db.cat.Meta(id)
+		m.keyBytes += int64(len(s.Key))
 	})
 	return m
 }

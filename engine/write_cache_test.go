@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"unsafe"
+
+	"github.com/stratadb/strata/internal/catalog"
 )
 
 // TestWriteReusedTagArray writes through one []Tag that the caller changes
@@ -72,10 +74,10 @@ func TestSetCacheAssociative(t *testing.T) {
 	w.sizeSetCache(minSetCache)
 	n := len(w.sets) / 4
 	arrays := make([][]Tag, n)
-	sets := make([]*tagSet, n)
+	sets := make([]*catalog.Set, n)
 	for i := range n {
 		arrays[i] = []Tag{{Key: "device_id", Value: fmt.Sprintf("dev-%05d", i)}}
-		sets[i] = &tagSet{measurement: "m", tags: slices.Clone(arrays[i])}
+		sets[i] = &catalog.Set{Measurement: "m", Tags: slices.Clone(arrays[i])}
 	}
 	for round := range 3 {
 		hits := 0
@@ -85,7 +87,7 @@ func TestSetCacheAssociative(t *testing.T) {
 			case set == sets[i]:
 				hits++
 			case set != nil:
-				t.Fatalf("array %d: cached set %v, want %v", i, set.tags, sets[i].tags)
+				t.Fatalf("array %d: cached set %v, want %v", i, set.Tags, sets[i].Tags)
 			default:
 				*slot = setCacheEntry{tags: uintptr(unsafe.Pointer(unsafe.SliceData(tags))), set: sets[i]}
 			}

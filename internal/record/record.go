@@ -1,8 +1,9 @@
 // Package record is the framing machinery that strata's logs share: the
-// WAL (wal), the series catalog (engine's SERIES file) and the forward
-// queue (forward). Each of them frames its records its own way, and each
-// keeps the grammar of its frames beside the code that writes them; what
-// they have in common lives here, parameterized by a Layout:
+// WAL (wal), the series catalog (the SERIES file of internal/catalog) and
+// the forward queue (forward). Each of them frames its records its own
+// way, and each keeps the grammar of its frames beside the code that
+// writes them; what they have in common lives here, parameterized by a
+// Layout:
 //
 //   - sealing a frame: its length and its checksums (CRC-32C) put in place,
 //     so that the caller writes it with one call (Write, WriteAt);

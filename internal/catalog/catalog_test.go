@@ -1,10 +1,11 @@
-package engine
+package catalog
 
 import (
 	"errors"
 	"fmt"
 	iofs "io/fs"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stratadb/strata/internal/base"
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/internal/vfs"
 )
@@ -30,9 +32,9 @@ func TestSplitKeyModel(t *testing.T) {
 	}
 	for range 20000 {
 		m := word(1)
-		var tags []Tag
+		var tags []point.Tag
 		for i := range r.IntN(4) {
-			tags = append(tags, Tag{Key: fmt.Sprintf("%d%s", i, word(0)), Value: word(1)})
+			tags = append(tags, point.Tag{Key: fmt.Sprintf("%d%s", i, word(0)), Value: word(1)})
 		}
 		point.SortTags(tags)
 		f := word(1)
@@ -64,31 +66,31 @@ func FuzzSplitKey(f *testing.F) {
 
 // TestCatalogLookup checks lookup and field against the series added.
 func TestCatalogLookup(t *testing.T) {
-	c := newCatalog()
+	c := New()
 	var keys []string
 	for i := range 300 {
 		for _, f := range []string{"a", "b b", "c=d"} {
-			key := point.SeriesKey("m", []Tag{{Key: "host", Value: fmt.Sprintf("h %d", i%100)}, {Key: "z", Value: fmt.Sprint(i)}}, f)
-			if _, err := c.addKeyString(key, KindFloat); err != nil {
+			key := point.SeriesKey("m", []point.Tag{{Key: "host", Value: fmt.Sprintf("h %d", i%100)}, {Key: "z", Value: fmt.Sprint(i)}}, f)
+			if _, err := c.addKeyString(key, point.KindFloat); err != nil {
 				t.Fatal(err)
 			}
 			keys = append(keys, key)
 		}
 	}
-	if _, err := c.addKeyString(keys[7], KindInt); err == nil {
+	if _, err := c.addKeyString(keys[7], point.KindInt); err == nil {
 		t.Fatal("adding a key twice succeeded")
 	}
 	for id, key := range keys {
-		got, ok := c.lookup(key)
-		if !ok || got != uint64(id) || c.series[id].key != key {
+		got, ok := c.Lookup(key)
+		if !ok || got != uint64(id) || c.series[id].Key != key {
 			t.Fatalf("lookup(%q) = %d, %v; want %d", key, got, ok, id)
 		}
 		s := &c.series[id]
-		if want := point.SeriesKey(s.set.measurement, s.set.tags, s.field); want != key {
+		if want := point.SeriesKey(s.Set.Measurement, s.Set.Tags, s.Field); want != key {
 			t.Fatalf("series %d parts make %q, key %q", id, want, key)
 		}
 	}
-	if _, ok := c.lookup("m,host=h\\ 1,z=1 x"); ok {
+	if _, ok := c.Lookup("m,host=h\\ 1,z=1 x"); ok {
 		t.Fatal("lookup of an absent field succeeded")
 	}
 }
@@ -97,7 +99,7 @@ func TestCatalogLookup(t *testing.T) {
 func catalogKeys(n int) []string {
 	keys := make([]string, n)
 	for i := range keys {
-		keys[i] = point.SeriesKey("sensor", []Tag{{Key: "device_id", Value: fmt.Sprintf("dev-%06d", i)}, {Key: "site", Value: fmt.Sprintf("site-%02d", i%10)}}, "temperature")
+		keys[i] = point.SeriesKey("sensor", []point.Tag{{Key: "device_id", Value: fmt.Sprintf("dev-%06d", i)}, {Key: "site", Value: fmt.Sprintf("site-%02d", i%10)}}, "temperature")
 	}
 	return keys
 }
@@ -110,49 +112,49 @@ func TestCatalogFileVersions(t *testing.T) {
 	keys := catalogKeys(3000)
 	for _, version := range []byte{1, 2} {
 		t.Run(fmt.Sprint("v", version), func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), catalogName)
+			path := filepath.Join(t.TempDir(), "SERIES")
 			if version == 1 {
-				if err := os.WriteFile(path, append([]byte(catalogMagic), 1), 0o644); err != nil {
+				if err := os.WriteFile(path, append([]byte(Magic), 1), 0o644); err != nil {
 					t.Fatal(err)
 				}
 			}
 			// Three appends: a large record, a small one, a large one.
 			bounds := []int{0, 2000, 2003, len(keys)}
 			for i := 1; i < len(bounds); i++ {
-				c := newCatalog()
+				c := New()
 				cf, _, err := loadCatalog(vfs.Default, path, c)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if cf.version != version || c.len() != bounds[i-1] {
-					t.Fatalf("append %d: version %d with %d series, want %d with %d", i, cf.version, c.len(), version, bounds[i-1])
+				if cf.version != version || c.Len() != bounds[i-1] {
+					t.Fatalf("append %d: version %d with %d series, want %d with %d", i, cf.version, c.Len(), version, bounds[i-1])
 				}
 				for _, k := range keys[bounds[i-1]:bounds[i]] {
 					c.mu.Lock()
-					c.add(k, KindFloat)
+					c.add(k, point.KindFloat)
 					c.mu.Unlock()
 				}
-				if err := cf.persist(c, bounds[i]); err != nil {
+				if err := cf.Persist(c, bounds[i]); err != nil {
 					t.Fatal(err)
 				}
-				cf.close()
+				cf.Close()
 			}
-			c := newCatalog()
+			c := New()
 			cf, torn, err := loadCatalog(vfs.Default, path, c)
 			if err != nil || torn != 0 {
 				t.Fatalf("reload: torn %d, %v", torn, err)
 			}
-			cf.close()
+			cf.Close()
 			for id, k := range keys {
-				if got, ok := c.lookup(k); !ok || got != uint64(id) {
+				if got, ok := c.Lookup(k); !ok || got != uint64(id) {
 					t.Fatalf("series %q: id %d, %v; want %d", k, got, ok, id)
 				}
 			}
 			// The index, built beside the decoding on load, is the one
 			// adding the series one by one builds.
-			ref := newCatalog()
+			ref := New()
 			for _, k := range keys {
-				ref.add(k, KindFloat)
+				ref.add(k, point.KindFloat)
 			}
 			if got, want := indexDump(c), indexDump(ref); got != want {
 				t.Fatalf("index after reload differs:\n%.2000s\nwant\n%.2000s", got, want)
@@ -178,9 +180,9 @@ func TestCatalogFileVersions(t *testing.T) {
 // TestCatalogBadCompressedRecord checks that a compressed record whose
 // lengths lie is corruption, never a large allocation or a panic.
 func TestCatalogBadCompressedRecord(t *testing.T) {
-	c := newCatalog()
+	c := New()
 	for _, k := range catalogKeys(100) {
-		c.add(k, KindFloat)
+		c.add(k, point.KindFloat)
 	}
 	payload, err := appendCatalogPayload(nil, c.appendCatalogEntries(nil, 0, 100))
 	if err != nil {
@@ -197,13 +199,13 @@ func TestCatalogBadCompressedRecord(t *testing.T) {
 		"empty":            nil,
 		"short raw length": append([]byte{catalogZstd, 5}, payload[3:]...),
 	} {
-		if err := decodeCatalogRecord(p, 2, newCatalog()); err == nil {
+		if err := decodeCatalogRecord(p, 2, New()); err == nil {
 			t.Errorf("%s: decoded", name)
 		}
 	}
-	c2 := newCatalog()
-	if err := decodeCatalogRecord(payload, 2, c2); err != nil || c2.len() != 100 {
-		t.Fatalf("good record: %d series, %v", c2.len(), err)
+	c2 := New()
+	if err := decodeCatalogRecord(payload, 2, c2); err != nil || c2.Len() != 100 {
+		t.Fatalf("good record: %d series, %v", c2.Len(), err)
 	}
 }
 
@@ -211,9 +213,9 @@ func TestCatalogBadCompressedRecord(t *testing.T) {
 // that guards them in the file, to the decoder of both versions: it must
 // fail cleanly or add well-formed series.
 func FuzzCatalogRecord(f *testing.F) {
-	c := newCatalog()
+	c := New()
 	for _, k := range catalogKeys(40) {
-		c.add(k, KindFloat)
+		c.add(k, point.KindFloat)
 	}
 	entries := c.appendCatalogEntries(nil, 0, 40)
 	zipped, err := appendCatalogPayload(nil, entries)
@@ -225,14 +227,14 @@ func FuzzCatalogRecord(f *testing.F) {
 	f.Add(entries)
 	f.Fuzz(func(t *testing.T, p []byte) {
 		for _, version := range []byte{1, 2} {
-			c := newCatalog()
+			c := New()
 			if err := decodeCatalogRecord(p, version, c); err != nil {
 				continue
 			}
 			for id := range c.series {
 				s := &c.series[id]
-				if got, ok := c.lookup(s.key); !ok || got != uint64(id) || !s.kind.Valid() {
-					t.Fatalf("series %d %q: lookup %d, %v", id, s.key, got, ok)
+				if got, ok := c.Lookup(s.Key); !ok || got != uint64(id) || !s.Kind.Valid() {
+					t.Fatalf("series %d %q: lookup %d, %v", id, s.Key, got, ok)
 				}
 			}
 		}
@@ -240,42 +242,121 @@ func FuzzCatalogRecord(f *testing.F) {
 }
 
 // loadCatalog reads the catalog file at path into c and opens it for
-// appending the way Open does (readCatalog, then loadedCatalog.open),
+// appending the way the engine's Open does (Parse, then Loaded.Open),
 // returning the open file and the bytes of torn tail cut off.
-func loadCatalog(fs vfs.FS, path string, c *catalog) (*catalogFile, int64, error) {
-	lc := &loadedCatalog{path: path}
+func loadCatalog(fs vfs.FS, path string, c *Catalog) (*File, int64, error) {
+	lc := &Loaded{Path: path}
 	data, err := vfs.ReadFile(fs, path)
 	switch {
 	case errors.Is(err, iofs.ErrNotExist):
 	case err != nil:
 		return nil, 0, err
 	default:
-		lc.exists = true
-		if lc.version, lc.valid, lc.torn, err = parseCatalog(path, data, c); err != nil {
+		lc.Exists = true
+		if lc.Version, lc.Valid, lc.Torn, err = Parse(path, data, c); err != nil {
 			return nil, 0, err
 		}
 	}
-	lc.n = len(c.series)
-	db := &DB{fs: fs, logger: slog.New(slog.DiscardHandler)}
-	if err := lc.open(db); err != nil {
+	lc.N = len(c.series)
+	cf, err := lc.Open(fs, slog.New(slog.DiscardHandler))
+	if err != nil {
 		return nil, 0, err
 	}
-	return db.catf, lc.torn, nil
+	return cf, lc.Torn, nil
 }
 
 // indexDump renders c's index by measurement and tag deterministically.
-func indexDump(c *catalog) string {
+func indexDump(c *Catalog) string {
 	var b strings.Builder
-	for _, name := range sortedKeys(c.idx.measurements) {
+	for _, name := range slices.Sorted(maps.Keys(c.idx.measurements)) {
 		mi := c.idx.measurements[name]
 		fmt.Fprintf(&b, "%s %v\n", name, mi.ids)
-		for _, k := range sortedKeys(mi.keys) {
+		for _, k := range slices.Sorted(maps.Keys(mi.keys)) {
 			ki := mi.keys[k]
 			fmt.Fprintf(&b, "  %s n=%d\n", k, ki.n)
-			for _, v := range sortedKeys(ki.postings) {
+			for _, v := range slices.Sorted(maps.Keys(ki.postings)) {
 				fmt.Fprintf(&b, "    %s %v\n", v, ki.postings[v].ids)
 			}
 		}
 	}
 	return b.String()
+}
+
+// seriesFile returns the bytes of a SERIES file of version holding keys,
+// appended in records of the sizes given (the rest in a last one).
+func seriesFile(tb testing.TB, version byte, keys []string, records ...int) []byte {
+	tb.Helper()
+	fs := vfs.NewMem()
+	if version == 1 {
+		f, err := fs.Create("SERIES")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if _, err := f.Write(append([]byte(Magic), 1)); err != nil {
+			tb.Fatal(err)
+		}
+		f.Close()
+	}
+	c := New()
+	cf, _, err := loadCatalog(fs, "SERIES", c)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer cf.Close()
+	records = append(records, len(keys))
+	for _, n := range records {
+		for _, k := range keys[c.Len():min(c.Len()+n, len(keys))] {
+			c.add(k, point.KindFloat)
+		}
+		if err := cf.Persist(c, c.Len()); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	data, err := vfs.ReadFile(fs, "SERIES")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return data
+}
+
+// FuzzParse feeds arbitrary bytes to the SERIES file parser: it must
+// return corruption, or account for every byte as intact records or a torn
+// tail and hold well-formed series that its index finds.
+func FuzzParse(f *testing.F) {
+	keys := catalogKeys(60)
+	v2 := seriesFile(f, 2, keys, 3, 50)
+	v1 := seriesFile(f, 1, keys[:10], 4)
+	f.Add(v2)
+	f.Add(v1)
+	f.Add(v2[:len(v2)-3])                       // torn tail
+	f.Add(append(slices.Clone(v2), 1, 2, 3))    // garbage after the records
+	f.Add(append(slices.Clone(v1[:20]), v1...)) // damage before an intact record
+	f.Add([]byte(Magic[:2]))                    // torn header
+	f.Add([]byte("SSER\x09"))                   // unknown version
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c := New()
+		version, valid, torn, err := Parse("SERIES", data, c)
+		if err != nil {
+			if !errors.Is(err, base.ErrCorrupt) {
+				t.Fatalf("error %v is not corruption", err)
+			}
+			return
+		}
+		if valid+torn != int64(len(data)) {
+			t.Fatalf("%d intact and %d torn bytes of %d", valid, torn, len(data))
+		}
+		if valid > 0 && version != 1 && version != 2 {
+			t.Fatalf("version %d", version)
+		}
+		for id := range uint64(c.Len()) {
+			s, _ := c.Meta(id)
+			if got, ok := c.Lookup(s.Key); !ok || got != id {
+				t.Fatalf("series %d %q: lookup %d, %v", id, s.Key, got, ok)
+			}
+			if !slices.Contains(c.Match(&point.Selector{Measurement: s.Set.Measurement, Tags: s.Set.Tags, Field: s.Field}), id) {
+				t.Fatalf("series %d %q: not matched by its own tags", id, s.Key)
+			}
+		}
+	})
 }

@@ -1,4 +1,4 @@
-package engine
+package catalog
 
 import (
 	"fmt"
@@ -6,15 +6,18 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/stratadb/strata/internal/base"
+	"github.com/stratadb/strata/internal/point"
 )
 
 // Matchers follow PromQL's label matchers: a series that lacks a tag key
 // has the value "" for it, and a regexp (RE2) must match the whole value.
 
-// matcher is a compiled Matcher.
-type matcher struct {
+// Matcher is a compiled point.Matcher.
+type Matcher struct {
 	key   string
-	op    MatchOp
+	op    point.MatchOp
 	value string
 	re    *regexp.Regexp // for the regexp ops
 	// prefix is a literal every value the regexp matches starts with, so
@@ -25,13 +28,13 @@ type matcher struct {
 }
 
 // matches reports whether a tag value (or "" for a missing key) passes.
-func (m *matcher) matches(v string) bool {
+func (m *Matcher) matches(v string) bool {
 	switch m.op {
-	case MatchEqual:
+	case point.MatchEqual:
 		return v == m.value
-	case MatchNotEqual:
+	case point.MatchNotEqual:
 		return v != m.value
-	case MatchRegexp:
+	case point.MatchRegexp:
 		return strings.HasPrefix(v, m.prefix) && m.re.MatchString(v)
 	default:
 		return !strings.HasPrefix(v, m.prefix) || !m.re.MatchString(v)
@@ -57,7 +60,7 @@ func compileRegexp(pattern string) (*regexp.Regexp, error) {
 	}
 	re, err := regexp.Compile("^(?:" + pattern + ")$")
 	if err != nil {
-		return nil, fmt.Errorf("%w: bad regexp %q: %v", ErrInvalid, pattern, err)
+		return nil, fmt.Errorf("%w: bad regexp %q: %v", base.ErrInvalid, pattern, err)
 	}
 	regexpCache.Lock()
 	if regexpCache.m == nil || len(regexpCache.m) >= regexpCacheSize {
@@ -68,27 +71,27 @@ func compileRegexp(pattern string) (*regexp.Regexp, error) {
 	return re, nil
 }
 
-// compileMatcher validates and compiles one Matcher.
-func compileMatcher(m Matcher) (matcher, error) {
+// CompileMatcher validates and compiles one point.Matcher.
+func CompileMatcher(m point.Matcher) (Matcher, error) {
 	if m.Key == "" {
-		return matcher{}, fmt.Errorf("%w: matcher with an empty tag key", ErrInvalid)
+		return Matcher{}, fmt.Errorf("%w: matcher with an empty tag key", base.ErrInvalid)
 	}
 	if !m.Op.Valid() {
-		return matcher{}, fmt.Errorf("%w: matcher %q has unknown op %d", ErrInvalid, m.Key, int(m.Op))
+		return Matcher{}, fmt.Errorf("%w: matcher %q has unknown op %d", base.ErrInvalid, m.Key, int(m.Op))
 	}
-	c := matcher{key: m.Key, op: m.Op, value: m.Value}
-	if m.Op == MatchRegexp || m.Op == MatchNotRegexp {
+	c := Matcher{key: m.Key, op: m.Op, value: m.Value}
+	if m.Op == point.MatchRegexp || m.Op == point.MatchNotRegexp {
 		re, err := compileRegexp(m.Value)
 		if err != nil {
-			return matcher{}, err
+			return Matcher{}, err
 		}
 		c.re = re
 		pre, complete := re.LiteralPrefix()
 		if complete {
 			// The regexp is a literal: an equality.
-			c.op, c.value = MatchEqual, pre
-			if m.Op == MatchNotRegexp {
-				c.op = MatchNotEqual
+			c.op, c.value = point.MatchEqual, pre
+			if m.Op == point.MatchNotRegexp {
+				c.op = point.MatchNotEqual
 			}
 		} else {
 			c.prefix = pre
@@ -98,18 +101,18 @@ func compileMatcher(m Matcher) (matcher, error) {
 	return c, nil
 }
 
-// compileSelector turns a Selector's Tags and Matchers into compiled
+// CompileSelector turns a point.Selector's Tags and Matchers into compiled
 // matchers (Tags are equality matchers).
-func compileSelector(s *Selector) ([]matcher, error) {
+func CompileSelector(s *point.Selector) ([]Matcher, error) {
 	if len(s.Tags) == 0 && len(s.Matchers) == 0 {
 		return nil, nil
 	}
-	ms := make([]matcher, 0, len(s.Tags)+len(s.Matchers))
+	ms := make([]Matcher, 0, len(s.Tags)+len(s.Matchers))
 	for _, t := range s.Tags {
-		ms = append(ms, matcher{key: t.Key, op: MatchEqual, value: t.Value, matchesEmpty: t.Value == ""})
+		ms = append(ms, Matcher{key: t.Key, op: point.MatchEqual, value: t.Value, matchesEmpty: t.Value == ""})
 	}
 	for _, m := range s.Matchers {
-		c, err := compileMatcher(m)
+		c, err := CompileMatcher(m)
 		if err != nil {
 			return nil, err
 		}
@@ -118,54 +121,30 @@ func compileSelector(s *Selector) ([]matcher, error) {
 	return ms, nil
 }
 
-// compileStoredSelector compiles a selector that was validated before (a
+// CompileStoredSelector compiles a selector that was validated before (a
 // stored tombstone, a query past validation). It reports false, never
 // panics, for a regexp that fails now: the caller then selects nothing
 // rather than everything.
-func compileStoredSelector(s *Selector) ([]matcher, bool) {
-	ms, err := compileSelector(s)
+func CompileStoredSelector(s *point.Selector) ([]Matcher, bool) {
+	ms, err := CompileSelector(s)
 	return ms, err == nil
 }
 
-// tagValue returns the value of key in sorted tags, or "".
-func tagValue(tags []Tag, key string) string {
-	i, ok := slices.BinarySearchFunc(tags, key, func(t Tag, k string) int { return strings.Compare(t.Key, k) })
+// TagValue returns the value of key in sorted tags, or "".
+func TagValue(tags []point.Tag, key string) string {
+	i, ok := slices.BinarySearchFunc(tags, key, func(t point.Tag, k string) int { return strings.Compare(t.Key, k) })
 	if !ok {
 		return ""
 	}
 	return tags[i].Value
 }
 
-// matchTags reports whether sorted tags pass every matcher.
-func matchTags(tags []Tag, ms []matcher) bool {
+// MatchTags reports whether sorted tags pass every matcher.
+func MatchTags(tags []point.Tag, ms []Matcher) bool {
 	for i := range ms {
-		if !ms[i].matches(tagValue(tags, ms[i].key)) {
+		if !ms[i].matches(TagValue(tags, ms[i].key)) {
 			return false
 		}
 	}
 	return true
-}
-
-// validateSelectorFilters checks the tag filters and the time range of a
-// selector: shared by Query, Delete, the metadata calls and Last.
-func validateSelectorFilters(s *Selector) error {
-	if !s.AllTime() && s.Start >= s.End {
-		return fmt.Errorf("%w: start %d is not before end %d", ErrInvalid, s.Start, s.End)
-	}
-	for i, t := range s.Tags {
-		if t.Key == "" || t.Value == "" {
-			return fmt.Errorf("%w: empty tag key or value in selector", ErrInvalid)
-		}
-		for _, u := range s.Tags[:i] {
-			if u.Key == t.Key {
-				return fmt.Errorf("%w: duplicate tag key %q in selector", ErrInvalid, t.Key)
-			}
-		}
-	}
-	for _, m := range s.Matchers {
-		if _, err := compileMatcher(m); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package engine
+package catalog
 
 import (
 	"cmp"
@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/stratadb/strata/internal/point"
 )
 
 // The inverted index answers selectors without looking at every series.
@@ -25,7 +27,7 @@ import (
 // rejects. Positive sets are intersected smallest first; negative ones are
 // subtracted from the result.
 //
-// The index is guarded by catalog.mu, except each key's sorted values,
+// The index is guarded by Catalog.mu, except each key's sorted values,
 // which the first reader after new values arrived merges under the key's
 // own mutex.
 type index struct {
@@ -66,7 +68,7 @@ type keyIndex struct {
 }
 
 // posting is one value of a key and its series. ids grows under
-// catalog.mu.
+// Catalog.mu.
 type posting struct {
 	value string
 	ids   []uint64 // ascending
@@ -74,9 +76,9 @@ type posting struct {
 
 func newIndex() index { return index{measurements: make(map[string]*measIndex)} }
 
-// add indexes series id. The caller holds catalog.mu for writing; ids are
+// add indexes series id. The caller holds Catalog.mu for writing; ids are
 // added in ascending order.
-func (x *index) add(id uint64, measurement string, tags []Tag) {
+func (x *index) add(id uint64, measurement string, tags []point.Tag) {
 	mi := x.lastMeas
 	if mi == nil || x.lastName != measurement {
 		mi = x.measurements[measurement]
@@ -136,7 +138,7 @@ func (x *index) newPosting(value string, id uint64) *posting {
 
 // values returns the key's distinct values with their postings, sorted by
 // value. The slice is shared: callers must not modify it, and read the
-// postings' ids under catalog.mu.
+// postings' ids under Catalog.mu.
 func (ki *keyIndex) values() []*posting {
 	ki.mu.Lock()
 	defer ki.mu.Unlock()
@@ -163,11 +165,11 @@ func (ki *keyIndex) values() []*posting {
 // matching returns the values of the key that m matches (all when m
 // matches every non-empty value, as with `=~".+"`, the caller sees a long
 // list). Regexps test only the values from their literal prefix on.
-func (ki *keyIndex) matching(m *matcher, want bool, visit func(p *posting)) {
+func (ki *keyIndex) matching(m *Matcher, want bool, visit func(p *posting)) {
 	switch m.op {
-	case MatchEqual, MatchNotEqual:
+	case point.MatchEqual, point.MatchNotEqual:
 		// Only the one value differs between "matched" and "not matched".
-		eq := m.op == MatchEqual
+		eq := m.op == point.MatchEqual
 		if eq == want {
 			if p := ki.postings[m.value]; p != nil {
 				visit(p)
@@ -182,7 +184,7 @@ func (ki *keyIndex) matching(m *matcher, want bool, visit func(p *posting)) {
 		return
 	}
 	vals := ki.values()
-	if want == (m.op == MatchRegexp) && m.prefix != "" {
+	if want == (m.op == point.MatchRegexp) && m.prefix != "" {
 		// Only values starting with the prefix can match (or, for !~, fail).
 		lo, _ := slices.BinarySearchFunc(vals, m.prefix, func(p *posting, pre string) int { return strings.Compare(p.value, pre) })
 		for _, p := range vals[lo:] {
@@ -252,9 +254,9 @@ func intersect(a, b []uint64) []uint64 {
 
 // selectIDs returns the ascending ids of mi's series that pass ms.
 // nseries bounds the ids (catalog size).
-func (mi *measIndex) selectIDs(ms []matcher, nseries int) []uint64 {
+func (mi *measIndex) selectIDs(ms []Matcher, nseries int) []uint64 {
 	var sets [][]uint64 // positive sets to intersect
-	var negs []*matcher
+	var negs []*Matcher
 	for i := range ms {
 		m := &ms[i]
 		if m.matchesEmpty {
@@ -265,7 +267,7 @@ func (mi *measIndex) selectIDs(ms []matcher, nseries int) []uint64 {
 		if ki == nil {
 			return nil // no series has the key, and m needs a value
 		}
-		if m.op == MatchEqual {
+		if m.op == point.MatchEqual {
 			p := ki.postings[m.value]
 			if p == nil {
 				return nil
@@ -297,7 +299,7 @@ func (mi *measIndex) selectIDs(ms []matcher, nseries int) []uint64 {
 			continue // every series lacks the key, and m matches ""
 		}
 		var drop []uint64
-		if m.op == MatchNotEqual {
+		if m.op == point.MatchNotEqual {
 			if p := ki.postings[m.value]; p != nil {
 				drop = p.ids
 			}
@@ -317,7 +319,7 @@ func (mi *measIndex) selectIDs(ms []matcher, nseries int) []uint64 {
 
 // union returns the ascending ids of the values for which m's verdict is
 // want.
-func (ki *keyIndex) union(m *matcher, want bool, nseries int) []uint64 {
+func (ki *keyIndex) union(m *Matcher, want bool, nseries int) []uint64 {
 	var lists [][]uint64
 	total := 0
 	ki.matching(m, want, func(p *posting) {
@@ -362,19 +364,19 @@ func subtract(a, b []uint64) []uint64 {
 	return out
 }
 
-// match returns the ids of the series that sel selects (its measurement,
+// Match returns the ids of the series that sel selects (its measurement,
 // or every measurement when it is "", its field, tags and matchers),
 // ascending. sel must have been validated.
-func (c *catalog) match(sel *Selector) []uint64 {
-	ms, ok := compileStoredSelector(sel)
+func (c *Catalog) Match(sel *point.Selector) []uint64 {
+	ms, ok := CompileStoredSelector(sel)
 	if !ok {
 		return nil
 	}
-	return c.matchCompiled(sel, ms)
+	return c.MatchCompiled(sel, ms)
 }
 
-// matchCompiled is match with sel's matchers compiled (ms).
-func (c *catalog) matchCompiled(sel *Selector, ms []matcher) []uint64 {
+// MatchCompiled is Match with sel's matchers compiled (ms).
+func (c *Catalog) MatchCompiled(sel *point.Selector, ms []Matcher) []uint64 {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	var out []uint64
@@ -394,16 +396,16 @@ func (c *catalog) matchCompiled(sel *Selector, ms []matcher) []uint64 {
 
 // fieldFilter returns the ids of field (all when it is ""), in a new slice
 // when some are dropped. The caller holds mu.RLock.
-func (c *catalog) fieldFilter(ids []uint64, field string) []uint64 {
+func (c *Catalog) fieldFilter(ids []uint64, field string) []uint64 {
 	if field == "" {
 		return ids
 	}
-	return slices.DeleteFunc(slices.Clone(ids), func(id uint64) bool { return c.series[id].field != field })
+	return slices.DeleteFunc(slices.Clone(ids), func(id uint64) bool { return c.series[id].Field != field })
 }
 
 // measIndexes returns the index of measurement, or of every measurement
 // (sorted by name) when it is "". The caller holds mu.RLock.
-func (c *catalog) measIndexes(measurement string) []*measIndex {
+func (c *Catalog) measIndexes(measurement string) []*measIndex {
 	if measurement != "" {
 		if mi := c.idx.measurements[measurement]; mi != nil {
 			return []*measIndex{mi}
@@ -429,7 +431,7 @@ type keyOrder struct {
 
 // orderFor returns ranks and byRank covering at least most of the catalog
 // (with rebuild; without it, whatever they cover now).
-func (c *catalog) orderFor(rebuild bool) (ranks, byRank []uint32) {
+func (c *Catalog) orderFor(rebuild bool) (ranks, byRank []uint32) {
 	o := &c.order
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -440,7 +442,7 @@ func (c *catalog) orderFor(rebuild bool) (ranks, byRank []uint32) {
 		for i := range ids {
 			ids[i] = uint32(i)
 		}
-		slices.SortFunc(ids, func(a, b uint32) int { return strings.Compare(c.series[a].key, c.series[b].key) })
+		slices.SortFunc(ids, func(a, b uint32) int { return strings.Compare(c.series[a].Key, c.series[b].Key) })
 		ranks := make([]uint32, n)
 		for r, id := range ids {
 			ranks[id] = uint32(r)
@@ -451,13 +453,13 @@ func (c *catalog) orderFor(rebuild bool) (ranks, byRank []uint32) {
 	return o.ranks, o.byRank
 }
 
-// sortByKey sorts ids (distinct) by canonical series key.
-func (c *catalog) sortByKey(ids []uint64) { c.sortByKeyRanks(ids, true) }
+// SortByKey sorts ids (distinct) by canonical series key.
+func (c *Catalog) SortByKey(ids []uint64) { c.SortByKeyRanks(ids, true) }
 
-// sortByKeyRanks is sortByKey; with rebuild false it uses the key ranks
+// SortByKeyRanks is SortByKey; with rebuild false it uses the key ranks
 // as they are rather than sorting every key of a catalog that grew, which
 // a flush in a burst of new series would otherwise do again and again.
-func (c *catalog) sortByKeyRanks(ids []uint64, rebuild bool) {
+func (c *Catalog) SortByKeyRanks(ids []uint64, rebuild bool) {
 	if len(ids) < 2 {
 		return
 	}
@@ -488,20 +490,20 @@ func (c *catalog) sortByKeyRanks(ids []uint64, rebuild bool) {
 		if a < n && b < n {
 			return cmp.Compare(ranks[a], ranks[b])
 		}
-		return strings.Compare(c.series[a].key, c.series[b].key)
+		return strings.Compare(c.series[a].Key, c.series[b].Key)
 	})
 }
 
-// tagValues returns, per measurement (the one named, or every one when it
+// TagValues returns, per measurement (the one named, or every one when it
 // is ""), the sorted values of tag key among the series of field (all when
 // "") that pass the compiled matchers ms and that keep keeps. keep runs
 // without mu.
-func (c *catalog) tagValues(ctx context.Context, measurement, field, key string, ms []matcher, keep func(ids []uint64) ([]uint64, error)) ([][]string, error) {
+func (c *Catalog) TagValues(ctx context.Context, measurement, field, key string, ms []Matcher, keep func(ids []uint64) ([]uint64, error)) ([][]string, error) {
 	var lists [][]string
 	c.mu.RLock()
 	mis := c.measIndexes(measurement)
 	c.mu.RUnlock()
-	hasKey := matcher{key: key, op: MatchNotEqual}
+	hasKey := Matcher{key: key, op: point.MatchNotEqual}
 	for _, mi := range mis {
 		c.mu.RLock()
 		ki := mi.keys[key]

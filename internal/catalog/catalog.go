@@ -1,4 +1,14 @@
-package engine
+// Package catalog is strata's series catalog: it maps every series (a
+// measurement, a sorted tag set and a field) to a dense id and a kind,
+// keeps them durable in the SERIES file, and indexes them by measurement
+// and tag for the selectors of queries, deletes and rules.
+//
+// A Catalog has one writer, which alone adds series, and any number of
+// readers. Its lock and maps are private: callers go through the methods,
+// which take the lock themselves. A Series never changes once added, so
+// the pointers the methods return stay valid and may be read without the
+// lock; callers must not modify them.
+package catalog
 
 // The series catalog file (SERIES) makes series ids and kinds durable beyond
 // the WAL files that first logged them. It is append-only; every flush
@@ -34,22 +44,24 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"hash/maphash"
 	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/stratadb/strata/internal/base"
 	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/internal/record"
 	"github.com/stratadb/strata/internal/vfs"
 )
 
 const (
-	catalogMagic      = "SSER"
+	// Magic starts every SERIES file.
+	Magic             = "SSER"
 	catalogVersion    = 2
 	catalogHeaderSize = 5
 	catalogMaxRecord  = 1 << 30
@@ -76,61 +88,61 @@ var catalogDecoder = sync.OnceValues(func() (*zstd.Decoder, error) {
 		zstd.WithDecoderMaxMemory(catalogMaxRecord), zstd.WithDecodeAllCapLimit(true))
 })
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // catalogLayout is the record header drawn above: length, then the crc32c
 // of the payload.
 var catalogLayout = &record.Layout{HeaderSize: 8, LengthAt: 0, MinPayload: 1, MaxPayload: catalogMaxRecord,
 	PayloadCRC: record.CRC{At: 4}}
 
-// seriesMeta describes one series. It never changes once created. The
-// strings of the series and of its tag set are substrings of key when the
-// key has no escapes, so a series holds one string allocation.
-type seriesMeta struct {
-	key   string // canonical series key
-	kind  Kind
-	set   *tagSet
-	field string
+// Series describes one series. It never changes once created: callers
+// read its fields and must not modify them. The strings of the series and
+// of its tag set are substrings of Key when the key has no escapes, so a
+// series holds one string allocation.
+type Series struct {
+	Key   string // canonical series key
+	Kind  point.Kind
+	Set   *Set
+	Field string
 }
 
-// tagSet is a measurement with a sorted tag set: the identity that the
-// fields of a point share. Points are resolved to a tagSet by hashing their
+// Set is a measurement with a sorted tag set: the identity that the
+// fields of a point share. Points are resolved to a Set by hashing their
 // parts, so the hot write path builds no key strings for known series.
-// tagSets and their tags are carved from slabs (see catalog.newSet). Ids
+// Sets and their tags are carved from slabs (see Catalog.newSet). Ids
 // are held in 32 bits here: 4 billion series would need a terabyte of
-// catalog first.
-type tagSet struct {
-	measurement string
-	tags        []Tag    // sorted by key
-	first       uint32   // id of the set's first series
-	more        []uint32 // ids of its other series (other fields)
+// catalog first. Callers read Measurement and Tags and must not modify
+// them.
+type Set struct {
+	Measurement string
+	Tags        []point.Tag // sorted by key
+	first       uint32      // id of the set's first series
+	more        []uint32    // ids of its other series (other fields)
 	// byField holds every series of the set by field name once it has
 	// more than fieldScanMax, so that resolving the fields of a wide point
 	// costs O(1) per field, not O(fields): nil for narrow sets.
 	byField map[string]uint32
-	next    *tagSet // hash collision chain
+	next    *Set // hash collision chain
 }
 
 // fieldScanMax is the most series of a tag set that field scans; a set
 // with more looks fields up in its byField map.
 const fieldScanMax = 8
 
-// catalog maps series to dense ids and indexes them by measurement and tag.
-// The single writer (holding DB.commitMu) reads without mu and takes mu to
-// add series; queries take mu.RLock.
-type catalog struct {
+// Catalog maps series to dense ids and indexes them by measurement and tag.
+// The single writer (the engine's commit lock holder) reads without mu and
+// takes mu to add series; queries take mu.RLock.
+type Catalog struct {
 	mu     sync.RWMutex
-	series []seriesMeta // by id
-	sets   map[uint64]*tagSet
+	series []Series // by id
+	sets   map[uint64]*Set
 	idx    index    // by measurement and tag (index.go)
 	order  keyOrder // ids ranked by key (index.go)
 
 	// Slabs that new tag sets and their tags are carved from: one
 	// allocation per many series instead of two per series.
-	setSlab []tagSet
-	tagSlab []Tag
+	setSlab []Set
+	tagSlab []point.Tag
 
-	// indexLater: add leaves the index to whoever set it (parseCatalog,
+	// indexLater: add leaves the index to whoever set it (Parse,
 	// which indexes the series on another goroutine while it decodes).
 	indexLater bool
 }
@@ -141,9 +153,10 @@ const (
 	tagSlabLen = 2048
 )
 
-func newCatalog() *catalog {
-	return &catalog{
-		sets: make(map[uint64]*tagSet),
+// New returns an empty catalog.
+func New() *Catalog {
+	return &Catalog{
+		sets: make(map[uint64]*Set),
 		idx:  newIndex(),
 	}
 }
@@ -152,9 +165,9 @@ func newCatalog() *catalog {
 // a per-process seed is fine; every hit is confirmed by comparing the parts.
 var tagSetSeed = maphash.MakeSeed()
 
-// hashTagSet hashes (measurement, sorted tags). Each part is hashed on its
+// HashSet hashes (measurement, sorted tags). Each part is hashed on its
 // own and folded in order, so part boundaries are part of the hash.
-func hashTagSet(measurement string, tags []Tag) uint64 {
+func HashSet(measurement string, tags []point.Tag) uint64 {
 	h := maphash.String(tagSetSeed, measurement)
 	for _, t := range tags {
 		h = (h^maphash.String(tagSetSeed, t.Key))*0x9E3779B97F4A7C15 + 1
@@ -163,7 +176,7 @@ func hashTagSet(measurement string, tags []Tag) uint64 {
 	return h
 }
 
-func tagsEqual(a, b []Tag) bool {
+func tagsEqual(a, b []point.Tag) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -175,10 +188,17 @@ func tagsEqual(a, b []Tag) bool {
 	return true
 }
 
-// findSet returns the tagSet for (measurement, sorted tags) or nil.
-func (c *catalog) findSet(h uint64, measurement string, tags []Tag) *tagSet {
+// Is reports whether s is the tag set (measurement, sorted tags).
+func (s *Set) Is(measurement string, tags []point.Tag) bool {
+	return s.Measurement == measurement && tagsEqual(s.Tags, tags)
+}
+
+// FindSet returns the Set for (measurement, sorted tags), hashed h by
+// HashSet, or nil. The caller holds mu or is the single writer, which
+// alone adds series: it reads without mu.
+func (c *Catalog) FindSet(h uint64, measurement string, tags []point.Tag) *Set {
 	for s := c.sets[h]; s != nil; s = s.next {
-		if s.measurement == measurement && tagsEqual(s.tags, tags) {
+		if s.Is(measurement, tags) {
 			return s
 		}
 	}
@@ -186,32 +206,32 @@ func (c *catalog) findSet(h uint64, measurement string, tags []Tag) *tagSet {
 }
 
 // field returns the id of the series of set s with field name.
-func (c *catalog) field(s *tagSet, name string) (uint64, bool) {
+func (c *Catalog) field(s *Set, name string) (uint64, bool) {
 	if s.byField != nil {
 		id, ok := s.byField[name]
 		return uint64(id), ok
 	}
-	if c.series[s.first].field == name {
+	if c.series[s.first].Field == name {
 		return uint64(s.first), true
 	}
 	for _, id := range s.more {
-		if c.series[id].field == name {
+		if c.series[id].Field == name {
 			return uint64(id), true
 		}
 	}
 	return 0, false
 }
 
-// lookup returns the id of the series with canonical key key.
-func (c *catalog) lookup(key string) (uint64, bool) {
+// Lookup returns the id of the series with canonical key key.
+func (c *Catalog) Lookup(key string) (uint64, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.lookupLocked(key)
 }
 
-// lookupKeys returns the ids of the n series key(i) names, in order, or
+// LookupKeys returns the ids of the n series key(i) names, in order, or
 // false when one is not in the catalog.
-func (c *catalog) lookupKeys(n int, key func(i int) []byte) ([]uint64, bool) {
+func (c *Catalog) LookupKeys(n int, key func(i int) []byte) ([]uint64, bool) {
 	ids := make([]uint64, 0, n)
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -227,13 +247,13 @@ func (c *catalog) lookupKeys(n int, key func(i int) []byte) ([]uint64, bool) {
 
 // lookupLocked is lookup for a caller that holds mu or is the single
 // writer.
-func (c *catalog) lookupLocked(key string) (uint64, bool) {
-	var buf [8]Tag
+func (c *Catalog) lookupLocked(key string) (uint64, bool) {
+	var buf [8]point.Tag
 	m, tags, field, err := splitKey(key, buf[:0])
 	if err != nil {
 		return 0, false
 	}
-	set := c.findSet(hashTagSet(m, tags), m, tags)
+	set := c.FindSet(HashSet(m, tags), m, tags)
 	if set == nil {
 		return 0, false
 	}
@@ -242,7 +262,7 @@ func (c *catalog) lookupLocked(key string) (uint64, bool) {
 
 // splitKey splits a canonical series key into its parts, appending the
 // tags to tags. Without escapes in the key the parts are substrings of it.
-func splitKey(key string, tags []Tag) (measurement string, _ []Tag, field string, err error) {
+func splitKey(key string, tags []point.Tag) (measurement string, _ []point.Tag, field string, err error) {
 	if strings.IndexByte(key, '\\') >= 0 {
 		m, parsed, f, err := point.ParseSeriesKey([]byte(key))
 		return m, append(tags, parsed...), f, err
@@ -275,84 +295,84 @@ func splitKey(key string, tags []Tag) (measurement string, _ []Tag, field string
 		if eq <= 0 || eq == len(kv)-1 || strings.IndexByte(kv[eq+1:], '=') >= 0 {
 			return "", tags, "", errBadSeriesKey
 		}
-		tags = append(tags, Tag{Key: kv[:eq], Value: kv[eq+1:]})
+		tags = append(tags, point.Tag{Key: kv[:eq], Value: kv[eq+1:]})
 	}
 	return measurement, tags, field, nil
 }
 
 var errBadSeriesKey = errors.New("malformed series key")
 
-// newSet returns a tagSet for (measurement, tags) carved from the slabs,
+// newSet returns a Set for (measurement, tags) carved from the slabs,
 // with its own copy of tags.
-func (c *catalog) newSet(h uint64, measurement string, tags []Tag, first uint32) *tagSet {
+func (c *Catalog) newSet(h uint64, measurement string, tags []point.Tag, first uint32) *Set {
 	if len(c.setSlab) == 0 {
-		c.setSlab = make([]tagSet, setSlabLen)
+		c.setSlab = make([]Set, setSlabLen)
 	}
 	s := &c.setSlab[0]
 	c.setSlab = c.setSlab[1:]
 	// tags itself is never kept (not even when empty), so that callers'
 	// scratch tag arrays stay on their stacks.
-	var own []Tag
+	var own []point.Tag
 	if len(tags) > 0 {
 		if len(tags) > len(c.tagSlab) {
-			c.tagSlab = make([]Tag, max(tagSlabLen, len(tags)))
+			c.tagSlab = make([]point.Tag, max(tagSlabLen, len(tags)))
 		}
 		own = c.tagSlab[:len(tags):len(tags)]
 		c.tagSlab = c.tagSlab[len(tags):]
 		copy(own, tags)
 	}
-	*s = tagSet{measurement: measurement, tags: own, first: first, next: c.sets[h]}
+	*s = Set{Measurement: measurement, Tags: own, first: first, next: c.sets[h]}
 	c.sets[h] = s
 	return s
 }
 
 // add registers a new series with the next id. The caller holds mu and has
 // checked that the key is new and valid.
-func (c *catalog) add(key string, kind Kind) uint64 {
-	var buf [8]Tag
+func (c *Catalog) add(key string, kind point.Kind) uint64 {
+	var buf [8]point.Tag
 	measurement, tags, field, err := splitKey(key, buf[:0])
 	if err != nil {
 		panic(fmt.Sprintf("strata: catalog add of invalid key %q: %v", key, err))
 	}
-	h := hashTagSet(measurement, tags)
-	return c.addParts(key, kind, measurement, tags, field, h, c.findSet(h, measurement, tags))
+	h := HashSet(measurement, tags)
+	return c.addParts(key, kind, measurement, tags, field, h, c.FindSet(h, measurement, tags))
 }
 
 // addParts is add with the key already split and its tag set, hashed h,
 // looked up (nil when new); tags may be scratch.
-func (c *catalog) addParts(key string, kind Kind, measurement string, tags []Tag, field string, h uint64, set *tagSet) uint64 {
+func (c *Catalog) addParts(key string, kind point.Kind, measurement string, tags []point.Tag, field string, h uint64, set *Set) uint64 {
 	id := uint64(len(c.series))
 	if set == nil {
 		set = c.newSet(h, measurement, tags, uint32(id))
 	} else {
 		set.more = append(set.more, uint32(id))
 	}
-	c.series = append(c.series, seriesMeta{key: key, kind: kind, set: set, field: field})
+	c.series = append(c.series, Series{Key: key, Kind: kind, Set: set, Field: field})
 	switch {
 	case set.byField != nil:
 		set.byField[field] = uint32(id)
 	case len(set.more) > fieldScanMax:
 		set.byField = make(map[string]uint32, 2*len(set.more))
-		set.byField[c.series[set.first].field] = set.first
+		set.byField[c.series[set.first].Field] = set.first
 		for _, id := range set.more {
-			set.byField[c.series[id].field] = id
+			set.byField[c.series[id].Field] = id
 		}
 	}
 	if !c.indexLater {
-		c.idx.add(id, set.measurement, set.tags) // set's own strings; tags may be scratch
+		c.idx.add(id, set.Measurement, set.Tags) // set's own strings; tags may be scratch
 	}
 	return id
 }
 
-// addKey registers a series known only by its key (WAL replay).
-func (c *catalog) addKey(key []byte, kind Kind) (uint64, error) {
+// AddKey registers a series known only by its key (WAL replay).
+func (c *Catalog) AddKey(key []byte, kind point.Kind) (uint64, error) {
 	return c.addKeyString(string(key), kind)
 }
 
 // addKeyString registers a series known only by its key (catalog file,
 // WAL replay). The catalog keeps key.
-func (c *catalog) addKeyString(key string, kind Kind) (uint64, error) {
-	var buf [8]Tag
+func (c *Catalog) addKeyString(key string, kind point.Kind) (uint64, error) {
+	var buf [8]point.Tag
 	m, tags, field, err := splitKey(key, buf[:0])
 	if err != nil {
 		return 0, fmt.Errorf("series %q: %w", key, err)
@@ -360,8 +380,8 @@ func (c *catalog) addKeyString(key string, kind Kind) (uint64, error) {
 	if !kind.Valid() {
 		return 0, fmt.Errorf("series %q has unknown kind %d", key, kind)
 	}
-	h := hashTagSet(m, tags)
-	set := c.findSet(h, m, tags)
+	h := HashSet(m, tags)
+	set := c.FindSet(h, m, tags)
 	if set != nil {
 		if _, ok := c.field(set, field); ok {
 			return 0, fmt.Errorf("series %q defined twice", key)
@@ -373,20 +393,20 @@ func (c *catalog) addKeyString(key string, kind Kind) (uint64, error) {
 	return id, nil
 }
 
-// The rest of the engine reads the catalog through the methods below,
-// which take mu themselves: no other file touches mu, series, sets or idx.
-// A seriesMeta never changes once added, so the pointers they return stay
+// Callers read the catalog through the methods below, which take mu
+// themselves: nothing outside this package touches mu, series, sets or
+// idx. A Series never changes once added, so the pointers they return stay
 // valid and may be read without the lock.
 
-// len returns the number of series.
-func (c *catalog) len() int {
+// Len returns the number of series.
+func (c *Catalog) Len() int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return len(c.series)
 }
 
-// meta returns the series with id, or false when there is none.
-func (c *catalog) meta(id uint64) (*seriesMeta, bool) {
+// Meta returns the series with id, or false when there is none.
+func (c *Catalog) Meta(id uint64) (*Series, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if id >= uint64(len(c.series)) {
@@ -395,9 +415,9 @@ func (c *catalog) meta(id uint64) (*seriesMeta, bool) {
 	return &c.series[id], true
 }
 
-// metas returns the series of ids, which must all exist.
-func (c *catalog) metas(ids []uint64) []*seriesMeta {
-	out := make([]*seriesMeta, len(ids))
+// Metas returns the series of ids, which must all exist.
+func (c *Catalog) Metas(ids []uint64) []*Series {
+	out := make([]*Series, len(ids))
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for i, id := range ids {
@@ -406,48 +426,48 @@ func (c *catalog) metas(ids []uint64) []*seriesMeta {
 	return out
 }
 
-// keys returns the canonical keys of the series of ids, which must all
+// Keys returns the canonical keys of the series of ids, which must all
 // exist.
-func (c *catalog) keys(ids []uint64) []string {
+func (c *Catalog) Keys(ids []uint64) []string {
 	out := make([]string, len(ids))
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for i, id := range ids {
-		out[i] = c.series[id].key
+		out[i] = c.series[id].Key
 	}
 	return out
 }
 
-// fieldKind returns the id and kind of the series of set s with field
-// name. Only the single writer (holding DB.commitMu), which alone adds
-// series, calls it: it reads without mu.
-func (c *catalog) fieldKind(s *tagSet, name string) (uint64, Kind, bool) {
+// FieldKind returns the id and kind of the series of set s with field
+// name. Only the single writer (the engine holds its commit lock), which
+// alone adds series, calls it: it reads without mu.
+func (c *Catalog) FieldKind(s *Set, name string) (uint64, point.Kind, bool) {
 	id, ok := c.field(s, name)
 	if !ok {
 		return 0, 0, false
 	}
-	return id, c.series[id].kind, true
+	return id, c.series[id].Kind, true
 }
 
-// findField returns the id and kind of the series of field in the tag
+// FindField returns the id and kind of the series of field in the tag
 // set (measurement, sorted tags) hashed h, if there is one (ok), whether
 // the tag set is known, and the number of series the catalog held when
 // it looked.
-func (c *catalog) findField(h uint64, measurement string, tags []Tag, field string) (id uint64, kind Kind, n int, setKnown, ok bool) {
+func (c *Catalog) FindField(h uint64, measurement string, tags []point.Tag, field string) (id uint64, kind point.Kind, n int, setKnown, ok bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if set := c.findSet(h, measurement, tags); set != nil {
+	if set := c.FindSet(h, measurement, tags); set != nil {
 		setKnown = true
 		if id, ok = c.field(set, field); ok {
-			kind = c.series[id].kind
+			kind = c.series[id].Kind
 		}
 	}
 	return id, kind, len(c.series), setKnown, ok
 }
 
-// since returns the series with ids from from on. The slice is shared:
+// Since returns the series with ids from from on. The slice is shared:
 // callers must not modify it.
-func (c *catalog) since(from int) []seriesMeta {
+func (c *Catalog) Since(from int) []Series {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if from >= len(c.series) {
@@ -456,10 +476,10 @@ func (c *catalog) since(from int) []seriesMeta {
 	return c.series[from:len(c.series):len(c.series)]
 }
 
-// addAll registers n new series, key(i) and kind(i) for the i-th, with
+// AddAll registers n new series, key(i) and kind(i) for the i-th, with
 // the next ids. The caller is the single writer and has checked that the
 // keys are new and valid.
-func (c *catalog) addAll(n int, series func(i int) (key string, kind Kind)) {
+func (c *Catalog) AddAll(n int, series func(i int) (key string, kind point.Kind)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i := range n {
@@ -467,17 +487,17 @@ func (c *catalog) addAll(n int, series func(i int) (key string, kind Kind)) {
 	}
 }
 
-// measurements returns the names of the measurements, sorted. The slice
+// Measurements returns the names of the measurements, sorted. The slice
 // is shared: callers must not modify it.
-func (c *catalog) measurements() []string {
+func (c *Catalog) Measurements() []string {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.idx.sorted
 }
 
-// measurementIDs returns the ascending ids of measurement's series. The
+// MeasurementIDs returns the ascending ids of measurement's series. The
 // slice is shared: callers must not modify it.
-func (c *catalog) measurementIDs(measurement string) []uint64 {
+func (c *Catalog) MeasurementIDs(measurement string) []uint64 {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if mi := c.idx.measurements[measurement]; mi != nil {
@@ -486,52 +506,42 @@ func (c *catalog) measurementIDs(measurement string) []uint64 {
 	return nil
 }
 
-// selectedBy reports whether the series is selected by sel's series part
+// SelectedBy reports whether the series is selected by sel's series part
 // (measurement, field, tags and matchers).
-func (s *seriesMeta) selectedBy(sel *Selector) bool {
-	if s.set.measurement != sel.Measurement || (sel.Field != "" && s.field != sel.Field) {
+func (s *Series) SelectedBy(sel *point.Selector) bool {
+	if s.Set.Measurement != sel.Measurement || (sel.Field != "" && s.Field != sel.Field) {
 		return false
 	}
 	if len(sel.Tags) == 0 && len(sel.Matchers) == 0 {
 		return true
 	}
-	ms, ok := compileStoredSelector(sel)
-	return ok && matchTags(s.set.tags, ms)
+	ms, ok := CompileStoredSelector(sel)
+	return ok && MatchTags(s.Set.Tags, ms)
 }
 
 // appendCatalogEntries encodes series [from, to) as one record payload.
-func (c *catalog) appendCatalogEntries(dst []byte, from, to int) []byte {
+func (c *Catalog) appendCatalogEntries(dst []byte, from, to int) []byte {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	dst = binary.AppendUvarint(dst, uint64(to-from))
 	n := 0
 	for id := from; id < to; id++ {
-		n += len(c.series[id].key) + 2*binary.MaxVarintLen64
+		n += len(c.series[id].Key) + 2*binary.MaxVarintLen64
 	}
 	dst = slices.Grow(dst, n)
 	for id := from; id < to; id++ {
 		s := &c.series[id]
 		dst = binary.AppendUvarint(dst, uint64(id))
-		dst = append(dst, byte(s.kind))
-		dst = binary.AppendUvarint(dst, uint64(len(s.key)))
-		dst = append(dst, s.key...)
+		dst = append(dst, byte(s.Kind))
+		dst = binary.AppendUvarint(dst, uint64(len(s.Key)))
+		dst = append(dst, s.Key...)
 	}
 	return dst
 }
 
-// catalogFileSize returns the size of the SERIES file (0 before it
-// exists).
-func (db *DB) catalogFileSize() int64 {
-	db.versionMu.Lock()
-	defer db.versionMu.Unlock()
-	if db.catf == nil {
-		return 0
-	}
-	return db.catf.size
-}
-
-// catalogFile is the open SERIES file.
-type catalogFile struct {
+// File is the open SERIES file. It is not safe for concurrent use: the
+// caller serialises its calls.
+type File struct {
 	fs      vfs.FS
 	path    string
 	f       vfs.File
@@ -539,6 +549,13 @@ type catalogFile struct {
 	n       int   // series persisted
 	size    int64 // bytes in the file
 }
+
+// Size returns the bytes in the file.
+func (cf *File) Size() int64 { return cf.size }
+
+// Persisted returns the number of series in the file: ids below it are
+// durable.
+func (cf *File) Persisted() int { return cf.n }
 
 func nextCatalogRecord(b []byte) ([]byte, int, error) {
 	f, bad := catalogLayout.Parse(b)
@@ -560,7 +577,7 @@ func laterValidRecord(b []byte) bool {
 
 // decodeCatalogRecord decodes the payload of a record of a file of the
 // given version into c.
-func decodeCatalogRecord(p []byte, version byte, c *catalog) error {
+func decodeCatalogRecord(p []byte, version byte, c *Catalog) error {
 	raw, err := catalogRecordEntries(p, version)
 	if err != nil {
 		return err
@@ -604,14 +621,14 @@ func catalogRecordEntries(p []byte, version byte) ([]byte, error) {
 
 // reserve sizes c for n more series, so that loading a catalog of a
 // million series does not grow its slice and maps step by step.
-func (c *catalog) reserve(n int) {
+func (c *Catalog) reserve(n int) {
 	c.series = slices.Grow(c.series, n)
 	if len(c.sets) == 0 {
-		c.sets = make(map[uint64]*tagSet, n)
+		c.sets = make(map[uint64]*Set, n)
 	}
 }
 
-func decodeCatalogPayload(p []byte, c *catalog) error {
+func decodeCatalogPayload(p []byte, c *Catalog) error {
 	// The keys of a record are substrings of one string: one allocation
 	// per record instead of one per series.
 	str := string(p)
@@ -629,7 +646,7 @@ func decodeCatalogPayload(p []byte, c *catalog) error {
 			return io.ErrUnexpectedEOF
 		}
 		p = p[n:]
-		kind := Kind(p[0])
+		kind := point.Kind(p[0])
 		p = p[1:]
 		kl, n := binary.Uvarint(p)
 		if n <= 0 || kl > uint64(len(p)-n) {
@@ -651,8 +668,9 @@ func decodeCatalogPayload(p []byte, c *catalog) error {
 	return nil
 }
 
-// persist appends series [cf.n, to) and fsyncs.
-func (cf *catalogFile) persist(c *catalog, to int) error {
+// Persist appends the series of c with ids [cf.Persisted(), to) and
+// fsyncs.
+func (cf *File) Persist(c *Catalog, to int) error {
 	if to <= cf.n {
 		return nil
 	}
@@ -679,7 +697,8 @@ func (cf *catalogFile) persist(c *catalog, to int) error {
 	return nil
 }
 
-func (cf *catalogFile) close() error { return cf.f.Close() }
+// Close closes the file.
+func (cf *File) Close() error { return cf.f.Close() }
 
 // appendCatalogPayload appends the version 2 payload of entries:
 // compressed when that pays.
@@ -703,33 +722,33 @@ func appendCatalogPayload(dst, entries []byte) ([]byte, error) {
 	return append(dst, entries...), nil
 }
 
-// loadedCatalog is what readCatalog found, for recover to open the file
-// once everything is validated.
-type loadedCatalog struct {
-	path    string
-	exists  bool
-	version byte  // of the file, which appended records follow
-	n       int   // series in the file
-	valid   int64 // bytes of intact records, the header included
-	torn    int64 // bytes of a torn tail after them
+// Loaded is what Parse found in a SERIES file, for the engine's recovery
+// to open the file (Open) once everything is validated.
+type Loaded struct {
+	Path    string
+	Exists  bool
+	Version byte  // of the file, which appended records follow
+	N       int   // series in the file
+	Valid   int64 // bytes of intact records, the header included
+	Torn    int64 // bytes of a torn tail after them
 }
 
-// parseCatalog decodes a catalog file of version 1 or 2 into c. It returns
+// Parse decodes a catalog file of version 1 or 2 into c. It returns
 // the file's version, the length of the intact prefix and of a torn tail
 // after it; damage before an intact record is corruption.
-func parseCatalog(path string, data []byte, c *catalog) (version byte, valid, torn int64, err error) {
+func Parse(path string, data []byte, c *Catalog) (version byte, valid, torn int64, err error) {
 	if len(data) == 0 {
 		return 0, 0, 0, nil // created, then a crash before its header
 	}
-	if len(data) < catalogHeaderSize || string(data[:4]) != catalogMagic {
-		if len(data) < catalogHeaderSize && string(data) == catalogMagic[:min(len(data), 4)] {
+	if len(data) < catalogHeaderSize || string(data[:4]) != Magic {
+		if len(data) < catalogHeaderSize && string(data) == Magic[:min(len(data), 4)] {
 			return 0, 0, int64(len(data)), nil // torn header
 		}
-		return 0, 0, 0, corruptf(path, 0, "bad magic")
+		return 0, 0, 0, base.Corruptf(path, 0, "bad magic")
 	}
 	version = data[4]
 	if version != 1 && version != catalogVersion {
-		return 0, 0, 0, corruptf(path, 4, "unsupported version %d", version)
+		return 0, 0, 0, base.Corruptf(path, 4, "unsupported version %d", version)
 	}
 	// First the records' framing and entries, so that c can be sized for
 	// every series at once; then the entries in order. Errors keep the
@@ -749,7 +768,7 @@ func parseCatalog(path string, data []byte, c *catalog) (version byte, valid, to
 		if perr != nil {
 			// A bad record is a torn tail only if no valid record follows it.
 			if laterValidRecord(rest[1:]) {
-				tail = corruptf(path, off, "%v", perr)
+				tail = base.Corruptf(path, off, "%v", perr)
 			} else {
 				torn = int64(len(rest))
 			}
@@ -757,7 +776,7 @@ func parseCatalog(path string, data []byte, c *catalog) (version byte, valid, to
 		}
 		entries, err := catalogRecordEntries(payload, version)
 		if err != nil {
-			tail = corruptf(path, off, "%v", err)
+			tail = base.Corruptf(path, off, "%v", err)
 			break
 		}
 		if count, k := binary.Uvarint(entries); k > 0 && count <= uint64(len(entries)) {
@@ -772,14 +791,14 @@ func parseCatalog(path string, data []byte, c *catalog) (version byte, valid, to
 	// record behind the decoding: each record's series are handed over as
 	// a slice (valid however c.series grows after) once they are complete.
 	// With a million series the two take about as long as each other.
-	done := make(chan []seriesMeta, 4)
+	done := make(chan []Series, 4)
 	var wg sync.WaitGroup
 	from := len(c.series)
 	wg.Go(func() {
 		for series := range done {
 			for ; from < len(series); from++ {
 				m := &series[from]
-				c.idx.add(uint64(from), m.set.measurement, m.set.tags)
+				c.idx.add(uint64(from), m.Set.Measurement, m.Set.Tags)
 			}
 		}
 	})
@@ -787,7 +806,7 @@ func parseCatalog(path string, data []byte, c *catalog) (version byte, valid, to
 	var derr error
 	for _, r := range records {
 		if err := decodeCatalogPayload(r.entries, c); err != nil {
-			derr = corruptf(path, r.off, "%v", err)
+			derr = base.Corruptf(path, r.off, "%v", err)
 			break
 		}
 		done <- c.series
@@ -804,44 +823,41 @@ func parseCatalog(path string, data []byte, c *catalog) (version byte, valid, to
 	return version, off, torn, nil
 }
 
-// open opens the catalog file for appending, creating it or cutting its
-// torn tail as readCatalog found.
-func (lc *loadedCatalog) open(db *DB) error {
-	fs := db.fs
-	if !lc.exists || lc.valid < catalogHeaderSize {
-		f, err := fs.Create(lc.path)
+// Open opens the catalog file for appending, creating it or cutting its
+// torn tail as Parse found; a cut tail is logged to logger.
+func (lc *Loaded) Open(fs vfs.FS, logger *slog.Logger) (*File, error) {
+	if !lc.Exists || lc.Valid < catalogHeaderSize {
+		f, err := fs.Create(lc.Path)
 		if err != nil {
-			return fmt.Errorf("create series catalog: %w", err)
+			return nil, fmt.Errorf("create series catalog: %w", err)
 		}
-		hdr := append([]byte(catalogMagic), catalogVersion)
+		hdr := append([]byte(Magic), catalogVersion)
 		if _, err := f.Write(hdr); err == nil {
 			err = f.Sync()
 		}
 		if err == nil {
-			err = vfs.SyncDirOf(fs, lc.path)
+			err = vfs.SyncDirOf(fs, lc.Path)
 		}
 		if err != nil {
 			f.Close()
-			return fmt.Errorf("create series catalog: %w", err)
+			return nil, fmt.Errorf("create series catalog: %w", err)
 		}
-		db.catf = &catalogFile{fs: fs, path: lc.path, f: f, version: catalogVersion, size: catalogHeaderSize}
-		return nil
+		return &File{fs: fs, path: lc.Path, f: f, version: catalogVersion, size: catalogHeaderSize}, nil
 	}
-	f, err := fs.OpenReadWrite(lc.path)
+	f, err := fs.OpenReadWrite(lc.Path)
 	if err != nil {
-		return fmt.Errorf("open series catalog: %w", err)
+		return nil, fmt.Errorf("open series catalog: %w", err)
 	}
-	if lc.torn > 0 {
-		err := f.Truncate(lc.valid)
+	if lc.Torn > 0 {
+		err := f.Truncate(lc.Valid)
 		if err == nil {
 			err = f.Sync()
 		}
 		if err != nil {
 			f.Close()
-			return fmt.Errorf("truncate torn tail of series catalog: %w", err)
+			return nil, fmt.Errorf("truncate torn tail of series catalog: %w", err)
 		}
-		db.logger.Warn("truncated torn tail of series catalog", "bytes", lc.torn)
+		logger.Warn("truncated torn tail of series catalog", "bytes", lc.Torn)
 	}
-	db.catf = &catalogFile{fs: fs, path: lc.path, f: f, version: lc.version, n: lc.n, size: lc.valid}
-	return nil
+	return &File{fs: fs, path: lc.Path, f: f, version: lc.Version, n: lc.N, size: lc.Valid}, nil
 }

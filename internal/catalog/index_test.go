@@ -1,4 +1,4 @@
-package engine
+package catalog
 
 import (
 	"fmt"
@@ -6,21 +6,23 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stratadb/strata/internal/point"
 )
 
 // TestSortByKey checks the key ranks against sorting key strings: for
 // large and small subsets, and for series added after the ranks were built.
 func TestSortByKey(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	c := newCatalog()
+	c := New()
 	add := func(n int) {
 		for range n {
 			dev := fmt.Sprintf("d%d", r.IntN(1_000_000))
-			key := SeriesKey("m", []Tag{{Key: "dev", Value: dev}}, "f")
-			if _, ok := c.lookup(key); ok {
+			key := point.SeriesKey("m", []point.Tag{{Key: "dev", Value: dev}}, "f")
+			if _, ok := c.Lookup(key); ok {
 				continue
 			}
-			if _, err := c.addKey([]byte(key), KindFloat); err != nil {
+			if _, err := c.AddKey([]byte(key), point.KindFloat); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -35,8 +37,8 @@ func TestSortByKey(t *testing.T) {
 				}
 			}
 			want := slices.Clone(ids)
-			slices.SortFunc(want, func(a, b uint64) int { return strings.Compare(c.series[a].key, c.series[b].key) })
-			c.sortByKey(ids)
+			slices.SortFunc(want, func(a, b uint64) int { return strings.Compare(c.series[a].Key, c.series[b].Key) })
+			c.SortByKey(ids)
 			if !slices.Equal(ids, want) {
 				t.Fatalf("%s, 1/%d of the series: order differs", what, frac)
 			}
