@@ -30,8 +30,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/stratadb/strata/compaction"
@@ -73,22 +71,14 @@ type RollupRule struct {
 // removes every rule.
 func (db *DB) SetRollups(rules []RollupRule) error {
 	rs, err := compileRollups(rules)
-	if err != nil {
-		return err
-	}
-	if err := db.checkOpen(); err != nil {
-		return err
-	}
-	db.rollups.Store(rs)
-	db.maybeScheduleCompaction()
-	return nil
+	return storeRules(db, &db.rollups, rs, err)
 }
 
+// compiledRollup is a validated RollupRule.
 type compiledRollup struct {
-	measurement string
-	ms          []catalog.Matcher
-	every       int64
-	after       int64
+	ruleSelector
+	every int64
+	after int64
 }
 
 // rollupSet is one compiled rule list, immutable but for its cache.
@@ -96,8 +86,7 @@ type rollupSet struct {
 	rules  []compiledRollup
 	widest int64 // the largest Every
 
-	mu     sync.Mutex                         // serialises filling levels
-	levels atomic.Pointer[[][]compiledRollup] // cascade of each series by catalog id
+	levels perSeries[[]compiledRollup] // cascade of each series by catalog id
 
 	// due: by segment file number, when the segment holds data worth
 	// rolling up (rollupDueSegment; under compactMu).
@@ -124,14 +113,12 @@ func compileRollups(rules []RollupRule) (*rollupSet, error) {
 			return nil, fmt.Errorf("%w: rollup rule %d: Every %v not positive", ErrInvalid, i, r.Every)
 		case r.After <= 0:
 			return nil, fmt.Errorf("%w: rollup rule %d: After %v not positive", ErrInvalid, i, r.After)
-		case strings.ContainsAny(r.Measurement, "\n\r"):
-			return nil, fmt.Errorf("%w: rollup rule %d: newline in measurement %q", ErrInvalid, i, r.Measurement)
 		}
-		ms, err := catalog.CompileSelector(&Selector{Matchers: r.Matchers})
+		sel, err := compileRuleSelector("rollup rule", i, r.Measurement, r.Matchers)
 		if err != nil {
-			return nil, fmt.Errorf("rollup rule %d: %w", i, err)
+			return nil, err
 		}
-		c := compiledRollup{measurement: r.Measurement, ms: ms, every: int64(r.Every), after: int64(r.After)}
+		c := compiledRollup{ruleSelector: sel, every: int64(r.Every), after: int64(r.After)}
 		key := selectorKey(r.Measurement, r.Matchers)
 		if _, err := addToCascade(sels[key], c); err != nil {
 			return nil, fmt.Errorf("%w: rollup rule %d (%s every %v after %v): %v", ErrInvalid, i, describeSel(r.Measurement, r.Matchers), r.Every, r.After, err)
@@ -212,7 +199,7 @@ func (rs *rollupSet) cascadeOf(s *catalog.Series) []compiledRollup {
 	var out []compiledRollup
 	for i := range rs.rules {
 		r := rs.rules[i]
-		if (r.measurement == "" || r.measurement == s.Set.Measurement) && catalog.MatchTags(s.Set.Tags, r.ms) {
+		if r.selects(s) {
 			if next, err := addToCascade(out, r); err == nil {
 				out = next
 			}
@@ -223,24 +210,7 @@ func (rs *rollupSet) cascadeOf(s *catalog.Series) []compiledRollup {
 
 // levelsOf returns the cascade of series id (nil: none).
 func (rs *rollupSet) levelsOf(c *catalog.Catalog, id uint64) []compiledRollup {
-	if p := rs.levels.Load(); p != nil && id < uint64(len(*p)) {
-		return (*p)[id]
-	}
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	var ls [][]compiledRollup
-	if p := rs.levels.Load(); p != nil {
-		ls = *p
-	}
-	added := c.Since(len(ls))
-	for i := range added {
-		ls = append(ls, rs.cascadeOf(&added[i]))
-	}
-	rs.levels.Store(&ls)
-	if id < uint64(len(ls)) {
-		return ls[id]
-	}
-	return nil
+	return rs.levels.at(c, id, rs.cascadeOf)
 }
 
 // rollupBefore returns the bound of rule r at now: samples older than it
@@ -334,41 +304,22 @@ func (db *DB) rollupDueSegment(v *version, now int64) (fileNum uint64, ok bool) 
 	if rs.due == nil {
 		rs.due = make(map[uint64]rollupDue)
 	}
-	live := make(map[uint64]bool)
-	for l := maxLevels - 1; l >= 0; l-- {
-		found := false
-		for _, h := range v.Levels[l] {
-			live[h.FileNum] = true
-			if found && h.FileNum > fileNum {
-				continue
-			}
-			d, ok := rs.due[h.FileNum]
-			if !ok {
-				d = db.rollupDueAt(rs, h)
-				rs.due[h.FileNum] = d
-			}
-			if now < d.at || h.Meta.Samples == 0 {
-				continue
-			}
-			// Worth it only when other data leaves room past the oldest
-			// (else the rewrite would roll up nothing, again and again),
-			// counting what the compaction will take with h: below L0 a
-			// segment is rewritten alone, an L0 one goes down with every
-			// L0 segment and the L1 ones they overlap.
-			if db.rollupLimit(v, rewriteInputs(v, l, h)) > addSat(d.oldest, rs.widest) {
-				fileNum, found = h.FileNum, true
-			}
+	return oldestDue(v, rs.due, func(l int, h *segHandle) bool {
+		d, ok := rs.due[h.FileNum]
+		if !ok {
+			d = db.rollupDueAt(rs, h)
+			rs.due[h.FileNum] = d
 		}
-		if found {
-			return fileNum, true
+		if now < d.at || h.Meta.Samples == 0 {
+			return false
 		}
-	}
-	for num := range rs.due {
-		if !live[num] {
-			delete(rs.due, num)
-		}
-	}
-	return 0, false
+		// Worth it only when other data leaves room past the oldest
+		// (else the rewrite would roll up nothing, again and again),
+		// counting what the compaction will take with h: below L0 a
+		// segment is rewritten alone, an L0 one goes down with every L0
+		// segment and the L1 ones they overlap.
+		return db.rollupLimit(v, rewriteInputs(v, l, h)) > addSat(d.oldest, rs.widest)
+	})
 }
 
 // rewriteInputs returns the segments a rewrite of segment h of level l

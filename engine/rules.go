@@ -30,9 +30,6 @@ package engine
 import (
 	"fmt"
 	"math"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/stratadb/strata/compaction"
@@ -64,22 +61,13 @@ type RetentionRule struct {
 // reads see. An empty or nil list removes every rule.
 func (db *DB) SetRetentionRules(rules []RetentionRule) error {
 	rs, err := compileRules(rules, db.opts.Retention)
-	if err != nil {
-		return err
-	}
-	if err := db.checkOpen(); err != nil {
-		return err
-	}
-	db.rules.Store(rs)
-	db.maybeScheduleCompaction()
-	return nil
+	return storeRules(db, &db.rules, rs, err)
 }
 
 // compiledRule is a validated RetentionRule.
 type compiledRule struct {
-	measurement string
-	ms          []catalog.Matcher
-	keep        int64 // nanoseconds; 0 = forever
+	ruleSelector
+	keep int64 // nanoseconds; 0 = forever
 }
 
 // ruleSet is one compiled rule list, immutable but for its cache.
@@ -89,8 +77,7 @@ type ruleSet struct {
 	longest   int64 // the longest keep of all; 0 when one is forever
 	shortest  int64 // the shortest keep but forever; 0 when all are forever
 
-	mu    sync.Mutex              // serialises filling keeps
-	keeps atomic.Pointer[[]int64] // keep of each series by catalog id
+	keeps perSeries[int64] // keep of each series by catalog id
 
 	// due: by segment file number, the earliest time the segment may hold
 	// rule-expired data worth a rewrite (ruleExpired; under compactMu).
@@ -107,14 +94,11 @@ func compileRules(rules []RetentionRule, retention time.Duration) (*ruleSet, err
 		if r.Keep < 0 {
 			return nil, fmt.Errorf("%w: retention rule %d: negative Keep", ErrInvalid, i)
 		}
-		if strings.ContainsAny(r.Measurement, "\n\r") {
-			return nil, fmt.Errorf("%w: retention rule %d: newline in measurement %q", ErrInvalid, i, r.Measurement)
-		}
-		ms, err := catalog.CompileSelector(&Selector{Matchers: r.Matchers})
+		sel, err := compileRuleSelector("retention rule", i, r.Measurement, r.Matchers)
 		if err != nil {
-			return nil, fmt.Errorf("retention rule %d: %w", i, err)
+			return nil, err
 		}
-		rs.rules = append(rs.rules, compiledRule{measurement: r.Measurement, ms: ms, keep: int64(r.Keep)})
+		rs.rules = append(rs.rules, compiledRule{ruleSelector: sel, keep: int64(r.Keep)})
 		if r.Keep > 0 && (rs.shortest == 0 || int64(r.Keep) < rs.shortest) {
 			rs.shortest = int64(r.Keep)
 		}
@@ -131,8 +115,7 @@ func compileRules(rules []RetentionRule, retention time.Duration) (*ruleSet, err
 // retention.
 func (rs *ruleSet) keepOf(s *catalog.Series) int64 {
 	for i := range rs.rules {
-		r := &rs.rules[i]
-		if (r.measurement == "" || r.measurement == s.Set.Measurement) && catalog.MatchTags(s.Set.Tags, r.ms) {
+		if r := &rs.rules[i]; r.selects(s) {
 			return r.keep
 		}
 	}
@@ -141,25 +124,7 @@ func (rs *ruleSet) keepOf(s *catalog.Series) int64 {
 
 // covering returns the keeps of every series c holds now.
 func (rs *ruleSet) covering(c *catalog.Catalog) []int64 {
-	if p := rs.keeps.Load(); p != nil {
-		if len(*p) >= c.Len() {
-			return *p
-		}
-	}
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	var ks []int64
-	if p := rs.keeps.Load(); p != nil {
-		ks = *p
-	}
-	// Readers see only the first len(ks) entries of what they loaded, so
-	// appending in place is safe.
-	added := c.Since(len(ks))
-	for i := range added {
-		ks = append(ks, rs.keepOf(&added[i]))
-	}
-	rs.keeps.Store(&ks)
-	return ks
+	return rs.keeps.all(c, rs.keepOf)
 }
 
 // cutoffs are the retention cutoffs of one read or compaction, taken at
@@ -315,6 +280,27 @@ func (db *DB) ruleExpired(v *version, c *cutoffs) (fileNum uint64, ok bool) {
 	if rs.due == nil {
 		rs.due = make(map[uint64]int64)
 	}
+	return oldestDue(v, rs.due, func(_ int, h *segHandle) bool {
+		if d, ok := rs.due[h.FileNum]; ok && c.now < d {
+			return false
+		}
+		if h.Meta.Samples == 0 || !bottomMost(v, []*segHandle{h}) {
+			return false // bottom-most, it may be due; until then it is not
+		}
+		due, now := db.ruleDue(h, c)
+		if !now {
+			rs.due[h.FileNum] = due
+		}
+		return now
+	})
+}
+
+// oldestDue returns the file number of the segment of v that due picks,
+// looking from the deepest level up and, in a level, for the oldest (the
+// lowest file number); ok is false when due picks none. due may record
+// what it learns of a segment in memo, whose entries for segments no
+// longer in v are dropped when none is picked.
+func oldestDue[T any](v *version, memo map[uint64]T, due func(level int, h *segHandle) bool) (fileNum uint64, ok bool) {
 	live := make(map[uint64]bool)
 	for l := maxLevels - 1; l >= 0; l-- {
 		found := false
@@ -323,26 +309,17 @@ func (db *DB) ruleExpired(v *version, c *cutoffs) (fileNum uint64, ok bool) {
 			if found && h.FileNum > fileNum {
 				continue
 			}
-			if d, ok := rs.due[h.FileNum]; ok && c.now < d {
-				continue
-			}
-			if h.Meta.Samples == 0 || !bottomMost(v, []*segHandle{h}) {
-				continue // bottom-most, it may be due; until then it is not
-			}
-			due, now := db.ruleDue(h, c)
-			if now {
+			if due(l, h) {
 				fileNum, found = h.FileNum, true
-				continue
 			}
-			rs.due[h.FileNum] = due
 		}
 		if found {
 			return fileNum, true
 		}
 	}
-	for num := range rs.due {
+	for num := range memo {
 		if !live[num] {
-			delete(rs.due, num)
+			delete(memo, num)
 		}
 	}
 	return 0, false
