@@ -136,10 +136,10 @@ func FoldSample(r *segment.Rollup, s point.Sample) {
 		r.Min, r.MinT, r.Max, r.MaxT = v, s.Time, v, s.Time
 		r.SumF = xsum.Acc{}
 	} else {
-		if cmpValue(v, r.Min) < 0 {
+		if point.Compare(v, r.Min) < 0 {
 			r.Min, r.MinT = v, s.Time
 		}
-		if cmpValue(v, r.Max) > 0 {
+		if point.Compare(v, r.Max) > 0 {
 			r.Max, r.MaxT = v, s.Time
 		}
 	}
@@ -176,10 +176,10 @@ func MergeRollup(a, b *segment.Rollup) {
 	if b.LastT > a.LastT {
 		a.Last, a.LastT = b.Last, b.LastT
 	}
-	if c := cmpValue(b.Min, a.Min); c < 0 || (c == 0 && b.MinT < a.MinT) {
+	if c := point.Compare(b.Min, a.Min); c < 0 || (c == 0 && b.MinT < a.MinT) {
 		a.Min, a.MinT = b.Min, b.MinT
 	}
-	if c := cmpValue(b.Max, a.Max); c > 0 || (c == 0 && b.MaxT < a.MaxT) {
+	if c := point.Compare(b.Max, a.Max); c > 0 || (c == 0 && b.MaxT < a.MaxT) {
 		a.Max, a.MaxT = b.Max, b.MaxT
 	}
 	a.Count += b.Count
@@ -191,18 +191,6 @@ func addInt128(a *segment.Int128, b segment.Int128) {
 	var c uint64
 	a.Lo, c = bits.Add64(a.Lo, b.Lo, 0)
 	a.Hi += b.Hi + int64(c)
-}
-
-// cmpValue compares two values of one numeric kind as the engine's
-// aggregates do (cmp.Compare: a NaN is below every number).
-func cmpValue(a, b point.Value) int {
-	switch a.Kind() {
-	case point.KindFloat:
-		return cmp.Compare(a.Float(), b.Float())
-	case point.KindInt:
-		return cmp.Compare(a.Int(), b.Int())
-	}
-	return cmp.Compare(a.Uint(), b.Uint())
 }
 
 // emitRollups writes the series' buckets, sorted and merged, before its

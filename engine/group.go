@@ -111,14 +111,7 @@ type acc struct {
 func cmpNum(a, b point.Value) int {
 	ka, kb := a.Kind(), b.Kind()
 	if ka == kb {
-		switch ka {
-		case KindFloat:
-			return cmp.Compare(a.Float(), b.Float())
-		case KindInt:
-			return cmp.Compare(a.Int(), b.Int())
-		default:
-			return cmp.Compare(a.Uint(), b.Uint())
-		}
+		return point.Compare(a, b)
 	}
 	switch {
 	case ka == KindInt && kb == KindUint:

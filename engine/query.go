@@ -294,6 +294,23 @@ func (r *seriesReader) queryGroups(ctx context.Context, q *Query, keys []string,
 	b := bucketer{every: q.Every, start: q.Start}
 	var series accs
 	n := 0
+	// fold folds series i into states, a group's.
+	fold := func(i int, states []acc) ([]acc, error) {
+		if n%checkContextEvery == 0 && ctx.Err() != nil {
+			return states, ctx.Err()
+		}
+		n++
+		series = accs{b: b, out: series.out[:0], bits: series.bits}
+		if err := r.accumulate(ids[i], &metas[i], mint, maxt, q, &series); err != nil {
+			return states, err
+		}
+		return mergeAccs(states, series.out), nil
+	}
+	// emitGroup emits the result of group g from its states.
+	emitGroup := func(g *group, states []acc) bool {
+		samples := finishAccs(states, q.Agg, q.Every, nil)
+		return len(samples) == 0 || emit(Series{Measurement: q.Measurement, Tags: g.tags, Field: g.field, Samples: samples})
+	}
 	if len(groups) > 1 && len(groups) <= maxGroupsInKeyOrder {
 		// Few groups of many series: read the series in key order, the
 		// order the segments' indexes are cheapest to walk in, folding each
@@ -307,23 +324,15 @@ func (r *seriesReader) queryGroups(ctx context.Context, q *Query, keys []string,
 		}
 		states := make([][]acc, len(groups))
 		for i := range metas {
-			if n%checkContextEvery == 0 && ctx.Err() != nil {
-				return ctx.Err()
-			}
-			n++
-			series = accs{b: b, out: series.out[:0], bits: series.bits}
-			if err := r.accumulate(ids[i], &metas[i], mint, maxt, q, &series); err != nil {
+			var err error
+			if states[gi[i]], err = fold(i, states[gi[i]]); err != nil {
 				return err
 			}
-			states[gi[i]] = mergeAccs(states[gi[i]], series.out)
 		}
 		for j, g := range groups {
-			samples := finishAccs(states[j], q.Agg, q.Every, nil)
+			st := states[j]
 			states[j] = nil
-			if len(samples) == 0 {
-				continue
-			}
-			if !emit(Series{Measurement: q.Measurement, Tags: g.tags, Field: g.field, Samples: samples}) {
+			if !emitGroup(g, st) {
 				return nil
 			}
 		}
@@ -332,21 +341,12 @@ func (r *seriesReader) queryGroups(ctx context.Context, q *Query, keys []string,
 	for _, g := range groups {
 		var states []acc
 		for _, i := range g.series {
-			if n%checkContextEvery == 0 && ctx.Err() != nil {
-				return ctx.Err()
-			}
-			n++
-			series = accs{b: b, out: series.out[:0], bits: series.bits}
-			if err := r.accumulate(ids[i], &metas[i], mint, maxt, q, &series); err != nil {
+			var err error
+			if states, err = fold(i, states); err != nil {
 				return err
 			}
-			states = mergeAccs(states, series.out)
 		}
-		samples := finishAccs(states, q.Agg, q.Every, nil)
-		if len(samples) == 0 {
-			continue
-		}
-		if !emit(Series{Measurement: q.Measurement, Tags: g.tags, Field: g.field, Samples: samples}) {
+		if !emitGroup(g, states) {
 			return nil
 		}
 	}

@@ -69,10 +69,10 @@ func summarize(rs []Rollup) *RollupSummary {
 		}
 		// The earliest time wins a tie, as a reader folding bucket by
 		// bucket keeps it.
-		if c := cmpValue(r.Min, s.Min); c < 0 || (c == 0 && r.MinT < s.MinT) {
+		if c := point.Compare(r.Min, s.Min); c < 0 || (c == 0 && r.MinT < s.MinT) {
 			s.Min, s.MinT = r.Min, r.MinT
 		}
-		if c := cmpValue(r.Max, s.Max); c > 0 || (c == 0 && r.MaxT < s.MaxT) {
+		if c := point.Compare(r.Max, s.Max); c > 0 || (c == 0 && r.MaxT < s.MaxT) {
 			s.Max, s.MaxT = r.Max, r.MaxT
 		}
 	}
@@ -80,38 +80,6 @@ func summarize(rs []Rollup) *RollupSummary {
 		s.SumF = acc.AppendBinary(nil)
 	}
 	return s
-}
-
-// cmpValue orders two numbers of one kind.
-func cmpValue(a, b point.Value) int {
-	switch a.Kind() {
-	case point.KindFloat:
-		x, y := a.Float(), b.Float()
-		switch {
-		case x < y:
-			return -1
-		case x > y:
-			return 1
-		}
-		return 0
-	case point.KindInt:
-		x, y := a.Int(), b.Int()
-		switch {
-		case x < y:
-			return -1
-		case x > y:
-			return 1
-		}
-		return 0
-	}
-	x, y := a.Uint(), b.Uint()
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
 }
 
 // appendRollupSummary appends the summary of rollup entry rm.

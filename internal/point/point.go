@@ -5,6 +5,7 @@
 package point
 
 import (
+	"cmp"
 	"math"
 	"strconv"
 )
@@ -212,4 +213,15 @@ type Entry struct {
 	ID    uint64
 	Time  int64
 	Value Value
+}
+
+// Compare orders two numbers of one kind (float, int or uint) by value.
+func Compare(a, b Value) int {
+	switch a.Kind() {
+	case KindFloat:
+		return cmp.Compare(a.Float(), b.Float())
+	case KindInt:
+		return cmp.Compare(a.Int(), b.Int())
+	}
+	return cmp.Compare(a.Uint(), b.Uint())
 }
