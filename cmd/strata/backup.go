@@ -230,11 +230,7 @@ func backupMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if st, done := parseFlags(fs, args); done {
 		return st
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "strata backup: "+format+"\n", a...)
-		fs.Usage()
-		return 2
-	}
+	usageErr := usageFail(fs, stderr)
 	switch {
 	case *dir == "":
 		return usageErr("--db is required")
@@ -245,10 +241,7 @@ func backupMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case *token != "" && *tokenFile != "":
 		return usageErr("--token and --token-file are exclusive")
 	}
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "strata backup: %v\n", err)
-		return 1
-	}
+	fail := failWith(stderr, "backup", 1)
 	if *tokenFile != "" {
 		b, err := os.ReadFile(*tokenFile)
 		if err != nil {
@@ -318,11 +311,7 @@ func restoreMain(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if st, done := parseFlags(fs, args); done {
 		return st
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "strata restore: "+format+"\n", a...)
-		fs.Usage()
-		return 2
-	}
+	usageErr := usageFail(fs, stderr)
 	switch {
 	case *from == "":
 		return usageErr("--from is required")
@@ -331,10 +320,7 @@ func restoreMain(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	case fs.NArg() > 0:
 		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "strata restore: %v\n", err)
-		return 1
-	}
+	fail := failWith(stderr, "restore", 1)
 	if err := checkEmptyTarget(*dir, "--db"); err != nil {
 		return fail(err)
 	}

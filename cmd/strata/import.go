@@ -59,10 +59,7 @@ func importMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fs.Usage()
 		return 2
 	}
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "strata import: %v\n", err)
-		return 2
-	}
+	fail := failWith(stderr, "import", 2)
 	db, err := engine.Open(*dir, nil)
 	if err != nil {
 		return fail(err)

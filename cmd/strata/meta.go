@@ -41,23 +41,20 @@ func metaRun(name string, fs interface {
 	NArg() int
 	Arg(int) string
 }, maxArgs int, dir string, stderr io.Writer, f func(db *engine.DB) error) int {
+	fail := failWith(stderr, name, 1)
 	if fs.NArg() > maxArgs {
-		fmt.Fprintf(stderr, "strata %s: unexpected argument %q\n", name, fs.Arg(maxArgs))
-		return 1
+		return fail(fmt.Errorf("unexpected argument %q", fs.Arg(maxArgs)))
 	}
 	db, err := openExisting(dir)
 	if err != nil {
-		fmt.Fprintf(stderr, "strata %s: %v\n", name, err)
-		return 1
+		return fail(err)
 	}
 	defer db.Close()
 	if err := f(db); err != nil {
-		fmt.Fprintf(stderr, "strata %s: %v\n", name, err)
-		return 1
+		return fail(err)
 	}
 	if err := db.Close(); err != nil {
-		fmt.Fprintf(stderr, "strata %s: %v\n", name, err)
-		return 1
+		return fail(err)
 	}
 	return 0
 }

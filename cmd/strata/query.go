@@ -60,10 +60,7 @@ examples:
 	if st, done := parseFlags(fs, args); done {
 		return st
 	}
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "strata query: %v\n", err)
-		return 1
-	}
+	fail := failWith(stderr, "query", 1)
 	if fs.NArg() > 0 {
 		return fail(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
