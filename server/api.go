@@ -150,6 +150,14 @@ func timeParam(r *http.Request, name string, def int64) (int64, *apiError) {
 	return t, nil
 }
 
+// requiredTimeParam is timeParam for a parameter that must be given.
+func requiredTimeParam(r *http.Request, name string) (int64, *apiError) {
+	if r.FormValue(name) == "" {
+		return 0, badData("invalid parameter %q: missing", name)
+	}
+	return timeParam(r, name, 0)
+}
+
 // parseDuration parses (fractional) seconds or a Prometheus duration.
 func parseDuration(s string) (time.Duration, error) {
 	if f, err := strconv.ParseFloat(s, 64); err == nil {
@@ -249,18 +257,12 @@ func (s *Server) queryRange(w http.ResponseWriter, r *http.Request) {
 		apiFail(w, e)
 		return
 	}
-	start, e := timeParam(r, "start", 0)
-	if e == nil && r.FormValue("start") == "" {
-		e = badData("invalid parameter \"start\": missing")
-	}
+	start, e := requiredTimeParam(r, "start")
 	if e != nil {
 		apiFail(w, e)
 		return
 	}
-	end, e := timeParam(r, "end", 0)
-	if e == nil && r.FormValue("end") == "" {
-		e = badData("invalid parameter \"end\": missing")
-	}
+	end, e := requiredTimeParam(r, "end")
 	if e != nil {
 		apiFail(w, e)
 		return
