@@ -237,19 +237,9 @@ func (s *Server) query(w http.ResponseWriter, r *http.Request) {
 		apiFail(w, e)
 		return
 	}
-	opts, ctx, cancel, e := s.queryPrep(r)
-	if e != nil {
-		apiFail(w, e)
-		return
-	}
-	defer cancel()
-	qry, err := s.engine.NewInstantQuery(ctx, s.store, opts, r.FormValue("query"), time.UnixMilli(ts))
-	if err != nil {
-		apiFail(w, &apiError{"bad_data", http.StatusBadRequest, err})
-		return
-	}
-	defer qry.Close()
-	s.answer(w, qry.Exec(ctx))
+	s.runQuery(w, r, func(ctx context.Context, opts promql.QueryOpts) (promql.Query, error) {
+		return s.engine.NewInstantQuery(ctx, s.store, opts, r.FormValue("query"), time.UnixMilli(ts))
+	})
 }
 
 func (s *Server) queryRange(w http.ResponseWriter, r *http.Request) {
@@ -282,13 +272,22 @@ func (s *Server) queryRange(w http.ResponseWriter, r *http.Request) {
 		apiFail(w, badData("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"))
 		return
 	}
+	s.runQuery(w, r, func(ctx context.Context, opts promql.QueryOpts) (promql.Query, error) {
+		return s.engine.NewRangeQuery(ctx, s.store, opts, r.FormValue("query"), time.UnixMilli(start), time.UnixMilli(end), step)
+	})
+}
+
+// runQuery makes the PromQL query of r with newQuery, under the options
+// and deadline r sets, runs it and answers with its result.
+func (s *Server) runQuery(w http.ResponseWriter, r *http.Request,
+	newQuery func(ctx context.Context, opts promql.QueryOpts) (promql.Query, error)) {
 	opts, ctx, cancel, e := s.queryPrep(r)
 	if e != nil {
 		apiFail(w, e)
 		return
 	}
 	defer cancel()
-	qry, err := s.engine.NewRangeQuery(ctx, s.store, opts, r.FormValue("query"), time.UnixMilli(start), time.UnixMilli(end), step)
+	qry, err := newQuery(ctx, opts)
 	if err != nil {
 		apiFail(w, &apiError{"bad_data", http.StatusBadRequest, err})
 		return
