@@ -20,14 +20,8 @@ import (
 )
 
 func init() {
-	commands["backup"] = command{
-		summary: "copy a database consistently, beside a running writer or server",
-		run:     func(args []string) int { return withSignals(args, backupMain) },
-	}
-	commands["restore"] = command{
-		summary: "verify a backup, then copy it into a new database directory",
-		run:     func(args []string) int { return withSignals(args, restoreMain) },
-	}
+	commands["backup"] = signalCommand("copy a database consistently, beside a running writer or server", backupMain)
+	commands["restore"] = signalCommand("verify a backup, then copy it into a new database directory", restoreMain)
 }
 
 // serveInfoName is the file a running 'strata serve' keeps in its database

@@ -21,10 +21,7 @@ import (
 )
 
 func init() {
-	commands["export"] = command{
-		summary: "stream selected samples out as line protocol, CSV or Parquet",
-		run:     func(args []string) int { return withSignals(args, exportMain) },
-	}
+	commands["export"] = signalCommand("stream selected samples out as line protocol, CSV or Parquet", exportMain)
 }
 
 // The columns of the CSV and Parquet formats. Tag columns are named by

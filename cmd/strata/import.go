@@ -21,10 +21,7 @@ import (
 )
 
 func init() {
-	commands["import"] = command{
-		summary: "load line protocol, CSV or Parquet files (as export writes them) into a database",
-		run:     func(args []string) int { return withSignals(args, importMain) },
-	}
+	commands["import"] = signalCommand("load line protocol, CSV or Parquet files (as export writes them) into a database", importMain)
 }
 
 // importBatch is how many points an import writes at a time.

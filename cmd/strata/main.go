@@ -4,15 +4,18 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // command is one subcommand. run gets the arguments after the subcommand's
@@ -20,6 +23,16 @@ import (
 type command struct {
 	summary string
 	run     func(args []string) int
+}
+
+// signalCommand is the command that runs main with the process's stdout
+// and stderr and a context that SIGINT or SIGTERM cancels.
+func signalCommand(summary string, main func(ctx context.Context, args []string, stdout, stderr io.Writer) int) command {
+	return command{summary: summary, run: func(args []string) int {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return main(ctx, args, os.Stdout, os.Stderr)
+	}}
 }
 
 // commands is filled by the init functions of the files that define them

@@ -16,22 +16,10 @@ import (
 // considers only series with a visible sample in the range.
 
 func init() {
-	commands["measurements"] = command{
-		summary: "list the measurements that hold data",
-		run:     func(args []string) int { return withSignals(args, measurementsMain) },
-	}
-	commands["tags"] = command{
-		summary: "list tag keys, or the values of one key",
-		run:     func(args []string) int { return withSignals(args, tagsMain) },
-	}
-	commands["series"] = command{
-		summary: "list the series a selector picks, with their kinds",
-		run:     func(args []string) int { return withSignals(args, seriesMain) },
-	}
-	commands["last"] = command{
-		summary: "print the newest sample of every selected series",
-		run:     func(args []string) int { return withSignals(args, lastMain) },
-	}
+	commands["measurements"] = signalCommand("list the measurements that hold data", measurementsMain)
+	commands["tags"] = signalCommand("list tag keys, or the values of one key", tagsMain)
+	commands["series"] = signalCommand("list the series a selector picks, with their kinds", seriesMain)
+	commands["last"] = signalCommand("print the newest sample of every selected series", lastMain)
 }
 
 // metaRun is the shared skeleton: open read-only, run f, close. Exit

@@ -9,10 +9,7 @@ import (
 )
 
 func init() {
-	commands["repair"] = command{
-		summary: "rebuild a damaged database's manifest and set damaged files aside",
-		run:     func(args []string) int { return withSignals(args, repairMain) },
-	}
+	commands["repair"] = signalCommand("rebuild a damaged database's manifest and set damaged files aside", repairMain)
 }
 
 // repairMain is the repair command. Exit status 0 when nothing was lost,
