@@ -200,14 +200,9 @@ func RunMixed(ctx context.Context, o MixedOptions) (*MixedReport, error) {
 	if err := vo.validate(); err != nil {
 		return nil, err
 	}
-	if o.Dir != "" {
-		if err := mkdir(o.Dir); err != nil {
-			return nil, err
-		}
-	}
-	scratch, err := os.MkdirTemp(o.Dir, "strata-bench-mixed-")
+	scratch, err := scratchDir(o.Dir, "strata-bench-mixed-")
 	if err != nil {
-		return nil, fmt.Errorf("bench: scratch directory: %w", err)
+		return nil, err
 	}
 	defer os.RemoveAll(scratch)
 	rep := &MixedReport{Config: o.Config, Durability: o.Durability, Devices: o.Devices,

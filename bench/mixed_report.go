@@ -1,11 +1,8 @@
 package bench
 
 import (
-	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
@@ -13,11 +10,7 @@ import (
 )
 
 // WriteJSON writes the mixed report as indented JSON.
-func (rep *MixedReport) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(rep)
-}
+func (rep *MixedReport) WriteJSON(w io.Writer) error { return writeJSON(w, rep) }
 
 // mixedCSVHeader names the mixed CSV columns (the JSON names, with the
 // latency objects flattened as write_p50_ms, point_query_p99_ms, ...).
@@ -33,31 +26,17 @@ var mixedCSVHeader = func() []string {
 // WriteCSV writes one row per engine after a header row; the throughput
 // over time is in the JSON only.
 func (rep *MixedReport) WriteCSV(w io.Writer) error {
-	cw := csv.NewWriter(w)
-	if err := cw.Write(mixedCSVHeader); err != nil {
-		return err
-	}
-	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
-	i := func(v int64) string { return strconv.FormatInt(v, 10) }
-	opt := func(v *int64) string {
-		if v == nil {
-			return ""
-		}
-		return i(*v)
-	}
+	rows := make([][]string, 0, len(rep.Results))
 	for _, r := range rep.Results {
-		rec := []string{r.Engine, f(r.PeakPointsPerSec), f(r.TargetPointsPerSec), f(r.AchievedPointsPerSec), i(r.PointsWritten)}
+		rec := []string{r.Engine, ftoa(r.PeakPointsPerSec), ftoa(r.TargetPointsPerSec), ftoa(r.AchievedPointsPerSec), itoa(r.PointsWritten)}
 		for _, l := range []Latency{r.Write, r.Queries[QueryPoint], r.Queries[QueryRange], r.Queries[QueryAgg]} {
-			rec = append(rec, i(l.Count), f(l.P50Ms), f(l.P99Ms), f(l.MaxMs))
+			rec = append(rec, itoa(l.Count), ftoa(l.P50Ms), ftoa(l.P99Ms), ftoa(l.MaxMs))
 		}
-		rec = append(rec, f(r.WriteLagMaxMs), i(r.WriteStalls), opt(r.EngineWriteStalls), opt(r.Compactions),
-			i(r.Answers), i(r.AnswersCheckedInFull), i(r.DiskBytes), i(r.PeakRSSBytes))
-		if err := cw.Write(rec); err != nil {
-			return err
-		}
+		rec = append(rec, ftoa(r.WriteLagMaxMs), itoa(r.WriteStalls), optional(r.EngineWriteStalls, itoa, ""), optional(r.Compactions, itoa, ""),
+			itoa(r.Answers), itoa(r.AnswersCheckedInFull), itoa(r.DiskBytes), itoa(r.PeakRSSBytes))
+		rows = append(rows, rec)
 	}
-	cw.Flush()
-	return cw.Error()
+	return writeCSV(w, mixedCSVHeader, rows)
 }
 
 // WriteMarkdown writes the machine and workload lines and two tables: the
@@ -65,19 +44,13 @@ func (rep *MixedReport) WriteCSV(w io.Writer) error {
 func (rep *MixedReport) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	m := rep.Machine
-	fmt.Fprintf(&b, "Machine: %s, %d cores, %s, %s%s\n\n", m.CPU, m.Cores, m.OS, m.Go, m.loadNote())
+	b.WriteString(m.markdownLine())
 	fmt.Fprintf(&b, "Mixed workload: %s series, batches of %s, writer at %.0f%% of each engine's peak rate (measured unthrottled for %s first) for %s, %d reader goroutine(s) running the point query (last 60 s of one device), the range scan (last 600 s of all) and the 1-minute means (last 1,000 s of all) in a loop; %s/%s.\n\n",
 		thousands(float64(rep.Devices)), thousands(float64(rep.Batch)), rep.Share*100,
 		secs(rep.CalibSec), secs(rep.DurationSec), rep.Readers, rep.Config, rep.Durability)
 	b.WriteString("| engine | peak points/s | target | achieved | write p50 ms | p99 | max | max lag ms | stalls | engine stalls | compactions | peak RSS MiB | disk MiB |\n")
 	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
-	opt := func(v *int64) string {
-		if v == nil {
-			return "-"
-		}
-		return strconv.FormatInt(*v, 10)
-	}
-	mib := func(v int64) string { return strconv.FormatFloat(float64(v)/(1<<20), 'f', 1, 64) }
+	opt := func(v *int64) string { return optional(v, itoa, "-") }
 	for _, r := range rep.Results {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %d | %s | %s | %s | %s |\n", r.Engine,
 			thousands(r.PeakPointsPerSec), thousands(r.TargetPointsPerSec), thousands(r.AchievedPointsPerSec),

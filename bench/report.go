@@ -2,8 +2,6 @@ package bench
 
 import (
 	"bufio"
-	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -168,11 +166,7 @@ func CurrentMachine() Machine {
 }
 
 // WriteJSON writes the report as indented JSON.
-func (rep *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(rep)
-}
+func (rep *Report) WriteJSON(w io.Writer) error { return writeJSON(w, rep) }
 
 // csvHeader names the CSV columns: the JSON names of Result's fields.
 var csvHeader = []string{
@@ -185,31 +179,17 @@ var csvHeader = []string{
 // WriteCSV writes one row per result after a header row. Absent figures
 // are empty cells.
 func (rep *Report) WriteCSV(w io.Writer) error {
-	cw := csv.NewWriter(w)
-	if err := cw.Write(csvHeader); err != nil {
-		return err
-	}
-	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
-	opt := func(v *float64) string {
-		if v == nil {
-			return ""
-		}
-		return f(*v)
-	}
-	i := func(v int64) string { return strconv.FormatInt(v, 10) }
+	rows := make([][]string, 0, len(rep.Results))
 	for _, r := range rep.Results {
-		rec := []string{
-			r.Engine, string(r.Config), string(r.Durability), i(int64(r.Points)), i(int64(r.Runs)),
-			f(r.InsertMsMedian), f(r.InsertMsMin), f(r.InsertMsMax), f(r.PointsPerSec),
-			i(r.AllocBytes), i(r.PeakRSSBytes), i(r.DiskBytes), f(r.BytesPerPoint),
-			opt(r.InsertRatioVsSQLite), opt(r.PointQueryMs), opt(r.RangeScanMs), opt(r.AggMeanMs),
-		}
-		if err := cw.Write(rec); err != nil {
-			return err
-		}
+		rows = append(rows, []string{
+			r.Engine, string(r.Config), string(r.Durability), itoa(int64(r.Points)), itoa(int64(r.Runs)),
+			ftoa(r.InsertMsMedian), ftoa(r.InsertMsMin), ftoa(r.InsertMsMax), ftoa(r.PointsPerSec),
+			itoa(r.AllocBytes), itoa(r.PeakRSSBytes), itoa(r.DiskBytes), ftoa(r.BytesPerPoint),
+			optional(r.InsertRatioVsSQLite, ftoa, ""), optional(r.PointQueryMs, ftoa, ""),
+			optional(r.RangeScanMs, ftoa, ""), optional(r.AggMeanMs, ftoa, ""),
+		})
 	}
-	cw.Flush()
-	return cw.Error()
+	return writeCSV(w, csvHeader, rows)
 }
 
 // WriteMarkdown writes the machine and dataset lines and the results table.
@@ -220,7 +200,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	if len(rep.Results) > 0 {
 		runs = rep.Results[0].Runs
 	}
-	fmt.Fprintf(&b, "Machine: %s, %d cores, %s, %s%s\n\n", m.CPU, m.Cores, m.OS, m.Go, m.loadNote())
+	b.WriteString(m.markdownLine())
 	series := "devices"
 	if d.Devices == 1 {
 		series = "series"
@@ -230,13 +210,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		thousands(float64(d.Points/max(d.Devices, 1))), d.Fields, thousands(float64(d.Batch)), runs)
 	b.WriteString("| engine | config | durability | insert ms (median) | min | max | points/s | time vs sqlite | Go alloc MiB | peak RSS MiB | disk MiB | B/point | point query ms | range scan ms | agg mean ms |\n")
 	b.WriteString("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
-	mib := func(v int64) string { return strconv.FormatFloat(float64(v)/(1<<20), 'f', 1, 64) }
-	opt := func(v *float64, f func(float64) string) string {
-		if v == nil {
-			return "-"
-		}
-		return f(*v)
-	}
+	opt := func(v *float64, f func(float64) string) string { return optional(v, f, "-") }
 	ratio := func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) + "x" }
 	for _, r := range rep.Results {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %s | %s | %s |\n",

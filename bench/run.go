@@ -207,14 +207,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.Dir != "" {
-		if err := mkdir(o.Dir); err != nil {
-			return nil, err
-		}
-	}
-	scratch, err := os.MkdirTemp(o.Dir, "strata-bench-")
+	scratch, err := scratchDir(o.Dir, "strata-bench-")
 	if err != nil {
-		return nil, fmt.Errorf("bench: scratch directory: %w", err)
+		return nil, err
 	}
 	defer os.RemoveAll(scratch)
 

@@ -2,14 +2,11 @@ package bench
 
 import (
 	"context"
-	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -127,14 +124,9 @@ func RunScale(ctx context.Context, so ScaleOptions) (*ScaleReport, error) {
 			return nil, err
 		}
 	}
-	if o.Dir != "" {
-		if err := mkdir(o.Dir); err != nil {
-			return nil, err
-		}
-	}
-	scratch, err := os.MkdirTemp(o.Dir, "strata-bench-scale-")
+	scratch, err := scratchDir(o.Dir, "strata-bench-scale-")
 	if err != nil {
-		return nil, fmt.Errorf("bench: scratch directory: %w", err)
+		return nil, err
 	}
 	defer os.RemoveAll(scratch)
 
@@ -211,11 +203,7 @@ func references(ds *Dataset, queries bool) (map[string]Digest, error) {
 }
 
 // WriteJSON writes the sweep as indented JSON.
-func (rep *ScaleReport) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(rep)
-}
+func (rep *ScaleReport) WriteJSON(w io.Writer) error { return writeJSON(w, rep) }
 
 // scaleCSVHeader names the sweep's CSV columns: the JSON names.
 var scaleCSVHeader = []string{"engine", "points", "devices", "status", "insert_ms", "points_per_sec",
@@ -223,33 +211,19 @@ var scaleCSVHeader = []string{"engine", "points", "devices", "status", "insert_m
 
 // WriteCSV writes one row per engine and size after a header row.
 func (rep *ScaleReport) WriteCSV(w io.Writer) error {
-	cw := csv.NewWriter(w)
-	if err := cw.Write(scaleCSVHeader); err != nil {
-		return err
-	}
-	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
-	opt := func(v *float64) string {
-		if v == nil {
-			return ""
-		}
-		return f(*v)
-	}
-	i := func(v int64) string { return strconv.FormatInt(v, 10) }
+	rows := make([][]string, 0, len(rep.Results))
 	for _, r := range rep.Results {
-		rec := []string{r.Engine, i(int64(r.Points)), i(int64(r.Devices)), r.Status, f(r.InsertMsMedian), f(r.PointsPerSec),
-			i(r.AllocBytes), i(r.PeakRSSBytes), i(r.DiskBytes), f(r.BytesPerPoint),
-			opt(r.PointQueryMs), opt(r.RangeScanMs), opt(r.AggMeanMs)}
+		rec := []string{r.Engine, itoa(int64(r.Points)), itoa(int64(r.Devices)), r.Status, ftoa(r.InsertMsMedian), ftoa(r.PointsPerSec),
+			itoa(r.AllocBytes), itoa(r.PeakRSSBytes), itoa(r.DiskBytes), ftoa(r.BytesPerPoint),
+			optional(r.PointQueryMs, ftoa, ""), optional(r.RangeScanMs, ftoa, ""), optional(r.AggMeanMs, ftoa, "")}
 		if r.Status != ScaleOK {
 			for k := 4; k < len(rec); k++ {
 				rec[k] = ""
 			}
 		}
-		if err := cw.Write(rec); err != nil {
-			return err
-		}
+		rows = append(rows, rec)
 	}
-	cw.Flush()
-	return cw.Error()
+	return writeCSV(w, scaleCSVHeader, rows)
 }
 
 // WriteMarkdown writes the machine line and one table row per engine and
@@ -257,18 +231,12 @@ func (rep *ScaleReport) WriteCSV(w io.Writer) error {
 func (rep *ScaleReport) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	m := rep.Machine
-	fmt.Fprintf(&b, "Machine: %s, %d cores, %s, %s%s\n\n", m.CPU, m.Cores, m.OS, m.Go, m.loadNote())
+	b.WriteString(m.markdownLine())
 	fmt.Fprintf(&b, "Sweep of %s: IoT dataset, one run per size, %s/%s, batches of %s, limit %s per engine and size (insert and queries).\n\n",
 		rep.Kind, rep.Config, rep.Durability, thousands(float64(rep.Batch)), time.Duration(rep.LimitSec*float64(time.Second)))
 	b.WriteString("| engine | points | series | insert s | points/s | peak RSS MiB | disk MiB | B/point | point query ms | range scan ms | agg mean ms |\n")
 	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
-	mib := func(v int64) string { return strconv.FormatFloat(float64(v)/(1<<20), 'f', 1, 64) }
-	opt := func(v *float64) string {
-		if v == nil {
-			return "-"
-		}
-		return millis(*v)
-	}
+	opt := func(v *float64) string { return optional(v, millis, "-") }
 	for _, r := range rep.Results {
 		if r.Status != ScaleOK {
 			fmt.Fprintf(&b, "| %s | %s | %s | over limit | - | - | - | - | - | - | - |\n", r.Engine,

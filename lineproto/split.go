@@ -315,7 +315,9 @@ func (e *splitEntry) scan(b []byte, off int, lineEnd bool) {
 			st, tok, e.from = sFieldKey, 0, i
 		}
 		switch st {
-		case sMeas:
+		case sMeas, sTagVal:
+			// Both end at a ',' (a tag key follows) or a ' ' (the fields
+			// follow); a tag value may not hold a '=', a measurement may.
 			switch {
 			case c == '\\':
 				esc = true
@@ -326,7 +328,7 @@ func (e *splitEntry) scan(b []byte, off int, lineEnd bool) {
 				st, tok, e.from = sTagKey, 0, i+1
 			case c == ' ' && tok > 0:
 				st = sFieldSep
-			case c == ',' || c == ' ' || isControl(c):
+			case c == ',' || c == ' ' || c == '=' && st == sTagVal || isControl(c):
 				st = sRest
 			default:
 				tok++
@@ -339,22 +341,6 @@ func (e *splitEntry) scan(b []byte, off int, lineEnd bool) {
 			case c == '=' && tok > 0 && valid(i):
 				st, tok, e.from = sTagVal, 0, i+1
 			case c == '=' || c == ',' || c == ' ' || isControl(c):
-				st = sRest
-			default:
-				tok++
-			}
-		case sTagVal:
-			switch {
-			case c == '\\':
-				esc = true
-				tok++
-			case (c == ',' || c == ' ') && tok > 0 && !valid(i):
-				st = sRest
-			case c == ',' && tok > 0:
-				st, tok, e.from = sTagKey, 0, i+1
-			case c == ' ' && tok > 0:
-				st = sFieldSep
-			case c == ',' || c == ' ' || c == '=' || isControl(c):
 				st = sRest
 			default:
 				tok++

@@ -11,7 +11,6 @@ package mqtt
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/point"
@@ -104,7 +103,7 @@ func appenderOf(db Writer) point.SampleAppender {
 // stored and its messages are not acknowledged.
 func (s *Subscriber) appendBatch(ctx context.Context, batch []inbound) error {
 	app := s.app
-	backoff := 50 * time.Millisecond
+	backoff := firstRetryWait
 	for len(s.points) > 0 {
 		err := s.appendPoints(batch)
 		if err == nil {
@@ -121,13 +120,9 @@ func (s *Subscriber) appendBatch(ctx context.Context, batch []inbound) error {
 		if errors.As(err, &pe) && refusal(pe.Err) || errors.Is(err, point.ErrBatchFull) {
 			return s.write(ctx, batch)
 		}
-		s.opts.Logger.Error("mqtt: write failed; retrying", "err", err, "retry_in", backoff)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
+		if backoff, err = s.retryWait(ctx, err, backoff); err != nil {
+			return err
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 	return nil
 }

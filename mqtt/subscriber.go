@@ -436,7 +436,7 @@ const maxDrops = 8
 // conflict) is dropped and counted as a failure of its message; any other
 // error is retried with backoff until it succeeds or ctx is done.
 func (s *Subscriber) write(ctx context.Context, batch []inbound) error {
-	backoff := 50 * time.Millisecond
+	backoff := firstRetryWait
 	drops := 0
 	for len(s.points) > 0 {
 		if drops == maxDrops {
@@ -452,13 +452,9 @@ func (s *Subscriber) write(ctx context.Context, batch []inbound) error {
 			drops++
 			continue
 		}
-		s.opts.Logger.Error("mqtt: write failed; retrying", "err", err, "retry_in", backoff)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
+		if backoff, err = s.retryWait(ctx, err, backoff); err != nil {
+			return err
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 	return nil
 }
@@ -466,7 +462,7 @@ func (s *Subscriber) write(ctx context.Context, batch []inbound) error {
 // writeEach writes s.points one at a time, dropping those refused.
 func (s *Subscriber) writeEach(ctx context.Context, batch []inbound) error {
 	for i := 0; i < len(s.points); i++ {
-		backoff := 50 * time.Millisecond
+		backoff := firstRetryWait
 		for {
 			err := s.db.Write(s.points[i : i+1])
 			if err == nil {
@@ -478,16 +474,31 @@ func (s *Subscriber) writeEach(ctx context.Context, batch []inbound) error {
 				i--
 				break
 			}
-			s.opts.Logger.Error("mqtt: write failed; retrying", "err", err, "retry_in", backoff)
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(backoff):
+			if backoff, err = s.retryWait(ctx, err, backoff); err != nil {
+				return err
 			}
-			backoff = min(2*backoff, 5*time.Second)
 		}
 	}
 	return nil
+}
+
+// The waits between retries of a failed write: the first, then doubled
+// after each failure up to the longest.
+const (
+	firstRetryWait   = 50 * time.Millisecond
+	longestRetryWait = 5 * time.Second
+)
+
+// retryWait logs the failed write err, then waits backoff or until ctx is
+// done. It returns the next wait, or ctx's error.
+func (s *Subscriber) retryWait(ctx context.Context, err error, backoff time.Duration) (time.Duration, error) {
+	s.opts.Logger.Error("mqtt: write failed; retrying", "err", err, "retry_in", backoff)
+	select {
+	case <-ctx.Done():
+		return backoff, ctx.Err()
+	case <-time.After(backoff):
+	}
+	return min(2*backoff, longestRetryWait), nil
 }
 
 func (s *Subscriber) dropPoint(i int, batch []inbound, err error) {

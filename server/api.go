@@ -150,6 +150,14 @@ func timeParam(r *http.Request, name string, def int64) (int64, *apiError) {
 	return t, nil
 }
 
+// requiredTimeParam is timeParam for a parameter that must be given.
+func requiredTimeParam(r *http.Request, name string) (int64, *apiError) {
+	if r.FormValue(name) == "" {
+		return 0, badData("invalid parameter %q: missing", name)
+	}
+	return timeParam(r, name, 0)
+}
+
 // parseDuration parses (fractional) seconds or a Prometheus duration.
 func parseDuration(s string) (time.Duration, error) {
 	if f, err := strconv.ParseFloat(s, 64); err == nil {
@@ -229,19 +237,9 @@ func (s *Server) query(w http.ResponseWriter, r *http.Request) {
 		apiFail(w, e)
 		return
 	}
-	opts, ctx, cancel, e := s.queryPrep(r)
-	if e != nil {
-		apiFail(w, e)
-		return
-	}
-	defer cancel()
-	qry, err := s.engine.NewInstantQuery(ctx, s.store, opts, r.FormValue("query"), time.UnixMilli(ts))
-	if err != nil {
-		apiFail(w, &apiError{"bad_data", http.StatusBadRequest, err})
-		return
-	}
-	defer qry.Close()
-	s.answer(w, qry.Exec(ctx))
+	s.runQuery(w, r, func(ctx context.Context, opts promql.QueryOpts) (promql.Query, error) {
+		return s.engine.NewInstantQuery(ctx, s.store, opts, r.FormValue("query"), time.UnixMilli(ts))
+	})
 }
 
 func (s *Server) queryRange(w http.ResponseWriter, r *http.Request) {
@@ -249,18 +247,12 @@ func (s *Server) queryRange(w http.ResponseWriter, r *http.Request) {
 		apiFail(w, e)
 		return
 	}
-	start, e := timeParam(r, "start", 0)
-	if e == nil && r.FormValue("start") == "" {
-		e = badData("invalid parameter \"start\": missing")
-	}
+	start, e := requiredTimeParam(r, "start")
 	if e != nil {
 		apiFail(w, e)
 		return
 	}
-	end, e := timeParam(r, "end", 0)
-	if e == nil && r.FormValue("end") == "" {
-		e = badData("invalid parameter \"end\": missing")
-	}
+	end, e := requiredTimeParam(r, "end")
 	if e != nil {
 		apiFail(w, e)
 		return
@@ -280,13 +272,22 @@ func (s *Server) queryRange(w http.ResponseWriter, r *http.Request) {
 		apiFail(w, badData("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"))
 		return
 	}
+	s.runQuery(w, r, func(ctx context.Context, opts promql.QueryOpts) (promql.Query, error) {
+		return s.engine.NewRangeQuery(ctx, s.store, opts, r.FormValue("query"), time.UnixMilli(start), time.UnixMilli(end), step)
+	})
+}
+
+// runQuery makes the PromQL query of r with newQuery, under the options
+// and deadline r sets, runs it and answers with its result.
+func (s *Server) runQuery(w http.ResponseWriter, r *http.Request,
+	newQuery func(ctx context.Context, opts promql.QueryOpts) (promql.Query, error)) {
 	opts, ctx, cancel, e := s.queryPrep(r)
 	if e != nil {
 		apiFail(w, e)
 		return
 	}
 	defer cancel()
-	qry, err := s.engine.NewRangeQuery(ctx, s.store, opts, r.FormValue("query"), time.UnixMilli(start), time.UnixMilli(end), step)
+	qry, err := newQuery(ctx, opts)
 	if err != nil {
 		apiFail(w, &apiError{"bad_data", http.StatusBadRequest, err})
 		return

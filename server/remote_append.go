@@ -57,12 +57,7 @@ func (st *remoteStore) appendAll() error {
 // appendSeries appends the samples of one series, resolving it once.
 func (st *remoteStore) appendSeries(off int, labels []wireLabel, tooMany bool, ts []byte) error {
 	st.off, st.read, st.ref = off, 0, 0
-	if tooMany {
-		st.refuse(refusedTooManyLabels, labels, nil)
-		return nil
-	}
-	if reason, what := checkLabels(labels); reason >= 0 {
-		st.refuse(reason, labels, what)
+	if st.refuseLabels(labels, tooMany) {
 		return nil
 	}
 	first := st.app.Pending() // of this series' samples in the batch

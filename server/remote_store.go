@@ -153,17 +153,27 @@ func (st *remoteStore) count() {
 	}
 }
 
+// refuseLabels refuses the series when its labels cannot be stored (too
+// many of them, or one that checkLabels rejects) and reports whether it
+// did.
+func (st *remoteStore) refuseLabels(labels []wireLabel, tooMany bool) bool {
+	if tooMany {
+		st.refuse(refusedTooManyLabels, labels, nil)
+		return true
+	}
+	if reason, what := checkLabels(labels); reason >= 0 {
+		st.refuse(reason, labels, what)
+		return true
+	}
+	return false
+}
+
 // add reads one series through the Write path: labels as sent, ts its
 // encoding, of which the first skip samples were stored already.
 func (st *remoteStore) add(labels []wireLabel, tooMany bool, ts []byte, skip int) error {
 	st.cur++
 	st.curRefused = false
-	if tooMany {
-		st.refuse(refusedTooManyLabels, labels, nil)
-		return nil
-	}
-	if reason, what := checkLabels(labels); reason >= 0 {
-		st.refuse(reason, labels, what)
+	if st.refuseLabels(labels, tooMany) {
 		return nil
 	}
 	var name string

@@ -436,22 +436,25 @@ func mergeSeries(a, b *memSeries) *memSeries {
 
 // LabelNames returns the label names of the series ms select, sorted.
 func (q *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
-	plans, err := q.plan(ctx, q.mint, q.maxt, ms)
-	if err != nil {
-		return nil, nil, storageErr(err)
-	}
-	set := map[string]struct{}{}
-	for _, p := range plans {
-		for _, s := range p.series {
-			s.labels.Range(func(l labels.Label) { set[l.Name] = struct{}{} })
-		}
-	}
-	return limitSorted(set, hints), nil, nil
+	return q.collectLabels(ctx, hints, ms, func(lbls labels.Labels, set map[string]struct{}) {
+		lbls.Range(func(l labels.Label) { set[l.Name] = struct{}{} })
+	})
 }
 
 // LabelValues returns the values of label name among the series ms select,
 // sorted, without "".
 func (q *querier) LabelValues(ctx context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	return q.collectLabels(ctx, hints, ms, func(lbls labels.Labels, set map[string]struct{}) {
+		if v := lbls.Get(name); v != "" {
+			set[v] = struct{}{}
+		}
+	})
+}
+
+// collectLabels returns, sorted and limited as hints ask, the strings add
+// puts in the set for the labels of each series ms select.
+func (q *querier) collectLabels(ctx context.Context, hints *storage.LabelHints, ms []*labels.Matcher,
+	add func(lbls labels.Labels, set map[string]struct{})) ([]string, annotations.Annotations, error) {
 	plans, err := q.plan(ctx, q.mint, q.maxt, ms)
 	if err != nil {
 		return nil, nil, storageErr(err)
@@ -459,9 +462,7 @@ func (q *querier) LabelValues(ctx context.Context, name string, hints *storage.L
 	set := map[string]struct{}{}
 	for _, p := range plans {
 		for _, s := range p.series {
-			if v := s.labels.Get(name); v != "" {
-				set[v] = struct{}{}
-			}
+			add(s.labels, set)
 		}
 	}
 	return limitSorted(set, hints), nil, nil

@@ -345,18 +345,7 @@ func (r *fileReader) replayFile(fs vfs.FS, dir string, num uint64, last bool, pr
 
 // truncate cuts the torn tail of path at off and fsyncs the file.
 func truncate(fs vfs.FS, path string, off, size int64, res *ReplayResult) error {
-	f, err := fs.OpenReadWrite(path)
-	if err != nil {
-		return fmt.Errorf("wal: truncate torn tail: %w", err)
-	}
-	err = f.Truncate(off)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := vfs.TruncateSync(fs, path, off); err != nil {
 		return fmt.Errorf("wal: truncate torn tail of %s at %d: %w", path, off, err)
 	}
 	res.Torn = true

@@ -416,6 +416,13 @@ func (l *Log) failureLocked() error {
 	return nil
 }
 
+// failure is failureLocked for a caller that does not hold mu.
+func (l *Log) failure() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.failureLocked()
+}
+
 // fail records err as the sticky failure unless one is already recorded, and
 // returns the sticky failure.
 func (l *Log) fail(err error) error {
@@ -443,10 +450,7 @@ func (l *Log) Write(typ byte, payload []byte) (Pos, error) {
 	}
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
-	l.mu.Lock()
-	err := l.failureLocked()
-	l.mu.Unlock()
-	if err != nil {
+	if err := l.failure(); err != nil {
 		return Pos{}, err
 	}
 	if l.off > fileHeaderSize && l.off >= l.opts.SegmentBytes {
@@ -602,10 +606,7 @@ func (l *Log) Sync() error {
 func (l *Log) Rotate() (uint64, error) {
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
-	l.mu.Lock()
-	err := l.failureLocked()
-	l.mu.Unlock()
-	if err != nil {
+	if err := l.failure(); err != nil {
 		return 0, err
 	}
 	if err := l.roll(); err != nil {

@@ -20,14 +20,8 @@ import (
 )
 
 func init() {
-	commands["backup"] = command{
-		summary: "copy a database consistently, beside a running writer or server",
-		run:     func(args []string) int { return withSignals(args, backupMain) },
-	}
-	commands["restore"] = command{
-		summary: "verify a backup, then copy it into a new database directory",
-		run:     func(args []string) int { return withSignals(args, restoreMain) },
-	}
+	commands["backup"] = signalCommand("copy a database consistently, beside a running writer or server", backupMain)
+	commands["restore"] = signalCommand("verify a backup, then copy it into a new database directory", restoreMain)
 }
 
 // serveInfoName is the file a running 'strata serve' keeps in its database
@@ -230,11 +224,7 @@ func backupMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if st, done := parseFlags(fs, args); done {
 		return st
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "strata backup: "+format+"\n", a...)
-		fs.Usage()
-		return 2
-	}
+	usageErr := usageFail(fs, stderr)
 	switch {
 	case *dir == "":
 		return usageErr("--db is required")
@@ -245,10 +235,7 @@ func backupMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case *token != "" && *tokenFile != "":
 		return usageErr("--token and --token-file are exclusive")
 	}
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "strata backup: %v\n", err)
-		return 1
-	}
+	fail := failWith(stderr, "backup", 1)
 	if *tokenFile != "" {
 		b, err := os.ReadFile(*tokenFile)
 		if err != nil {
@@ -318,11 +305,7 @@ func restoreMain(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if st, done := parseFlags(fs, args); done {
 		return st
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "strata restore: "+format+"\n", a...)
-		fs.Usage()
-		return 2
-	}
+	usageErr := usageFail(fs, stderr)
 	switch {
 	case *from == "":
 		return usageErr("--from is required")
@@ -331,10 +314,7 @@ func restoreMain(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	case fs.NArg() > 0:
 		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "strata restore: %v\n", err)
-		return 1
-	}
+	fail := failWith(stderr, "restore", 1)
 	if err := checkEmptyTarget(*dir, "--db"); err != nil {
 		return fail(err)
 	}

@@ -83,11 +83,8 @@ func benchMain(ctx context.Context, args, child []string, stdout, stderr io.Writ
 	share := fs.Float64("share", 0.8, "with --mixed: the writer's rate as a share of the engine's peak rate, in (0, 1]")
 	readers := fs.Int("readers", 2, "with --mixed: reader goroutines")
 	calib := fs.Duration("calibrate", 0, "with --mixed: how long the unthrottled insert that measures the peak rate runs (default: a third of --duration, 2s to 30s)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if st, done := parseFlags(fs, args); done {
+		return st
 	}
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "strata bench: "+format+"\n", a...)

@@ -21,10 +21,7 @@ import (
 )
 
 func init() {
-	commands["export"] = command{
-		summary: "stream selected samples out as line protocol, CSV or Parquet",
-		run:     func(args []string) int { return withSignals(args, exportMain) },
-	}
+	commands["export"] = signalCommand("stream selected samples out as line protocol, CSV or Parquet", exportMain)
 }
 
 // The columns of the CSV and Parquet formats. Tag columns are named by
@@ -394,11 +391,7 @@ func exportMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if st, done := parseFlags(fs, args); done {
 		return st
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "strata export: "+format+"\n", a...)
-		fs.Usage()
-		return 2
-	}
+	usageErr := usageFail(fs, stderr)
 	switch {
 	case *sf.db == "":
 		return usageErr("--db is required")
@@ -407,10 +400,7 @@ func exportMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case fs.NArg() > 0:
 		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "strata export: %v\n", err)
-		return 1
-	}
+	fail := failWith(stderr, "export", 1)
 	sel, err := sf.selector(time.Now())
 	if err != nil {
 		return fail(err)

@@ -21,10 +21,7 @@ import (
 )
 
 func init() {
-	commands["import"] = command{
-		summary: "load line protocol, CSV or Parquet files (as export writes them) into a database",
-		run:     func(args []string) int { return withSignals(args, importMain) },
-	}
+	commands["import"] = signalCommand("load line protocol, CSV or Parquet files (as export writes them) into a database", importMain)
 }
 
 // importBatch is how many points an import writes at a time.
@@ -59,10 +56,7 @@ func importMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fs.Usage()
 		return 2
 	}
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "strata import: %v\n", err)
-		return 2
-	}
+	fail := failWith(stderr, "import", 2)
 	db, err := engine.Open(*dir, nil)
 	if err != nil {
 		return fail(err)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -83,17 +82,10 @@ func ingestMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	precision := fs.String("precision", "ns", "unit of the timestamps: ns, us, ms or s")
 	batch := fs.Int("batch", lineproto.DefaultBatchSize, "points per write")
 	linger := fs.Duration("linger", lineproto.DefaultLinger, "longest a line read waits for its batch to fill before it is written")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if st, done := parseFlags(fs, args); done {
+		return st
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "strata ingest: "+format+"\n", a...)
-		fs.Usage()
-		return 2
-	}
+	usageErr := usageFail(fs, stderr)
 	if *dir == "" {
 		return usageErr("--db is required")
 	}
@@ -110,10 +102,7 @@ func ingestMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if fs.NArg() > 1 {
 		return usageErr("unexpected argument %q", fs.Arg(1))
 	}
-	fail := func(err error) int {
-		fmt.Fprintln(stderr, "strata ingest:", err)
-		return 2
-	}
+	fail := failWith(stderr, "ingest", 2)
 
 	name, in, size := "stdin", stdin, int64(-1)
 	if fs.NArg() == 1 && fs.Arg(0) != "-" {

@@ -4,14 +4,18 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // command is one subcommand. run gets the arguments after the subcommand's
@@ -19,6 +23,16 @@ import (
 type command struct {
 	summary string
 	run     func(args []string) int
+}
+
+// signalCommand is the command that runs main with the process's stdout
+// and stderr and a context that SIGINT or SIGTERM cancels.
+func signalCommand(summary string, main func(ctx context.Context, args []string, stdout, stderr io.Writer) int) command {
+	return command{summary: summary, run: func(args []string) int {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return main(ctx, args, os.Stdout, os.Stderr)
+	}}
 }
 
 // commands is filled by the init functions of the files that define them
@@ -88,4 +102,36 @@ func newFlags(name, usage string, stderr io.Writer) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	return fs
+}
+
+// parseFlags parses args; it returns done with the exit status when the
+// command should stop: 0 after --help, 2 after a flag error.
+func parseFlags(fs *flag.FlagSet, args []string) (status int, done bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, true
+		}
+		return 2, true
+	}
+	return 0, false
+}
+
+// usageFail returns the usage-error reporter of the command whose flag set
+// is fs: it prints "strata NAME: message" and the usage on stderr and
+// returns the exit status 2.
+func usageFail(fs *flag.FlagSet, stderr io.Writer) func(format string, a ...any) int {
+	return func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "strata %s: %s\n", fs.Name(), fmt.Sprintf(format, a...))
+		fs.Usage()
+		return 2
+	}
+}
+
+// failWith returns the error reporter of the command name: it prints
+// "strata NAME: err" on stderr and returns status.
+func failWith(stderr io.Writer, name string, status int) func(error) int {
+	return func(err error) int {
+		fmt.Fprintf(stderr, "strata %s: %v\n", name, err)
+		return status
+	}
 }

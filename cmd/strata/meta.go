@@ -16,22 +16,10 @@ import (
 // considers only series with a visible sample in the range.
 
 func init() {
-	commands["measurements"] = command{
-		summary: "list the measurements that hold data",
-		run:     func(args []string) int { return withSignals(args, measurementsMain) },
-	}
-	commands["tags"] = command{
-		summary: "list tag keys, or the values of one key",
-		run:     func(args []string) int { return withSignals(args, tagsMain) },
-	}
-	commands["series"] = command{
-		summary: "list the series a selector picks, with their kinds",
-		run:     func(args []string) int { return withSignals(args, seriesMain) },
-	}
-	commands["last"] = command{
-		summary: "print the newest sample of every selected series",
-		run:     func(args []string) int { return withSignals(args, lastMain) },
-	}
+	commands["measurements"] = signalCommand("list the measurements that hold data", measurementsMain)
+	commands["tags"] = signalCommand("list tag keys, or the values of one key", tagsMain)
+	commands["series"] = signalCommand("list the series a selector picks, with their kinds", seriesMain)
+	commands["last"] = signalCommand("print the newest sample of every selected series", lastMain)
 }
 
 // metaRun is the shared skeleton: open read-only, run f, close. Exit
@@ -41,23 +29,20 @@ func metaRun(name string, fs interface {
 	NArg() int
 	Arg(int) string
 }, maxArgs int, dir string, stderr io.Writer, f func(db *engine.DB) error) int {
+	fail := failWith(stderr, name, 1)
 	if fs.NArg() > maxArgs {
-		fmt.Fprintf(stderr, "strata %s: unexpected argument %q\n", name, fs.Arg(maxArgs))
-		return 1
+		return fail(fmt.Errorf("unexpected argument %q", fs.Arg(maxArgs)))
 	}
 	db, err := openExisting(dir)
 	if err != nil {
-		fmt.Fprintf(stderr, "strata %s: %v\n", name, err)
-		return 1
+		return fail(err)
 	}
 	defer db.Close()
 	if err := f(db); err != nil {
-		fmt.Fprintf(stderr, "strata %s: %v\n", name, err)
-		return 1
+		return fail(err)
 	}
 	if err := db.Close(); err != nil {
-		fmt.Fprintf(stderr, "strata %s: %v\n", name, err)
-		return 1
+		return fail(err)
 	}
 	return 0
 }
@@ -98,20 +83,7 @@ examples:
   strata tags --db ./data --measurement sensor
   strata tags --db ./data --measurement sensor site
   strata tags --db ./data --measurement sensor --match 'site=~north-.*' --start -1d device_id`, stderr)
-	sf := addSelectorFlags(fs, "measurement; empty = every measurement")
-	format := addFormatFlag(fs)
-	if st, done := parseFlags(fs, args); done {
-		return st
-	}
-	return metaRun("tags", fs, 1, *sf.db, stderr, func(db *engine.DB) error {
-		f, err := resolveFormat(*format, stdout)
-		if err != nil {
-			return err
-		}
-		sel, err := sf.selector(time.Now())
-		if err != nil {
-			return err
-		}
+	return selectorRun("tags", fs, args, 1, stdout, stderr, func(db *engine.DB, f string, sel engine.Selector) error {
 		if fs.NArg() == 0 {
 			keys, err := db.TagKeys(ctx, sel)
 			if err != nil {
@@ -136,7 +108,7 @@ by series key, with their field kinds. No sample is read.
 examples:
   strata series --db ./data --measurement sensor --match 'device_id=~dev-00.*'
   strata series --db ./data --start -1h --format json`, stderr)
-	return selectorRun("series", fs, args, stdout, stderr, func(db *engine.DB, f string, sel engine.Selector) error {
+	return selectorRun("series", fs, args, 0, stdout, stderr, func(db *engine.DB, f string, sel engine.Selector) error {
 		infos, err := db.SeriesInfo(ctx, sel)
 		if err != nil {
 			return err
@@ -176,7 +148,7 @@ default): the current value of every device.
 examples:
   strata last --db ./data --measurement sensor --field temperature
   strata last --db ./data --match 'site=north' --format table`, stderr)
-	return selectorRun("last", fs, args, stdout, stderr, func(db *engine.DB, f string, sel engine.Selector) error {
+	return selectorRun("last", fs, args, 0, stdout, stderr, func(db *engine.DB, f string, sel engine.Selector) error {
 		res, err := db.Last(ctx, sel)
 		if err != nil {
 			return err
@@ -191,16 +163,16 @@ examples:
 	})
 }
 
-// selectorRun parses the selector and format flags of command name, opens
-// the database read-only and calls run with the output format and the
-// selector.
-func selectorRun(name string, fs *flag.FlagSet, args []string, stdout, stderr io.Writer, run func(db *engine.DB, format string, sel engine.Selector) error) int {
+// selectorRun parses the selector and format flags of command name, which
+// takes at most maxArgs arguments, opens the database read-only and calls
+// run with the output format and the selector.
+func selectorRun(name string, fs *flag.FlagSet, args []string, maxArgs int, stdout, stderr io.Writer, run func(db *engine.DB, format string, sel engine.Selector) error) int {
 	sf := addSelectorFlags(fs, "measurement; empty = every measurement")
 	format := addFormatFlag(fs)
 	if st, done := parseFlags(fs, args); done {
 		return st
 	}
-	return metaRun(name, fs, 0, *sf.db, stderr, func(db *engine.DB) error {
+	return metaRun(name, fs, maxArgs, *sf.db, stderr, func(db *engine.DB) error {
 		f, err := resolveFormat(*format, stdout)
 		if err != nil {
 			return err

@@ -5,31 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/stratadb/strata/engine"
 )
 
 func init() {
-	commands["query"] = command{
-		summary: "print raw samples or aggregates, optionally grouped by tag",
-		run:     func(args []string) int { return withSignals(args, queryMain) },
-	}
-	commands["verify"] = command{
-		summary: "read every block of a database and check every checksum",
-		run:     func(args []string) int { return withSignals(args, verifyMain) },
-	}
-}
-
-func withSignals(args []string, main func(context.Context, []string, io.Writer, io.Writer) int) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return main(ctx, args, os.Stdout, os.Stderr)
+	commands["query"] = signalCommand("print raw samples or aggregates, optionally grouped by tag", queryMain)
+	commands["verify"] = signalCommand("read every block of a database and check every checksum", verifyMain)
 }
 
 // queryMain is the query command: the selected series' samples or
@@ -60,10 +45,7 @@ examples:
 	if st, done := parseFlags(fs, args); done {
 		return st
 	}
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "strata query: %v\n", err)
-		return 1
-	}
+	fail := failWith(stderr, "query", 1)
 	if fs.NArg() > 0 {
 		return fail(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}

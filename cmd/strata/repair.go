@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 
@@ -11,10 +9,7 @@ import (
 )
 
 func init() {
-	commands["repair"] = command{
-		summary: "rebuild a damaged database's manifest and set damaged files aside",
-		run:     func(args []string) int { return withSignals(args, repairMain) },
-	}
+	commands["repair"] = signalCommand("rebuild a damaged database's manifest and set damaged files aside", repairMain)
 }
 
 // repairMain is the repair command. Exit status 0 when nothing was lost,
@@ -29,11 +24,8 @@ func repairMain(_ context.Context, args []string, stdout, stderr io.Writer) int 
 		"Exit status: 0 nothing lost, 1 repaired with losses, 2 not repaired.\n\n"+
 		"example:\n  strata repair --db ./data", stderr)
 	dir := fs.String("db", "", "database directory (required)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if st, done := parseFlags(fs, args); done {
+		return st
 	}
 	if *dir == "" || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "strata repair: --db is required, and nothing else")

@@ -197,15 +197,3 @@ func openExisting(dir string) (*engine.DB, error) {
 	}
 	return engine.Open(dir, &engine.Options{ReadOnly: true})
 }
-
-// parseFlags parses args; it returns done with the exit status when the
-// command should stop: 0 after --help, 2 after a flag error.
-func parseFlags(fs *flag.FlagSet, args []string) (status int, done bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0, true
-		}
-		return 2, true
-	}
-	return 0, false
-}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -111,17 +109,10 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may take to finish")
 	fwd := addForwardFlags(fs)
 	mq := addMQTTFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if st, done := parseFlags(fs, args); done {
+		return st
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "strata serve: "+format+"\n", a...)
-		fs.Usage()
-		return 2
-	}
+	usageErr := usageFail(fs, stderr)
 	if *dir == "" {
 		return usageErr("--db is required")
 	}
@@ -172,10 +163,7 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	dbOpts.Logger = logger
-	fail := func(err error) int {
-		fmt.Fprintln(stderr, "strata serve:", err)
-		return 2
-	}
+	fail := failWith(stderr, "serve", 2)
 
 	db, err := engine.Open(*dir, dbOpts)
 	if err != nil {

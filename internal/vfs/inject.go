@@ -89,32 +89,24 @@ type injectFS struct {
 }
 
 func (f *injectFS) Create(name string) (File, error) {
-	if err := f.inj(OpCreate, name); err != nil {
-		return nil, &os.PathError{Op: "create", Path: name, Err: err}
-	}
-	file, err := f.fs.Create(name)
-	if err != nil {
-		return nil, err
-	}
-	return &injectFile{File: file, name: name, inj: f.inj}, nil
+	return f.open(OpCreate, "create", name, f.fs.Create)
 }
 
 func (f *injectFS) Open(name string) (File, error) {
-	if err := f.inj(OpOpen, name); err != nil {
-		return nil, &os.PathError{Op: "open", Path: name, Err: err}
-	}
-	file, err := f.fs.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	return &injectFile{File: file, name: name, inj: f.inj}, nil
+	return f.open(OpOpen, "open", name, f.fs.Open)
 }
 
 func (f *injectFS) OpenReadWrite(name string) (File, error) {
-	if err := f.inj(OpOpen, name); err != nil {
-		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+	return f.open(OpOpen, "open", name, f.fs.OpenReadWrite)
+}
+
+// open asks the injector about op on name (verb names it in the error),
+// then opens name with open and wraps the file.
+func (f *injectFS) open(op Op, verb, name string, open func(string) (File, error)) (File, error) {
+	if err := f.inj(op, name); err != nil {
+		return nil, &os.PathError{Op: verb, Path: name, Err: err}
 	}
-	file, err := f.fs.OpenReadWrite(name)
+	file, err := open(name)
 	if err != nil {
 		return nil, err
 	}

@@ -123,6 +123,23 @@ func (u unlocker) Close() error { return u.l.Close() }
 // SyncDirOf fsyncs the directory that holds path.
 func SyncDirOf(fs FS, path string) error { return fs.SyncDir(filepath.Dir(path)) }
 
+// TruncateSync cuts the file name to size bytes and fsyncs it (a torn or
+// damaged tail removed for good).
+func TruncateSync(fs FS, name string, size int64) error {
+	f, err := fs.OpenReadWrite(name)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(size)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // WriteFileAtomic publishes data at name: it writes name+".tmp", fsyncs it,
 // renames it over name and fsyncs the directory. A crash leaves either the
 // old file or the new one.
