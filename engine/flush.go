@@ -118,7 +118,9 @@ func (db *DB) flushMemtable(m *memRef) error {
 	if len(ids) > 0 {
 		num := db.allocFileNum()
 		path := filepath.Join(db.dir, segName(num))
-		w, err := segment.Create(path, segment.WriterOptions{FS: db.fs, BlockSamples: db.opts.BlockSamples, Series: len(ids)})
+		// The Writer keeps its index, and hands it to the segment's Reader:
+		// the segment just written is not read back.
+		w, err := segment.Create(path, segment.WriterOptions{FS: db.fs, BlockSamples: db.opts.BlockSamples, Series: len(ids), KeepIndex: true})
 		if err != nil {
 			return err
 		}
@@ -145,18 +147,17 @@ func (db *DB) flushMemtable(m *memRef) error {
 			w.Abort()
 			return err
 		}
-		sm, err := w.Finish()
+		r, err := w.FinishReader()
 		if err != nil {
-			w.Abort()
+			// A failed Finish removed the file; a failed open of the
+			// published file leaves it to Open, which removes it if no
+			// manifest lists it.
 			return err
 		}
-		if sm.Series > 0 {
-			r, err := segment.Open(db.fs, path)
-			if err != nil {
-				return fmt.Errorf("reopen flushed segment: %w", err)
-			}
+		if r.NumSeries() > 0 {
 			h = newSegHandle(num, 0, tombApplied, r)
 		} else {
+			r.Close()
 			db.removeSegmentFile(num)
 		}
 	}
