@@ -975,6 +975,12 @@ var indexStreamAt = 1 << 20
 type sectionBuf struct{ b []byte }
 
 func (s *sectionBuf) Write(p []byte) (int, error) {
+	if cap(s.b)-len(s.b) < len(p) {
+		// Doubled, not grown by append's quarter: the compressed index of
+		// a large flush is megabytes, and a Writer's first one finds
+		// none to reuse in the pool.
+		s.b = slices.Grow(s.b, max(len(p), len(s.b)))
+	}
 	s.b = append(s.b, p...)
 	return len(p), nil
 }
