@@ -38,14 +38,13 @@ func (k *keptIndex) series(entryOff, dataEnd int64) {
 	k.end = dataEnd
 }
 
-// size returns the capacity for an index buffer of n bytes, entries of the
-// series recorded so far, to hold the entries of every series the hint
-// announces at the same size, and 1/32 more; 0 when the hint is no
-// larger than the series so far.
+// size returns the bytes an index buffer holding n bytes, entries of the
+// series recorded so far, needs for the entries of every series the hint
+// announces at the same size, or 0 when the hint is no larger than the
+// series so far.
 func (k *keptIndex) size(n int) int {
 	if s := len(k.offs); s > 0 && k.hint > s {
-		est := int64(n-indexReserve) * int64(k.hint) / int64(s)
-		return indexReserve + int(min(est+est/32, maxSectionRaw))
+		return indexReserve + int(min(int64(n-indexReserve)*int64(k.hint)/int64(s), maxSectionRaw))
 	}
 	return 0
 }

@@ -705,8 +705,9 @@ func (w *Writer) streamIndex() error {
 	// may not fit: not grown step by step, and not much larger than the
 	// index the Reader keeps.
 	if cap(w.index)-len(w.index) < indexStreamAt {
+		// With 1/32 more room: sized again only if the estimate was low.
 		if size := w.kept.size(len(w.index)); size > cap(w.index) {
-			b := append(make([]byte, 0, size), w.index...)
+			b := append(make([]byte, 0, size+size/32), w.index...)
 			if w.streamed == indexReserve {
 				putIndexBuf(w.index) // the pool's; later ones are the Writer's own
 			}
