@@ -103,63 +103,21 @@ func (db *DB) flushMemtable(m *memRef) error {
 		return err
 	}
 	defer db.releaseSnapshot(snap)
-	// The segment applies every tombstone of the snapshot (a mask on m's
-	// samples), so it starts with the largest of them applied.
-	tombs := snap.tombstones
-	tombApplied := m.tombApplied
-	for _, t := range tombs {
-		tombApplied = max(tombApplied, t.seq)
+	// The manifest edit needs the catalog to hold the series m may
+	// reference: they are persisted while the series are sorted and their
+	// blocks encoded, not after.
+	persisted := db.persistCatalogAsync(m)
+	h, err := db.writeFlushSegment(m, snap)
+	if perr := persisted(); err == nil {
+		err = perr
 	}
-
-	// Series in key order.
-	ids := m.t.IDs()
-	db.cat.SortByKeyRanks(ids, false)
-
-	var h *segHandle
-	if len(ids) > 0 {
-		num := db.files.Alloc()
-		path := filepath.Join(db.dir, segName(num))
-		w, err := segment.Create(path, segment.WriterOptions{FS: db.fs, BlockSamples: db.opts.BlockSamples, Series: len(ids)})
-		if err != nil {
-			return err
+	if err != nil {
+		// A published segment stays until Open removes it: no manifest
+		// lists it.
+		if h != nil {
+			h.Reader.Close()
 		}
-		// The blocks are encoded on every core, in key order all the same.
-		enc := segment.NewParallel(w, 0)
-		var buf []point.Sample
-		var stombs []tombstone
-		for _, id := range ids {
-			meta, _ := db.cat.Meta(id)
-			stombs = db.seriesTombstones(id, tombs, m.tombApplied, stombs[:0])
-			view := snap.memView(m, stombs)
-			buf = m.t.Read(id, math.MinInt64, math.MaxInt64, &view, buf[:0])
-			if len(buf) == 0 {
-				continue
-			}
-			// Add copies the key and samples: no need to allocate a copy here.
-			if err := enc.Add(unsafe.Slice(unsafe.StringData(meta.Key), len(meta.Key)), meta.Kind, buf); err != nil {
-				enc.Abort()
-				w.Abort()
-				return err
-			}
-		}
-		if err := enc.Close(); err != nil {
-			w.Abort()
-			return err
-		}
-		sm, err := w.Finish()
-		if err != nil {
-			w.Abort()
-			return err
-		}
-		if sm.Series > 0 {
-			r, err := segment.Open(db.fs, path)
-			if err != nil {
-				return fmt.Errorf("reopen flushed segment: %w", err)
-			}
-			h = manifest.NewHandle(num, 0, tombApplied, r)
-		} else {
-			db.removeSegmentFile(num)
-		}
+		return err
 	}
 	// Count the flush before it becomes visible, so a caller that Flush
 	// woke sees it in Stats.
@@ -189,4 +147,90 @@ func (db *DB) flushMemtable(m *memRef) error {
 		db.logger.Debug("flushed memtable", "segment", filepath.Base(h.Meta.Path), "samples", h.Meta.Samples, "bytes", h.Meta.Size, "took", time.Since(start))
 	}
 	return nil
+}
+
+// persistCatalogAsync appends to the series catalog, on a goroutine of its
+// own, the series m may reference, as the manifest edit publishing m would
+// (logAndApply then finds them persisted), and returns a function that
+// waits for it. Encoding, compressing and syncing the entries of a flush of
+// 200,000 new series took a sixth of the time Close waited for the flush;
+// they now overlap the sort and the encoding of its blocks.
+func (db *DB) persistCatalogAsync(m *memRef) func() error {
+	done := make(chan error, 1)
+	go func() {
+		db.versionMu.Lock()
+		defer db.versionMu.Unlock()
+		// As in logAndApply: what was logged before the edit is durable
+		// first, except for Close's final flush, which covers it all.
+		if m.walEnd <= db.wal.CurrentFile() {
+			if err := db.wal.Sync(); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- db.catf.Persist(db.cat, m.seriesEnd)
+	}()
+	return func() error { return <-done }
+}
+
+// writeFlushSegment writes the samples of m that snap sees to a new L0
+// segment and returns its handle, or nil when m holds no samples.
+func (db *DB) writeFlushSegment(m *memRef, snap *snapshot) (*segHandle, error) {
+	// The segment applies every tombstone of the snapshot (a mask on m's
+	// samples), so it starts with the largest of them applied.
+	tombs := snap.tombstones
+	tombApplied := m.tombApplied
+	for _, t := range tombs {
+		tombApplied = max(tombApplied, t.seq)
+	}
+
+	// Series in key order.
+	ids := m.t.IDs()
+	db.cat.SortByKeyRanks(ids, false)
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	num := db.files.Alloc()
+	path := filepath.Join(db.dir, segName(num))
+	// The Writer keeps its index, and hands it to the segment's Reader:
+	// the segment just written is not read back.
+	w, err := segment.Create(path, segment.WriterOptions{FS: db.fs, BlockSamples: db.opts.BlockSamples, Series: len(ids), KeepIndex: true})
+	if err != nil {
+		return nil, err
+	}
+	// The blocks are encoded on every core, in key order all the same.
+	enc := segment.NewParallel(w, 0)
+	var buf []point.Sample
+	var stombs []tombstone
+	for _, id := range ids {
+		meta, _ := db.cat.Meta(id)
+		stombs = db.seriesTombstones(id, tombs, m.tombApplied, stombs[:0])
+		view := snap.memView(m, stombs)
+		buf = m.t.Read(id, math.MinInt64, math.MaxInt64, &view, buf[:0])
+		if len(buf) == 0 {
+			continue
+		}
+		// Add copies the key and samples: no need to allocate a copy here.
+		if err := enc.Add(unsafe.Slice(unsafe.StringData(meta.Key), len(meta.Key)), meta.Kind, buf); err != nil {
+			enc.Abort()
+			w.Abort()
+			return nil, err
+		}
+	}
+	if err := enc.Close(); err != nil {
+		w.Abort()
+		return nil, err
+	}
+	r, err := w.FinishReader()
+	if err != nil {
+		// A failed Finish removed the file; a failed open of the published
+		// file leaves it to Open, which removes it as no manifest lists it.
+		return nil, err
+	}
+	if r.NumSeries() == 0 {
+		r.Close()
+		db.removeSegmentFile(num)
+		return nil, nil
+	}
+	return manifest.NewHandle(num, 0, tombApplied, r), nil
 }

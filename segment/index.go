@@ -408,31 +408,29 @@ func bloomStep(h uint64) uint64 {
 	return h | 1
 }
 
-// appendBloom appends the bloom section for keys with the given hashes.
-func appendBloom(dst []byte, hashes []uint64) []byte {
+// appendBloom appends the bloom section for keys with the given hashes
+// and returns it with the filter it holds, built as parseBloom builds it
+// from the section.
+func appendBloom(dst []byte, hashes []uint64) ([]byte, *bloom.BloomFilter) {
 	m, k := bloom.EstimateParameters(uint(max(len(hashes), 1)), bloomFPRate)
 	k = min(max(k, 1), maxBloomK)
 	m = min(max(m, 64), math.MaxUint32)
-	f := bloom.New(m, k)
-	bs := f.BitSet()
+	words := make([]uint64, (m+63)/64)
 	for _, h := range hashes {
 		g := bloomStep(h)
 		for i := range uint64(k) {
-			bs.Set(uint((h + i*g) % uint64(m)))
+			j := (h + i*g) % uint64(m)
+			words[j/64] |= 1 << (j % 64)
 		}
 	}
 	start := len(dst)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(m))
 	dst = append(dst, byte(k))
-	words := bs.Words()
-	for i := range (m + 63) / 64 {
-		var w uint64
-		if int(i) < len(words) {
-			w = words[i]
-		}
+	for _, w := range words {
 		dst = binary.LittleEndian.AppendUint64(dst, w)
 	}
-	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+	dst = binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+	return dst, bloom.FromWithM(words, m, k)
 }
 
 var errBloomSize = errors.New("bloom filter size")

@@ -348,7 +348,7 @@ func (w *Writer) addBatch(b *parBatch) error {
 			enc := b.out[out:pb.outEnd]
 			out = pb.outEnd
 			switch {
-			case pb.inline && w.indexRaw+int64(len(w.index)) < inlineIndexLimit+indexReserve:
+			case pb.inline && w.indexLen() < inlineIndexLimit:
 				w.inline = append(w.inline, enc...)
 				w.inlineEnds = append(w.inlineEnds, len(w.inline))
 				w.inlineTotal += int64(len(enc))

@@ -168,6 +168,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/cespare/xxhash/v2"
 	"github.com/klauspost/compress/zstd"
 
@@ -255,6 +256,11 @@ type WriterOptions struct {
 	// their size instead of doubling their way there, which in a flush of
 	// a million series copied hundreds of megabytes. 0 means unknown.
 	Series int
+	// KeepIndex makes the Writer keep its raw index and where each series
+	// starts, so that FinishReader hands them to the Reader it returns
+	// instead of reading the index back from the file. It costs the raw
+	// index in memory while the Writer runs (the Reader holds it anyway).
+	KeepIndex bool
 }
 
 // Meta describes a finished segment.
@@ -302,11 +308,13 @@ type Writer struct {
 	inlineEnds  []int
 	inlineTotal int64 // raw bytes of every inline block so far
 
-	index    []byte        // raw index entries of finished series not yet streamed
+	index    []byte        // raw index entries of finished series, from indexReserve
+	streamed int           // index[indexReserve:streamed] is streamed (kept with KeepIndex)
 	indexRaw int64         // raw bytes of the entries already streamed
 	zindex   *zstd.Encoder // compresses the entries once they pass indexStreamAt
 	zout     *sectionBuf   // what zindex wrote
 	hashes   []uint64      // xxhash of every key, for the bloom filter
+	kept     *keptIndex    // with KeepIndex: what FinishReader needs (kept.go)
 	meta     Meta
 	scratch  blockScratch
 	copyBuf  []byte // a block CopyBlock read, before it joins buf
@@ -337,12 +345,15 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 		putEncoder(enc)
 		return nil, fmt.Errorf("segment: %w", err)
 	}
-	w := &Writer{fs: opts.FS, path: path, tmp: tmp, f: f, opts: opts, enc: enc, index: getIndexBuf()}
+	w := &Writer{fs: opts.FS, path: path, tmp: tmp, f: f, opts: opts, enc: enc, index: getIndexBuf(), streamed: indexReserve}
 	if want := indexReserve + min(opts.Series*64, indexStreamAt) + 64<<10; opts.Series > 0 && cap(w.index) < want {
 		w.index = make([]byte, indexReserve, want)
 	}
 	if opts.Series > 0 {
 		w.hashes = make([]uint64, 0, min(opts.Series, maxSeriesHint))
+	}
+	if opts.KeepIndex {
+		w.kept = newKeptIndex(opts.Series)
 	}
 	w.meta.Path = path
 	// Room for a full write buffer and the block that passes it: zstd
@@ -358,6 +369,9 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 // index (compressed: the file may end up smaller). Compaction uses it to
 // cut its outputs.
 func (w *Writer) Size() int64 { return w.dataSize() + w.inlineTotal }
+
+// indexLen returns the raw bytes of the index entries so far.
+func (w *Writer) indexLen() int64 { return w.indexRaw + int64(len(w.index)-w.streamed) }
 
 // dataSize returns the bytes written so far, buffered ones included: the
 // offset of the next block.
@@ -560,7 +574,7 @@ func (w *Writer) flushBlock() error {
 		Count:   n,
 	}
 	raw := appendRawBlock(&w.scratch, w.kind, w.times, w.vals, w.strs)
-	if len(raw) <= w.opts.InlineBytes && w.indexRaw+int64(len(w.index)) < inlineIndexLimit+indexReserve {
+	if len(raw) <= w.opts.InlineBytes && w.indexLen() < inlineIndexLimit {
 		// A small block lives in the index: no framing of its own, and
 		// compressed together with its neighbours.
 		w.inline = append(w.inline, raw...)
@@ -610,8 +624,11 @@ func (w *Writer) endSeries() error {
 			start = end
 		}
 	}
+	if w.kept != nil {
+		w.kept.series(w.indexLen(), w.dataSize())
+	}
 	w.index = appendSeriesEntry(w.index, w.key, w.kind, w.rollups, w.blocks)
-	if len(w.index) >= indexStreamAt+indexReserve {
+	if len(w.index)-w.streamed >= indexStreamAt {
 		if err := w.streamIndex(); err != nil {
 			return err
 		}
@@ -674,12 +691,30 @@ func (w *Writer) streamIndex() error {
 		enc.Reset(w.zout)
 		w.zindex = enc
 	}
-	entries := w.index[indexReserve:]
+	entries := w.index[w.streamed:]
 	if _, err := w.zindex.Write(entries); err != nil {
 		return fmt.Errorf("segment: compress index of %s: %w", w.path, err)
 	}
 	w.indexRaw += int64(len(entries))
-	w.index = w.index[:indexReserve]
+	if w.kept == nil {
+		w.index = w.index[:indexReserve]
+		return nil
+	}
+	// The entries stay and the next ones follow them, in a buffer sized
+	// for the whole index from the entries so far whenever the next ones
+	// may not fit: not grown step by step, and not much larger than the
+	// index the Reader keeps.
+	if cap(w.index)-len(w.index) < indexStreamAt {
+		// With 1/32 more room: sized again only if the estimate was low.
+		if size := w.kept.size(len(w.index)); size > cap(w.index) {
+			b := append(make([]byte, 0, size+size/32), w.index...)
+			if w.streamed == indexReserve {
+				putIndexBuf(w.index) // the pool's; later ones are the Writer's own
+			}
+			w.index = b
+		}
+	}
+	w.streamed = len(w.index)
 	return nil
 }
 
@@ -692,7 +727,7 @@ func (w *Writer) streamIndex() error {
 func (w *Writer) appendIndex() error {
 	var count [binary.MaxVarintLen64]byte
 	n := binary.PutUvarint(count[:], uint64(w.meta.Series))
-	rawLen := int64(n) + w.indexRaw + int64(len(w.index)-indexReserve)
+	rawLen := int64(n) + w.indexLen()
 	if rawLen > maxSectionRaw {
 		return fmt.Errorf("%w: segment: %s: index of %d bytes exceeds %d", base.ErrInvalid, w.path, rawLen, maxSectionRaw)
 	}
@@ -712,10 +747,17 @@ func (w *Writer) appendIndex() error {
 	head := w.enc.EncodeAll(count[:n], nil)
 	c := int64(len(head) + len(w.zout.b))
 	if c >= rawLen || rawLen > maxRatio*c {
-		raw := append(make([]byte, 0, rawLen), count[:n]...)
-		raw, err := decodeStream(w.zout.b, raw)
-		if err != nil {
-			return fmt.Errorf("segment: recover index of %s: %w", w.path, err)
+		var raw []byte
+		if w.kept != nil {
+			// Every entry is still in index.
+			raw = w.index[indexReserve-n:]
+			copy(raw, count[:n])
+		} else {
+			var err error
+			raw = append(make([]byte, 0, rawLen), count[:n]...)
+			if raw, err = decodeStream(w.zout.b, raw); err != nil {
+				return fmt.Errorf("segment: recover index of %s: %w", w.path, err)
+			}
 		}
 		w.buf = appendFramed(w.buf, w.enc, raw)
 		return nil
@@ -739,7 +781,7 @@ func (w *Writer) appendIndex() error {
 // releaseIndex returns the index buffers and the stream compressor.
 func (w *Writer) releaseIndex() {
 	putIndexBuf(w.index)
-	w.index, w.indexRaw = nil, 0
+	w.index, w.indexRaw, w.streamed = nil, 0, indexReserve
 	if w.zindex != nil {
 		w.zindex.Reset(nil)
 		streamEncoderPool.Put(w.zindex)
@@ -781,9 +823,13 @@ func (w *Writer) finish() error {
 	indexLen := w.dataSize() - indexOff
 	bloomOff := indexOff + indexLen
 	start := len(w.buf)
-	w.buf = appendBloom(w.buf, w.hashes)
+	var bf *bloom.BloomFilter
+	w.buf, bf = appendBloom(w.buf, w.hashes)
 	bloomLen := int64(len(w.buf) - start)
 	w.buf = appendFooter(w.buf, footer{uint64(indexOff), uint64(indexLen), uint64(bloomOff), uint64(bloomLen)})
+	if w.kept != nil && w.kept.finish(w.meta.Series, w.index, indexOff, w.meta, bf) {
+		w.index = nil // the Reader's now
+	}
 	w.releaseIndex()
 	w.hashes, w.inlineTotal = nil, 0
 	w.meta.Size = w.Size()
@@ -930,6 +976,12 @@ var indexStreamAt = 1 << 20
 type sectionBuf struct{ b []byte }
 
 func (s *sectionBuf) Write(p []byte) (int, error) {
+	if cap(s.b)-len(s.b) < len(p) {
+		// Doubled, not grown by append's quarter: the compressed index of
+		// a large flush is megabytes, and a Writer's first one finds
+		// none to reuse in the pool.
+		s.b = slices.Grow(s.b, max(len(p), len(s.b)))
+	}
 	s.b = append(s.b, p...)
 	return len(p), nil
 }
