@@ -347,18 +347,7 @@ func (r *repairer) splitWAL(path string, off int64, why string) error {
 	if err := vfs.WriteFileAtomic(r.fs, path+damagedSuffix, data[off:]); err != nil {
 		return fmt.Errorf("copy damaged wal tail: %w", err)
 	}
-	f, err := r.fs.OpenReadWrite(path)
-	if err != nil {
-		return err
-	}
-	err = f.Truncate(off)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := vfs.TruncateSync(r.fs, path, off); err != nil {
 		return fmt.Errorf("truncate %s: %w", path, err)
 	}
 	rel, _ := filepath.Rel(r.dir, path)
