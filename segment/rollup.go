@@ -405,12 +405,6 @@ func (r *Reader) ReadRollups(s *SeriesIndex, b int, dst []Rollup) ([]Rollup, err
 // calls. Every bucket must have Count >= 1, Start a multiple of its
 // Every > 0, and FirstT <= MinT, MaxT <= LastT inside the bucket.
 func (w *Writer) AddRollups(key []byte, kind point.Kind, rs []Rollup) error {
-	if w.err != nil {
-		return w.err
-	}
-	if w.done {
-		return errFinished
-	}
 	if err := w.check(key, kind, nil); err != nil {
 		return err
 	}

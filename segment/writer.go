@@ -384,12 +384,6 @@ func (w *Writer) dataSize() int64 { return w.flushed + int64(len(w.buf)) }
 // it needs. An error for bad arguments wraps base.ErrInvalid and leaves the
 // writer as it was; an I/O error is returned by every later call.
 func (w *Writer) Add(key []byte, kind point.Kind, samples []point.Sample) error {
-	if w.err != nil {
-		return w.err
-	}
-	if w.done {
-		return errFinished
-	}
 	if err := w.check(key, kind, samples); err != nil {
 		return err
 	}
@@ -514,8 +508,15 @@ func (w *Writer) CopyBlock(key []byte, kind point.Kind, src *Reader, s *SeriesIn
 	return nil
 }
 
-// check validates the arguments of Add without changing the writer.
+// check returns the writer's error, if it has failed or finished, or
+// validates the arguments of Add without changing the writer.
 func (w *Writer) check(key []byte, kind point.Kind, samples []point.Sample) error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.done {
+		return errFinished
+	}
 	if !kind.Valid() {
 		return fmt.Errorf("%w: segment: add %q: kind %d", base.ErrInvalid, key, kind)
 	}
