@@ -209,9 +209,7 @@ func rollupProblem(db *DB, m rollupModel) (map[string][]segment.Rollup, string) 
 				return nil, fmt.Sprintf("%s: bucket %d at %d overlaps the one at %d (every %d)", key, i, ru.Start, rus[i-1].Start, rus[i-1].Every)
 			}
 			want, _ := refBucket(m[key], ru.Start, ru.Every)
-			if ru.SumF.Float64() != want.SumF.Float64() || ru.Count != want.Count || ru.SumI != want.SumI ||
-				ru.First != want.First || ru.Last != want.Last || ru.Min != want.Min || ru.Max != want.Max ||
-				ru.FirstT != want.FirstT || ru.LastT != want.LastT || ru.MinT != want.MinT || ru.MaxT != want.MaxT {
+			if !sameBucket(ru, want) {
 				return nil, fmt.Sprintf("%s bucket %d every %d:\n got %+v\nwant %+v", key, ru.Start, ru.Every, ru, want)
 			}
 		}
