@@ -592,3 +592,63 @@ func TestRollupAcrossABucketSplitByAFlush(t *testing.T) {
 		t.Fatalf("%d samples in buckets, want the %d older than the bound", in, want)
 	}
 }
+
+// TestRollupRewriteEnds checks that compaction stops rewriting a segment
+// whose due data it cannot roll up. The segment holds finer buckets that
+// are not due and raw samples that are, and newer data elsewhere holds the
+// rollup bound below those samples: the rewrite would roll up nothing,
+// again and again, so Compact never returned (and background compaction
+// spun). Rolling the samples up once the other data joins them works.
+func TestRollupRewriteEnds(t *testing.T) {
+	const min = int64(time.Minute)
+	base := rollupModelBase
+	var now atomic.Int64
+	now.Store(base)
+	opts := quietOptions()
+	opts.DisableBackgroundCompaction = true
+	opts.L0CompactionTrigger = 2
+	opts.Now = func() time.Time { return time.Unix(0, now.Load()) }
+	opts.Rollups = []RollupRule{
+		{Measurement: "m", Every: time.Minute, After: 2 * time.Hour},
+		{Measurement: "m", Every: 10 * time.Minute, After: 6 * time.Hour},
+	}
+	db := openDB(t, t.TempDir(), opts)
+	write := func(host string, from, to int64) {
+		var pts []Point
+		for ts := from; ts < to; ts += min {
+			pts = append(pts, pt("m", []Tag{{Key: "host", Value: host}}, "v", Float(float64(ts/min%100)), ts))
+		}
+		mustWrite(t, db, pts...)
+	}
+	// One L1 segment: a's 1m buckets (not due to become 10m ones before
+	// +4h) and b's raw samples (due at about +3h).
+	write("a", base-3*hourNs, base-150*min)
+	mustFlush(t, db)
+	write("b", base+10*min, base+20*min)
+	mustFlush(t, db)
+	mustCompact(t, db)
+	// A newer L0 segment with a sample of b older than b's others.
+	write("b", base+5*min, base+6*min)
+	mustFlush(t, db)
+	now.Store(base + 3*hourNs + 5*min)
+	for i := 0; ; i++ {
+		did, err := db.compactOnce()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !did {
+			break
+		}
+		if i == 5 {
+			t.Fatalf("compaction still rewriting after %d rounds", i+1)
+		}
+	}
+	b, err := storedBuckets(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := string(point.AppendSeriesKey(nil, "m", []Tag{{Key: "host", Value: "b"}}, "v"))
+	if n := len(b[key]); n != 11 {
+		t.Fatalf("b has %d buckets, want its 11 samples rolled up", n)
+	}
+}
