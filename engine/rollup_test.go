@@ -652,3 +652,82 @@ func TestRollupRewriteEnds(t *testing.T) {
 		t.Fatalf("b has %d buckets, want its 11 samples rolled up", n)
 	}
 }
+
+// TestRollupBucketSeenAsItsLastSample checks that raw reads, Last and the
+// metadata calls see a rolled-up bucket alike: as its last sample, when
+// that lies in the range, and not at all when retention hides it, which it
+// does by the bucket's start, as for aggregates and compaction. A bucket
+// whose start was below the cutoff and whose last sample was not showed in
+// raw reads and Last but not in aggregates, and the metadata calls went
+// by the bucket's start where raw reads and Last go by its last sample.
+func TestRollupBucketSeenAsItsLastSample(t *testing.T) {
+	const min = int64(time.Minute)
+	base := rollupModelBase
+	opts := quietOptions()
+	opts.DisableBackgroundCompaction = true
+	opts.Now = func() time.Time { return time.Unix(0, base) }
+	opts.Rollups = []RollupRule{{Measurement: "m", Every: 10 * time.Minute, After: time.Hour}}
+	db := openDB(t, t.TempDir(), opts)
+	var pts []Point
+	for ts := base - 3*hourNs; ts < base-2*hourNs; ts += min {
+		pts = append(pts, pt("m", nil, "v", Int(ts/min%60), ts))
+	}
+	mustWrite(t, db, pts...)
+	mustFlush(t, db)
+	mustCompact(t, db)
+	// Buckets of 10 minutes from -3h, each with its last sample at +9m.
+	ctx := context.Background()
+	check := func(where string, sel Selector, wantLast int64) {
+		t.Helper()
+		sel.Measurement = "m"
+		var want []Sample
+		if wantLast != 0 {
+			want = []Sample{{Time: base + wantLast, Value: Int((base + wantLast) / min % 60)}}
+		}
+		res := mustQuery(t, db, Query{Selector: sel})
+		var raw []Sample
+		if len(res) == 1 {
+			raw = res[0].Samples
+		}
+		if len(raw) > 0 {
+			raw = raw[len(raw)-1:]
+		}
+		if !reflect.DeepEqual(raw, want) {
+			t.Errorf("%s: newest raw sample %v, want %v", where, raw, want)
+		}
+		last, err := db.Last(ctx, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lastS []Sample
+		if len(last) == 1 {
+			lastS = last[0].Samples
+		}
+		if !reflect.DeepEqual(lastS, want) {
+			t.Errorf("%s: Last %v, want %v", where, lastS, want)
+		}
+		infos, err := db.SeriesInfo(ctx, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(infos) != len(want) {
+			t.Errorf("%s: SeriesInfo lists %d series, want %d", where, len(infos), len(want))
+		}
+	}
+	// A range holding the start of the bucket at -2h50m but not its last
+	// sample, then one holding the last sample only.
+	check("start only", Selector{Start: base - 170*min, End: base - 162*min}, 0)
+	check("last sample only", Selector{Start: base - 162*min, End: base - 160*min}, -161*min)
+	// Retention with its cutoff inside the bucket at -3h: the bucket is
+	// hidden, its last sample too.
+	if err := db.SetRetentionRules([]RetentionRule{{Measurement: "m", Keep: 175 * time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	check("cut bucket", Selector{Start: base - 3*hourNs, End: base - 170*min}, 0)
+	check("all time", Selector{}, -121*min)
+	res := mustQuery(t, db, Query{Selector: Selector{Measurement: "m"}})
+	cnt := mustQuery(t, db, Query{Selector: Selector{Measurement: "m"}, Agg: AggCount})
+	if n := samplesOf(t, res); len(n) != 5 || samplesOf(t, cnt)[0].Value.Int() != 50 {
+		t.Errorf("raw read shows %d buckets, count %v; want the 5 buckets of 50 samples retention keeps", len(n), samplesOf(t, cnt)[0].Value)
+	}
+}
