@@ -70,7 +70,8 @@ func rollupValue(r *rand.Rand, k Kind) Value {
 	return String(fmt.Sprint(r.IntN(100)))
 }
 
-// rollupModel holds every sample written, by series key.
+// rollupModel holds every sample written, by series key: rollupProblem
+// checks a database against the reference model (RefModel) of them.
 type rollupModel map[string][]Sample
 
 // writeSpan writes samples of every series at random times in [from, to)
@@ -184,84 +185,55 @@ func checkRollups(t *testing.T, db *DB, m rollupModel, where string) map[string]
 	return got
 }
 
-// rollupProblem checks db against the model: every stored bucket is the
-// reduction of all the model's samples in it (never half a bucket), no
-// bucket overlaps another (never one twice), only series with rules have
-// buckets, and raw reads return each bucket's last sample and every
-// sample outside buckets (nothing lost, nothing shown both ways). It
-// returns the buckets, or what is wrong.
+// rollupProblem checks db against the reference model holding m's
+// samples: every stored bucket is the reduction of all the samples in it
+// (never half a bucket), no bucket overlaps another (never one twice),
+// only series with rules have buckets (RefModel.LearnBuckets and the rules
+// here), and raw reads and Last, over the whole range and over one that
+// ends inside the rolled-up part, return each bucket's last sample and
+// every sample outside buckets (nothing lost, nothing shown both ways).
+// It returns the buckets, or what is wrong.
 func rollupProblem(db *DB, m rollupModel) (map[string][]segment.Rollup, string) {
 	got, err := storedBuckets(db)
 	if err != nil {
 		return nil, "read buckets: " + err.Error()
 	}
+	ref := NewRefModel()
 	for _, s := range rollupModelSeries {
 		key := s.key()
-		if _, ok := m[key]; !ok {
+		if len(got[key]) > 0 && (s.kind == KindString || key == (rollupSeries{"n", "b", "v", KindFloat}).key()) {
+			return nil, fmt.Sprintf("%s has %d buckets and no rule", key, len(got[key]))
+		}
+		var pts []Point
+		for _, x := range m[key] {
+			pts = append(pts, pt(s.m, []Tag{{Key: "host", Value: s.host}}, s.field, x.Value, x.Time))
+		}
+		if err := ref.Write(pts); err != nil {
+			return nil, "model: " + err.Error()
+		}
+	}
+	if p := ref.LearnBuckets(got); p != "" {
+		return nil, p
+	}
+	ctx := context.Background()
+	for _, s := range rollupModelSeries {
+		if _, ok := m[s.key()]; !ok {
 			continue
 		}
-		rus := got[key]
-		if len(rus) > 0 && (s.kind == KindString || key == (rollupSeries{"n", "b", "v", KindFloat}).key()) {
-			return nil, fmt.Sprintf("%s has %d buckets and no rule", key, len(rus))
-		}
-		for i, ru := range rus {
-			if i > 0 && ru.Start < rus[i-1].Start+rus[i-1].Every {
-				return nil, fmt.Sprintf("%s: bucket %d at %d overlaps the one at %d (every %d)", key, i, ru.Start, rus[i-1].Start, rus[i-1].Every)
-			}
-			want, _ := refBucket(m[key], ru.Start, ru.Every)
-			if !sameBucket(ru, want) {
-				return nil, fmt.Sprintf("%s bucket %d every %d:\n got %+v\nwant %+v", key, ru.Start, ru.Every, ru, want)
-			}
-		}
-		// Raw reads.
-		var want []Sample
-		j := 0
-		for _, x := range m[key] {
-			for j < len(rus) && rus[j].Start+rus[j].Every <= x.Time {
-				want = append(want, Sample{Time: rus[j].LastT, Value: rus[j].Last})
-				j++
-			}
-			if j < len(rus) && rus[j].Start <= x.Time {
-				continue // in the bucket
-			}
-			want = append(want, x)
-		}
-		for ; j < len(rus); j++ {
-			want = append(want, Sample{Time: rus[j].LastT, Value: rus[j].Last})
-		}
-		q := Query{Selector: Selector{Measurement: s.m, Tags: []Tag{{Key: "host", Value: s.host}}, Field: s.field, Start: minTime, End: maxTime}}
-		res, err := db.Query(context.Background(), q)
-		if err != nil {
-			return nil, "query: " + err.Error()
-		}
-		var gotS []Sample
-		if len(res) == 1 {
-			gotS = res[0].Samples
-		}
-		if !reflect.DeepEqual(gotS, want) {
-			return nil, fmt.Sprintf("raw read of %s: %d samples, want %d (%d buckets)", key, len(gotS), len(want), len(rus))
-		}
-		// Last reads the same newest sample, over the whole range and
-		// over one that ends inside the rolled-up part.
-		for _, end := range []int64{maxTime, (rollupModelBase - 8*hourNs)} {
-			sel := q.Selector
-			sel.End = end
-			var lastWant []Sample
-			for _, x := range want {
-				if x.Time < end {
-					lastWant = append(lastWant[:0], x)
-				}
-			}
-			res, err := db.Last(context.Background(), sel)
+		for _, end := range []int64{maxTime, rollupModelBase - 8*hourNs} {
+			sel := Selector{Measurement: s.m, Tags: []Tag{{Key: "host", Value: s.host}}, Field: s.field, Start: minTime, End: end}
+			res, err := db.Query(ctx, Query{Selector: sel})
 			if err != nil {
+				return nil, "query: " + err.Error()
+			}
+			if d := diffResults(AggNone, res, ref.Query(Query{Selector: sel})); d != "" {
+				return nil, fmt.Sprintf("raw read before %d: %s (%d buckets)", end, d, len(got[s.key()]))
+			}
+			if res, err = db.Last(ctx, sel); err != nil {
 				return nil, "last: " + err.Error()
 			}
-			var lastGot []Sample
-			if len(res) == 1 {
-				lastGot = res[0].Samples
-			}
-			if !reflect.DeepEqual(lastGot, lastWant) {
-				return nil, fmt.Sprintf("last of %s before %d: %v, want %v", key, end, lastGot, lastWant)
+			if d := diffResults(AggNone, res, ref.Last(sel)); d != "" {
+				return nil, fmt.Sprintf("last before %d: %s", end, d)
 			}
 		}
 	}
