@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,25 +29,55 @@ import (
 // it replaces, and raw reads then show its last sample, aggregates count
 // it whole at its start, bit for bit), the expiry floor the budget or
 // retention raised (Stats().OldestKept: nothing older is visible, all that
-// is newer is exact, the floor never passes the newest flushed sample and
+// is newer is exact, the floor never passes the newest sample written and
 // survives a reopen), and, when a rule is lengthened, the samples shown
 // again (each one the model holds: never an overwritten value).
+//
+// Which merges compaction picks, and so which buckets and drops a run
+// sees, varies from run to run; the workload is checked to be wide enough
+// over all seeds together.
 func TestLifecycleModel(t *testing.T) {
 	seeds, steps := []uint64{1, 2, 3, 4}, 300
 	if raceEnabled {
 		seeds = seeds[:2]
 	}
-	for _, seed := range seeds {
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
-			t.Parallel()
-			runLifecycleModel(t, seed, steps)
-		})
+	var total lmCounts
+	var mu sync.Mutex
+	t.Run("seeds", func(t *testing.T) {
+		for _, seed := range seeds {
+			t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+				t.Parallel()
+				c := runLifecycleModel(t, seed, steps)
+				mu.Lock()
+				total.add(c)
+				mu.Unlock()
+			})
+		}
+	})
+	if !t.Failed() && (total.refusals == 0 || total.budgetDrops == 0 || total.ruleChanges == 0 || total.revealed == 0 || total.buckets == 0) {
+		t.Errorf("workload too narrow: %+v", total)
 	}
 }
 
-const lmMinute = int64(time.Minute)
+// lmCounts counts what a run exercised.
+type lmCounts struct {
+	refusals, revealed, ruleChanges, floorRaises, budgetDrops, buckets int
+}
 
-var lmBudget = int64(6 << 10)
+func (c *lmCounts) add(o lmCounts) {
+	c.refusals += o.refusals
+	c.revealed += o.revealed
+	c.ruleChanges += o.ruleChanges
+	c.floorRaises += o.floorRaises
+	c.budgetDrops += o.budgetDrops
+	c.buckets += o.buckets
+}
+
+const (
+	lmMinute = int64(time.Minute)
+	// lmBudget is a disk budget that the workload passes several times.
+	lmBudget = 6 << 10
+)
 
 var (
 	lmMeasurements = []string{"m", "n", "o"}
@@ -92,10 +123,10 @@ type lmState struct {
 
 	keepM, keepDE time.Duration // the keeps of m's rules
 
-	refusals, revealed, ruleChanges, floorRaises, budgetDrops int
+	lmCounts
 }
 
-func runLifecycleModel(t *testing.T, seed uint64, steps int) {
+func runLifecycleModel(t *testing.T, seed uint64, steps int) lmCounts {
 	r := rand.New(rand.NewPCG(seed, 0x11fe))
 	now := new(atomic.Int64)
 	now.Store(rollupModelBase)
@@ -103,10 +134,11 @@ func runLifecycleModel(t *testing.T, seed uint64, steps int) {
 	s.rules = s.drawRules()
 	s.rollups = slices.Clone(lmRollups)
 	s.opts = Options{
-		Logger:                      slog.New(slog.DiscardHandler),
-		Sync:                        SyncNever,
+		Logger: slog.New(slog.DiscardHandler),
+		Sync:   SyncNever,
+		// Flushes and compactions run only when the steps ask: a run is
+		// the same every time.
 		DisableBackgroundCompaction: true,
-		MemTableBytes:               24 << 10,
 		WALSegmentBytes:             16 << 10,
 		BlockSamples:                32,
 		Retention:                   10 * time.Hour,
@@ -148,21 +180,12 @@ func runLifecycleModel(t *testing.T, seed uint64, steps int) {
 		}
 	}
 	s.allStates("end")
-	st := s.db.Stats()
-	if s.refusals == 0 || s.budgetDrops == 0 || s.ruleChanges == 0 || s.revealed == 0 {
-		t.Errorf("workload too narrow: %d refused writes, %d budget drops, %d rule changes, %d samples shown again",
-			s.refusals, s.budgetDrops, s.ruleChanges, s.revealed)
-	}
-	buckets := 0
 	for _, sr := range s.m.series {
-		buckets += len(sr.buckets)
+		s.buckets += len(sr.buckets)
 	}
-	if buckets == 0 {
-		t.Errorf("no bucket was rolled up")
-	}
-	t.Logf("%d series, %d samples, %d buckets, floor now-%v, %d refused, %d revealed, %d rule changes, %d floor raises (%d by the budget); disk %d bytes",
-		len(s.m.series), s.m.samples(), buckets, time.Duration(now.Load()-s.m.Floor), s.refusals, s.revealed, s.ruleChanges,
-		s.floorRaises, s.budgetDrops, st.DiskBytes)
+	t.Logf("%d series, %d samples, floor now-%v, disk %d bytes; %+v",
+		len(s.m.series), s.m.samples(), time.Duration(now.Load()-s.m.Floor), s.db.Stats().DiskBytes, s.lmCounts)
+	return s.lmCounts
 }
 
 // options returns the options of the next open, with the current rules
