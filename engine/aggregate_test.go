@@ -130,7 +130,7 @@ func TestAggregatesSameEverywhere(t *testing.T) {
 			// The sums and means of the model agree, bit for bit: int
 			// sums saturate, float sums and means are exact sums rounded
 			// once (math/big).
-			m := newModel()
+			m := NewRefModel()
 			for _, b := range batches {
 				m.write(b)
 			}

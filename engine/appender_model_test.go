@@ -38,7 +38,7 @@ func checkAppenderMatchesWrite(t *testing.T, seed uint64, steps int) {
 	opts.DisableBackgroundCompaction = true
 	wdir, adir := t.TempDir(), t.TempDir()
 	wdb, adb := openDB(t, wdir, opts), openDB(t, adir, opts)
-	m := newModel()
+	m := NewRefModel()
 	app := adb.Appender()
 	refs := map[string]SeriesRef{}
 	for step := range steps {

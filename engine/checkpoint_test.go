@@ -57,8 +57,8 @@ func runCheckpointModel(t *testing.T, seed uint64) {
 
 	// models[seq] is the model after the operation that took seq.
 	var mu sync.Mutex
-	models := map[uint64]*model{0: newModel()}
-	m := newModel()
+	models := map[uint64]*RefModel{0: NewRefModel()}
+	m := NewRefModel()
 
 	type taken struct {
 		dir  string
@@ -187,7 +187,7 @@ func TestCheckpointReadOnly(t *testing.T) {
 	defer db.Close()
 	ctx := context.Background()
 	g := newGen(rand.New(rand.NewPCG(3, 4)))
-	m := newModel()
+	m := NewRefModel()
 	for range 200 {
 		pts := g.batch()
 		if m.write(pts) < 0 {
@@ -298,7 +298,7 @@ func TestCheckpointFaults(t *testing.T) {
 	db := openDB(t, src, opts)
 	defer db.Close()
 	g := newGen(rand.New(rand.NewPCG(9, 9)))
-	m := newModel()
+	m := NewRefModel()
 	for j := range 120 {
 		pts := g.batch()
 		if m.write(pts) < 0 {

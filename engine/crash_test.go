@@ -104,8 +104,8 @@ func faultWorkload() []faultStep {
 // error, and abandons the DB. It returns the model of what was
 // acknowledged and, when the failed step may still have taken effect, the
 // model with it applied.
-func runFaultWorkload(dir string, opts *Options, steps []faultStep) (acked, alt *model, failed string) {
-	m := newModel()
+func runFaultWorkload(dir string, opts *Options, steps []faultStep) (acked, alt *RefModel, failed string) {
+	m := NewRefModel()
 	db, err := Open(dir, opts)
 	if err != nil {
 		return m, nil, "open: " + err.Error()
@@ -145,14 +145,14 @@ func runFaultWorkload(dir string, opts *Options, steps []faultStep) (acked, alt 
 // acked, or alt when alt is not nil. With writeAfter it also checks that
 // the recovered database takes a write and a flush. It returns a
 // description of the first problem, or "".
-func verifyRecovered(dir string, acked, alt *model, writeAfter bool) string {
+func verifyRecovered(dir string, acked, alt *RefModel, writeAfter bool) string {
 	db, err := Open(dir, crashOptions())
 	if err != nil {
 		return fmt.Sprintf("reopen without faults: %v", err)
 	}
 	defer db.Close()
 	ctx := context.Background()
-	matches := func(m *model) string {
+	matches := func(m *RefModel) string {
 		for _, meas := range genMeasurements {
 			q := rawAll(meas)
 			got, err := db.Query(ctx, q)
@@ -227,7 +227,7 @@ func TestCrashInjectionCompaction(t *testing.T) {
 	opts.TargetSegmentBytes = 2 << 10 // several outputs
 	db := openDB(t, template, opts)
 	g := newGen(rand.New(rand.NewPCG(6, 6)))
-	m := newModel()
+	m := NewRefModel()
 	for range 4 {
 		pts := make([]Point, 20)
 		for i := range pts {
@@ -302,7 +302,7 @@ func TestManifestSyncDirFails(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m := newModel()
+			m := NewRefModel()
 			p := []Point{pt("m", nil, "v", Int(1), 1), pt("m", nil, "v", Int(2), 2)}
 			if err := db.Write(p[:1]); err != nil {
 				t.Fatal(err)

@@ -1,16 +1,13 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"math"
-	"math/big"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -20,8 +17,8 @@ import (
 )
 
 // Helpers shared by the engine tests: options, open/reopen, a crash clone,
-// a simple in-memory model of the data model that answers queries per
-// docs/design.md, and a comparison of query results.
+// a comparison of query results with the reference model's
+// (refmodel_test.go), and the random workload of the model tests.
 
 const (
 	minTime = math.MinInt64
@@ -146,288 +143,6 @@ func formatSeries(res []Series) string {
 	return b.String()
 }
 
-// --- model ---
-
-// modelSeries is one series of the model. Its kind stays fixed when its
-// samples are deleted.
-type modelSeries struct {
-	key         string
-	measurement string
-	tags        []Tag // sorted
-	field       string
-	kind        Kind
-	samples     map[int64]Value
-}
-
-// model is the reference implementation of the data model: a map from
-// series key to samples, with kinds fixed forever.
-type model struct {
-	series map[string]*modelSeries
-}
-
-func newModel() *model { return &model{series: make(map[string]*modelSeries)} }
-
-func (m *model) clone() *model {
-	c := newModel()
-	for k, s := range m.series {
-		cs := *s
-		cs.samples = make(map[int64]Value, len(s.samples))
-		for t, v := range s.samples {
-			cs.samples[t] = v
-		}
-		c.series[k] = &cs
-	}
-	return c
-}
-
-func sortedTags(tags []Tag) []Tag {
-	s := slices.Clone(tags)
-	point.SortTags(s)
-	return s
-}
-
-// write applies points as one Write call: all or nothing. It returns the
-// index of the first point with a field kind conflict (against stored
-// series or earlier points of the call), in which case nothing is applied,
-// or -1.
-func (m *model) write(points []Point) int {
-	pending := make(map[string]Kind)
-	for i, p := range points {
-		tags := sortedTags(p.Tags)
-		for _, f := range p.Fields {
-			key := point.SeriesKey(p.Measurement, tags, f.Key)
-			k := f.Value.Kind()
-			if s, ok := m.series[key]; ok {
-				if s.kind != k {
-					return i
-				}
-				continue
-			}
-			if pk, ok := pending[key]; ok && pk != k {
-				return i
-			}
-			pending[key] = k
-		}
-	}
-	for _, p := range points {
-		tags := sortedTags(p.Tags)
-		for _, f := range p.Fields {
-			key := point.SeriesKey(p.Measurement, tags, f.Key)
-			s, ok := m.series[key]
-			if !ok {
-				s = &modelSeries{key: key, measurement: p.Measurement, tags: tags, field: f.Key,
-					kind: f.Value.Kind(), samples: make(map[int64]Value)}
-				m.series[key] = s
-			}
-			s.samples[p.Time] = f.Value
-		}
-	}
-	return -1
-}
-
-func (s *modelSeries) matches(sel *Selector) bool {
-	if s.measurement != sel.Measurement || (sel.Field != "" && s.field != sel.Field) {
-		return false
-	}
-	for _, w := range sel.Tags {
-		if !slices.Contains(s.tags, w) {
-			return false
-		}
-	}
-	return modelMatchers(s.tags, sel.Matchers)
-}
-
-func (m *model) delete(sel Selector) {
-	for _, s := range m.series {
-		if !s.matches(&sel) {
-			continue
-		}
-		for t := range s.samples {
-			if sel.Covers(t) {
-				delete(s.samples, t)
-			}
-		}
-	}
-}
-
-// expire drops samples older than cutoff, as retention does.
-func (m *model) expire(cutoff int64) {
-	for _, s := range m.series {
-		for t := range s.samples {
-			if t < cutoff {
-				delete(s.samples, t)
-			}
-		}
-	}
-}
-
-// samples counts the samples the model holds.
-func (m *model) samples() int {
-	n := 0
-	for _, s := range m.series {
-		n += len(s.samples)
-	}
-	return n
-}
-
-func numericAgg(a Aggregate) bool {
-	return a == AggSum || a == AggMean || a == AggMin || a == AggMax
-}
-
-// bucketStart is the epoch-aligned bucket of t, flooring for negative t.
-func bucketStart(t, every int64) int64 {
-	m := t % every
-	if m < 0 {
-		m += every
-	}
-	if t < math.MinInt64+m {
-		return math.MinInt64 // the bucket starts below the int64 range
-	}
-	return t - m
-}
-
-// query answers q per docs/design.md; samples before cutoff are invisible.
-func (m *model) query(q Query, cutoff int64) []Series {
-	keys := make([]string, 0, len(m.series))
-	for k := range m.series {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	lo, hi := q.TimeRange()
-	lo = max(lo, cutoff)
-	var out []Series
-	for _, k := range keys {
-		s := m.series[k]
-		if !s.matches(&q.Selector) {
-			continue
-		}
-		if numericAgg(q.Agg) && !s.kind.Numeric() {
-			continue
-		}
-		var ss []Sample
-		for t, v := range s.samples {
-			if t >= lo && t <= hi {
-				ss = append(ss, Sample{Time: t, Value: v})
-			}
-		}
-		if len(ss) == 0 {
-			continue
-		}
-		slices.SortFunc(ss, func(a, b Sample) int { return cmp.Compare(a.Time, b.Time) })
-		if q.Agg != AggNone {
-			ss = aggregateModel(q, s.kind, ss)
-		}
-		out = append(out, Series{Measurement: s.measurement, Tags: slices.Clone(s.tags), Field: s.field, Samples: ss})
-	}
-	return out
-}
-
-func aggregateModel(q Query, kind Kind, ss []Sample) []Sample {
-	var out []Sample
-	for i := 0; i < len(ss); {
-		b := q.Start
-		if q.Every > 0 {
-			b = bucketStart(ss[i].Time, q.Every)
-		}
-		j := i + 1
-		for j < len(ss) && (q.Every == 0 || bucketStart(ss[j].Time, q.Every) == b) {
-			j++
-		}
-		v, t := aggregateBucket(q.Agg, kind, ss[i:j])
-		if q.Every == 0 && (q.Agg == AggFirst || q.Agg == AggLast || q.Agg == AggMin || q.Agg == AggMax) {
-			b = t // selector: the picked sample's own time
-		}
-		out = append(out, Sample{Time: b, Value: v})
-		i = j
-	}
-	return out
-}
-
-// aggregateBucket returns the aggregate of time-sorted samples and, for
-// first, last, min and max, the time of the sample picked (the earliest
-// holding the value for min and max).
-func aggregateBucket(agg Aggregate, kind Kind, ss []Sample) (Value, int64) {
-	switch agg {
-	case AggCount:
-		return Int(int64(len(ss))), 0
-	case AggFirst:
-		return ss[0].Value, ss[0].Time
-	case AggLast:
-		return ss[len(ss)-1].Value, ss[len(ss)-1].Time
-	case AggMean:
-		return Float(exactSum(ss) / float64(len(ss))), 0
-	case AggSum:
-		switch kind {
-		case KindFloat:
-			return Float(exactSum(ss)), 0
-		case KindInt:
-			return Int(saturatingIntSum(ss)), 0
-		default:
-			return Uint(saturatingUintSum(ss)), 0
-		}
-	case AggMin, AggMax:
-		best, bt := ss[0].Value, ss[0].Time
-		for _, s := range ss[1:] {
-			less := valueLess(s.Value, best)
-			if agg == AggMax {
-				less = valueLess(best, s.Value)
-			}
-			if less {
-				best, bt = s.Value, s.Time
-			}
-		}
-		return best, bt
-	}
-	panic(fmt.Sprintf("aggregate %v", agg))
-}
-
-// exactSum is the exact sum of numbers of any kind, computed with
-// math/big and rounded once to the nearest float64, ties to even: the
-// reference for float sums and for means.
-func exactSum(ss []Sample) float64 {
-	// Every float64 is an integer multiple of 2^-1074.
-	var n big.Int
-	for _, s := range ss {
-		var v *big.Int
-		switch s.Value.Kind() {
-		case KindFloat:
-			f := new(big.Float).SetFloat64(s.Value.Float())
-			v, _ = f.SetMantExp(f, 1074).Int(nil)
-		case KindInt:
-			v = new(big.Int).Lsh(big.NewInt(s.Value.Int()), 1074)
-		default:
-			v = new(big.Int).Lsh(new(big.Int).SetUint64(s.Value.Uint()), 1074)
-		}
-		n.Add(&n, v)
-	}
-	if n.Sign() == 0 {
-		return 0
-	}
-	f := new(big.Float).SetInt(&n)
-	r, _ := f.SetMantExp(f, -1074).Float64()
-	return r
-}
-
-func asFloat(v Value) float64 {
-	switch v.Kind() {
-	case KindInt:
-		return float64(v.Int())
-	case KindUint:
-		return float64(v.Uint())
-	}
-	return v.Float()
-}
-
-func valueLess(a, b Value) bool {
-	switch a.Kind() {
-	case KindInt:
-		return a.Int() < b.Int()
-	case KindUint:
-		return a.Uint() < b.Uint()
-	}
-	return a.Float() < b.Float()
-}
-
 // valuesMatch compares one result value, bit for bit: sums and means are
 // exact sums rounded once, whatever the order the engine added them in.
 func valuesMatch(_ Aggregate, got, want Value) bool {
@@ -469,7 +184,7 @@ func diffResults(agg Aggregate, got, want []Series) string {
 }
 
 // checkQuery runs q on db and compares it with the model's answer.
-func checkQuery(t testing.TB, db *DB, m *model, q Query, cutoff int64, where string) {
+func checkQuery(t testing.TB, db *DB, m *RefModel, q Query, cutoff int64, where string) {
 	t.Helper()
 	got, err := db.Query(context.Background(), q)
 	if err != nil {
@@ -709,57 +424,3 @@ func (g *gen) selector() Selector {
 var genEvery = []int64{1, 3, 1000, 7000, 60_000, 250_000}
 
 func (g *gen) every() int64 { return genEvery[g.r.IntN(len(genEvery))] }
-
-// modelMatchers applies PromQL matcher semantics by brute force: a missing
-// key is "", a regexp must match the whole value.
-func modelMatchers(tags []Tag, ms []Matcher) bool {
-	for _, m := range ms {
-		v := ""
-		for _, t := range tags {
-			if t.Key == m.Key {
-				v = t.Value
-			}
-		}
-		var ok bool
-		switch m.Op {
-		case MatchEqual:
-			ok = v == m.Value
-		case MatchNotEqual:
-			ok = v != m.Value
-		default:
-			re := regexp.MustCompile("^(?:" + m.Value + ")$")
-			ok = re.MatchString(v) == (m.Op == MatchRegexp)
-		}
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// saturatingIntSum sums ints exactly and clamps to the int64 range.
-func saturatingIntSum(ss []Sample) int64 {
-	sum := new(big.Int)
-	for _, s := range ss {
-		sum.Add(sum, big.NewInt(s.Value.Int()))
-	}
-	switch {
-	case sum.Cmp(big.NewInt(math.MaxInt64)) > 0:
-		return math.MaxInt64
-	case sum.Cmp(big.NewInt(math.MinInt64)) < 0:
-		return math.MinInt64
-	}
-	return sum.Int64()
-}
-
-// saturatingUintSum sums uints exactly and clamps to math.MaxUint64.
-func saturatingUintSum(ss []Sample) uint64 {
-	sum := new(big.Int)
-	for _, s := range ss {
-		sum.Add(sum, new(big.Int).SetUint64(s.Value.Uint()))
-	}
-	if !sum.IsUint64() {
-		return math.MaxUint64
-	}
-	return sum.Uint64()
-}

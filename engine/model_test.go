@@ -66,7 +66,7 @@ func runDifferential(t *testing.T, seed uint64, steps int, opts *Options, concur
 	r := rand.New(rand.NewPCG(seed, seed*0x9e3779b97f4a7c15+1))
 	g := newGen(r)
 	dir := t.TempDir()
-	m := newModel()
+	m := NewRefModel()
 	ctx := context.Background()
 
 	var cur atomic.Pointer[DB]
@@ -160,7 +160,7 @@ func runDifferential(t *testing.T, seed uint64, steps int, opts *Options, concur
 			if err := db.Delete(ctx, sel); err != nil {
 				t.Fatalf("%s: delete %+v: %v", where, sel, err)
 			}
-			m.delete(sel)
+			m.Delete(sel)
 			deletes++
 		case x < 74:
 			if err := db.Flush(); err != nil {

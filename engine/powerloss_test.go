@@ -103,7 +103,7 @@ func plWorkload(r *rand.Rand, n int) []plOp {
 }
 
 // apply applies op to m.
-func (op plOp) apply(m *model) {
+func (op plOp) apply(m *RefModel) {
 	switch {
 	case op.write != nil:
 		m.write(op.write)
@@ -160,7 +160,7 @@ func runPowerLossWorkload(t *testing.T, cfg plConfig, ops []plOp, r *rand.Rand, 
 		}
 	}()
 	var crashes []plCrash
-	m := newModel()
+	m := NewRefModel()
 	crash := func(step int) {
 		// The live DB shows what was acknowledged: the model is right.
 		state, err := plState(db)
@@ -213,7 +213,7 @@ func plState(db *DB) (map[string][]Series, error) {
 }
 
 // plDiff describes how state differs from m, or returns "".
-func plDiff(state map[string][]Series, m *model) string {
+func plDiff(state map[string][]Series, m *RefModel) string {
 	for _, meas := range plMeasurements {
 		if d := diffResults(AggNone, state[meas], m.query(rawAll(meas), minTime)); d != "" {
 			return meas + ": " + d
@@ -247,7 +247,7 @@ func plPrefix(ops []plOp, step int, state map[string][]Series) int {
 		}
 		lo++
 	}
-	m := newModel()
+	m := NewRefModel()
 	for _, op := range ops[:min(lo, step)] {
 		op.apply(m)
 	}
@@ -314,7 +314,7 @@ func plNewestMarker(state map[string][]Series) int64 {
 // prefix that ends at the newest Write it shows.
 func describeNoPrefix(ops []plOp, step int, state map[string][]Series) string {
 	newest := plNewestMarker(state)
-	m := newModel()
+	m := NewRefModel()
 	k := 0
 	for ; k < step && newest > 0; k++ {
 		ops[k].apply(m)
@@ -369,7 +369,7 @@ func checkPowerLoss(cfg plConfig, ops []plOp, c plCrash) (problem string) {
 		return err.Error()
 	}
 	if cfg.sync == SyncAlways || c.process {
-		m := newModel()
+		m := NewRefModel()
 		for _, op := range ops[:c.step] {
 			op.apply(m)
 		}

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,13 +8,11 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stratadb/strata/internal/catalog"
-	"github.com/stratadb/strata/internal/point"
 )
 
 // smallParts makes db read in parts and windows of 5 samples and sweep
@@ -52,20 +49,18 @@ func TestQueryModel(t *testing.T) {
 				Sync:         SyncNever,
 				BlockSamples: 8,
 			}
-			cutoff := int64(minTime)
 			if seed%2 == 0 {
 				// Retention with a fixed clock: everything before -200µs
 				// has expired.
 				opts.Now = func() time.Time { return time.Unix(0, 100_000) }
 				opts.Retention = 300 * time.Microsecond
-				cutoff = -200_000
 			}
 			if seed == 23 {
 				opts.MemTableBytes = 8 << 10
 				opts.L0CompactionTrigger = 2
 				opts.TargetSegmentBytes = 4 << 10
 			}
-			runQueryModel(t, seed, steps, opts, cutoff)
+			runQueryModel(t, seed, steps, opts)
 		})
 	}
 }
@@ -123,11 +118,14 @@ func (g *gen) qmPoint() Point {
 	return p
 }
 
-func runQueryModel(t *testing.T, seed uint64, steps int, opts *Options, cutoff int64) {
+func runQueryModel(t *testing.T, seed uint64, steps int, opts *Options) {
 	r := rand.New(rand.NewPCG(seed, seed*7919+3))
 	g := newGen(r)
 	dir := t.TempDir()
-	m := newModel()
+	m := NewRefModel()
+	if opts.Now != nil {
+		m.Now, m.Retention = opts.Now().UnixNano(), int64(opts.Retention)
+	}
 	ctx := context.Background()
 	db := smallParts(openDB(t, dir, opts))
 
@@ -140,18 +138,18 @@ func runQueryModel(t *testing.T, seed uint64, steps int, opts *Options, cutoff i
 			if g.r.IntN(2) == 0 {
 				q.Every = g.every()
 			}
-			checkQuery(t, db, m, Query{Selector: sel}, cutoff, where)
-			checkQuery(t, db, m, q, cutoff, where)
+			checkQuery(t, db, m, Query{Selector: sel}, minTime, where)
+			checkQuery(t, db, m, q, minTime, where)
 			q.GroupBy = g.groupBy()
 			got, err := db.Query(ctx, q)
 			if err != nil {
 				t.Fatalf("%s: query %s: %v", where, formatQuery(q), err)
 			}
-			if d := diffResults(q.Agg, got, m.groupQuery(q, cutoff)); d != "" {
+			if d := diffResults(q.Agg, got, m.Query(q)); d != "" {
 				t.Fatalf("%s: grouped query %s: %s", where, formatQuery(q), d)
 			}
 		}
-		checkMeta(t, db, m, g.metaSelector(), cutoff, where)
+		checkMeta(t, db, m, g.metaSelector(), where)
 	}
 
 	var deletes int
@@ -177,7 +175,7 @@ func runQueryModel(t *testing.T, seed uint64, steps int, opts *Options, cutoff i
 			if err := db.Delete(ctx, sel); err != nil {
 				t.Fatalf("%s: delete %+v: %v", where, sel, err)
 			}
-			m.delete(sel)
+			m.Delete(sel)
 			deletes++
 		case x < 72:
 			mustFlush(t, db)
@@ -196,7 +194,7 @@ func runQueryModel(t *testing.T, seed uint64, steps int, opts *Options, cutoff i
 	for range 5 {
 		check("end, reopened")
 	}
-	checkMeta(t, db, m, Selector{}, cutoff, "end, everything")
+	checkMeta(t, db, m, Selector{}, "end, everything")
 	if deletes == 0 {
 		t.Errorf("no deletes ran")
 	}
@@ -221,53 +219,9 @@ func (g *gen) metaSelector() Selector {
 	return sel
 }
 
-// metaMatches is modelSeries.matches where measurement "" is any.
-func (s *modelSeries) metaMatches(sel Selector) bool {
-	if sel.Measurement == "" {
-		sel.Measurement = s.measurement
-	}
-	return s.matches(&sel)
-}
-
-// visible returns the model's series that sel selects with a sample in
-// range, sorted by key, and for each its newest sample there.
-func (m *model) visible(sel Selector, cutoff int64) ([]*modelSeries, []Sample) {
-	lo, hi := sel.TimeRange()
-	lo = max(lo, cutoff)
-	var out []*modelSeries
-	var last []Sample
-	for _, s := range m.series {
-		if !s.metaMatches(sel) {
-			continue
-		}
-		found := false
-		var newest Sample
-		for t, v := range s.samples {
-			if t >= lo && t <= hi && (!found || t > newest.Time) {
-				found, newest = true, Sample{Time: t, Value: v}
-			}
-		}
-		if found {
-			out = append(out, s)
-			last = append(last, newest)
-		}
-	}
-	idx := make([]int, len(out))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortFunc(idx, func(a, b int) int { return strings.Compare(out[a].key, out[b].key) })
-	so, sl := make([]*modelSeries, len(out)), make([]Sample, len(out))
-	for i, j := range idx {
-		so[i], sl[i] = out[j], last[j]
-	}
-	return so, sl
-}
-
-func checkMeta(t *testing.T, db *DB, m *model, sel Selector, cutoff int64, where string) {
+func checkMeta(t *testing.T, db *DB, m *RefModel, sel Selector, where string) {
 	t.Helper()
 	ctx := context.Background()
-	vis, last := m.visible(sel, cutoff)
 
 	// SeriesInfo and Last.
 	infos, err := db.SeriesInfo(ctx, sel)
@@ -278,38 +232,22 @@ func checkMeta(t *testing.T, db *DB, m *model, sel Selector, cutoff int64, where
 	if err != nil {
 		t.Fatalf("%s: Last %+v: %v", where, sel, err)
 	}
-	var wantInfos []SeriesInfo
-	var wantLast []Series
-	for i, s := range vis {
-		wantInfos = append(wantInfos, SeriesInfo{Measurement: s.measurement, Tags: s.tags, Field: s.field, Kind: s.kind})
-		wantLast = append(wantLast, Series{Measurement: s.measurement, Tags: s.tags, Field: s.field, Samples: []Sample{last[i]}})
-	}
+	wantInfos := m.SeriesInfo(sel)
 	if !slices.EqualFunc(infos, wantInfos, func(a, b SeriesInfo) bool {
 		return a.Measurement == b.Measurement && a.Field == b.Field && a.Kind == b.Kind && slices.Equal(a.Tags, b.Tags)
 	}) {
 		t.Fatalf("%s: SeriesInfo %+v:\n got %v\nwant %v", where, sel, infos, wantInfos)
 	}
-	if d := diffResults(AggNone, lastGot, wantLast); d != "" {
+	if d := diffResults(AggNone, lastGot, m.Last(sel)); d != "" {
 		t.Fatalf("%s: Last %+v: %s", where, sel, d)
 	}
 
 	// TagKeys and TagValues.
-	keys := map[string]bool{}
-	values := map[string]map[string]bool{}
-	for _, s := range vis {
-		for _, tg := range s.tags {
-			keys[tg.Key] = true
-			if values[tg.Key] == nil {
-				values[tg.Key] = map[string]bool{}
-			}
-			values[tg.Key][tg.Value] = true
-		}
-	}
 	gotKeys, err := db.TagKeys(ctx, sel)
 	if err != nil {
 		t.Fatalf("%s: TagKeys: %v", where, err)
 	}
-	if want := sortedSet(keys); !slices.Equal(gotKeys, want) {
+	if want := m.TagKeys(sel); !slices.Equal(gotKeys, want) {
 		t.Fatalf("%s: TagKeys %+v: got %q, want %q", where, sel, gotKeys, want)
 	}
 	for _, k := range qmKeys {
@@ -317,165 +255,19 @@ func checkMeta(t *testing.T, db *DB, m *model, sel Selector, cutoff int64, where
 		if err != nil {
 			t.Fatalf("%s: TagValues: %v", where, err)
 		}
-		if want := sortedSet(values[k]); !slices.Equal(got, want) {
+		if want := m.TagValues(k, sel); !slices.Equal(got, want) {
 			t.Fatalf("%s: TagValues %q %+v: got %q, want %q", where, k, sel, got, want)
 		}
 	}
 
 	// Measurements (all time).
-	ms := map[string]bool{}
-	all, _ := m.visible(Selector{}, cutoff)
-	for _, s := range all {
-		ms[s.measurement] = true
-	}
 	gotMs, err := db.Measurements(ctx)
 	if err != nil {
 		t.Fatalf("%s: Measurements: %v", where, err)
 	}
-	if want := sortedSet(ms); !slices.Equal(gotMs, want) {
+	if want := m.Measurements(); !slices.Equal(gotMs, want) {
 		t.Fatalf("%s: Measurements: got %q, want %q", where, gotMs, want)
 	}
-}
-
-func sortedSet(m map[string]bool) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-
-// groupQuery answers a grouped query per docs/design.md, "Grouping".
-func (m *model) groupQuery(q Query, cutoff int64) []Series {
-	per := m.query(Query{Selector: q.Selector}, cutoff) // raw, sorted by key
-	type gsample struct {
-		Sample
-		key string
-	}
-	type group struct {
-		tags    []Tag
-		field   string
-		samples []gsample
-	}
-	groups := map[string]*group{}
-	for _, s := range per {
-		ms := m.series[point.SeriesKey(s.Measurement, s.Tags, s.Field)]
-		if numericAgg(q.Agg) && !ms.kind.Numeric() {
-			continue
-		}
-		var gt []Tag
-		for _, k := range q.GroupBy {
-			for _, tg := range s.Tags {
-				if tg.Key == k && !slices.Contains(gt, tg) {
-					gt = append(gt, tg)
-				}
-			}
-		}
-		point.SortTags(gt)
-		gk := point.SeriesKey(q.Measurement, gt, s.Field)
-		g := groups[gk]
-		if g == nil {
-			g = &group{tags: gt, field: s.Field}
-			groups[gk] = g
-		}
-		for _, smp := range s.Samples {
-			g.samples = append(g.samples, gsample{smp, ms.key})
-		}
-	}
-	var out []Series
-	for _, gk := range sortedKeys(groups) {
-		g := groups[gk]
-		buckets := map[int64][]gsample{}
-		for _, s := range g.samples {
-			b := q.Start
-			if q.Every > 0 {
-				b = bucketStart(s.Time, q.Every)
-			}
-			buckets[b] = append(buckets[b], s)
-		}
-		var bs []int64
-		for b := range buckets {
-			bs = append(bs, b)
-		}
-		slices.Sort(bs)
-		var smps []Sample
-		for _, b := range bs {
-			ss := buckets[b]
-			// Order: time, then series key.
-			slices.SortFunc(ss, func(a, c gsample) int {
-				return cmp.Or(cmp.Compare(a.Time, c.Time), strings.Compare(a.key, c.key))
-			})
-			kinds := map[Kind]bool{}
-			for _, s := range ss {
-				kinds[s.Value.Kind()] = true
-			}
-			mixed := len(kinds) > 1
-			var v Value
-			t := b
-			switch q.Agg {
-			case AggCount:
-				v = Int(int64(len(ss)))
-			case AggFirst:
-				v, t = ss[0].Value, ss[0].Time
-			case AggLast:
-				// Latest time; on equal times the first series key.
-				i := len(ss) - 1
-				for i > 0 && ss[i-1].Time == ss[i].Time {
-					i--
-				}
-				v, t = ss[i].Value, ss[i].Time
-			case AggMean, AggSum:
-				raw := make([]Sample, len(ss))
-				for i := range ss {
-					raw[i] = ss[i].Sample
-				}
-				f := exactSum(raw)
-				if q.Agg == AggMean {
-					v = Float(f / float64(len(ss)))
-					break
-				}
-				switch k := ss[0].Value.Kind(); {
-				case mixed || k == KindFloat:
-					v = Float(f)
-				case k == KindInt:
-					v = Int(saturatingIntSum(raw))
-				default:
-					v = Uint(saturatingUintSum(raw))
-				}
-			case AggMin, AggMax:
-				best := ss[0]
-				for _, s := range ss[1:] {
-					c := cmp.Compare(asFloat(s.Value), asFloat(best.Value))
-					if s.Value.Kind() == best.Value.Kind() && s.Value.Kind() != KindFloat {
-						c = cmpNum(s.Value, best.Value)
-					}
-					if (q.Agg == AggMin && c < 0) || (q.Agg == AggMax && c > 0) {
-						best = s
-					}
-				}
-				v, t = best.Value, best.Time
-				if mixed {
-					v = Float(asFloat(v))
-				}
-			}
-			if q.Every > 0 {
-				t = b
-			}
-			smps = append(smps, Sample{Time: t, Value: v})
-		}
-		out = append(out, Series{Measurement: q.Measurement, Tags: g.tags, Field: g.field, Samples: smps})
-	}
-	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // TestMatcherSemantics pins PromQL's rules on a small fixed data set.

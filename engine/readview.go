@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -273,10 +274,16 @@ type visibility struct {
 // lo returns the oldest visible time of series id: mint, or its retention
 // cutoff when later.
 func (v *visibility) lo(id uint64) int64 {
+	return max(v.mint, v.cut(id))
+}
+
+// cut returns the retention cutoff of series id: a rolled-up bucket that
+// starts before it is hidden whole.
+func (v *visibility) cut(id uint64) int64 {
 	if v.cuts == nil {
-		return v.mint
+		return math.MinInt64
 	}
-	return max(v.mint, v.cuts.of(v.db, id))
+	return v.cuts.of(v.db, id)
 }
 
 // allFrom reports whether every series' samples at or after t are inside
@@ -390,7 +397,7 @@ func (v *visibility) segFilter(h *segHandle, ids []uint64, visible []bool) (int,
 		if anyTomb {
 			ranges = v.tombRanges(ids[i], applied)
 		}
-		ok, err := v.segVisible(h, si, ranges, v.lo(ids[i]))
+		ok, err := v.segVisible(h, si, ranges, v.lo(ids[i]), v.cut(ids[i]))
 		if err != nil {
 			return err
 		}
@@ -404,12 +411,13 @@ func (v *visibility) segFilter(h *segHandle, ids []uint64, visible []bool) (int,
 }
 
 // segVisible reports whether si has a sample in [mint, maxt] that ranges
-// do not delete, from block time ranges where they decide.
-func (v *visibility) segVisible(h *segHandle, si *segment.SeriesIndex, ranges []timeRange, mint int64) (bool, error) {
+// do not delete, from block time ranges where they decide; cut is the
+// series' retention cutoff (for its buckets).
+func (v *visibility) segVisible(h *segHandle, si *segment.SeriesIndex, ranges []timeRange, mint, cut int64) (bool, error) {
 	if len(si.Blocks)+len(si.Rollups) == 0 || si.MaxTime() < mint || si.MinTime() > v.maxt {
 		return false, nil
 	}
-	if vis, err := v.bucketVisible(h, si, ranges, mint); vis || err != nil {
+	if vis, err := v.bucketVisible(h, si, ranges, mint, cut); vis || err != nil {
 		return vis, err
 	}
 	bs := si.Blocks

@@ -17,7 +17,7 @@ import (
 
 // fillRandom applies n random batches and a few deletes to db and m,
 // flushing after every flushEvery batches (0 = never).
-func fillRandom(t testing.TB, db *DB, m *model, g *gen, n, flushEvery int) {
+func fillRandom(t testing.TB, db *DB, m *RefModel, g *gen, n, flushEvery int) {
 	t.Helper()
 	for i := range n {
 		pts := g.batch()
@@ -37,7 +37,7 @@ func fillRandom(t testing.TB, db *DB, m *model, g *gen, n, flushEvery int) {
 	}
 }
 
-func checkAll(t testing.TB, db *DB, m *model, where string) {
+func checkAll(t testing.TB, db *DB, m *RefModel, where string) {
 	t.Helper()
 	for _, meas := range genMeasurements {
 		checkQuery(t, db, m, rawAll(meas), minTime, where)
@@ -52,7 +52,7 @@ func TestReopen(t *testing.T) {
 	opts := quietOptions()
 	opts.Sync = SyncNever
 	db := openDB(t, dir, opts)
-	m := newModel()
+	m := NewRefModel()
 	g := newGen(rand.New(rand.NewPCG(7, 7)))
 	fillRandom(t, db, m, g, 60, 20)
 	checkAll(t, db, m, "before close")
@@ -93,7 +93,7 @@ func TestCrashRecovery(t *testing.T) {
 			dir := t.TempDir()
 			opts := crashOptions()
 			db := openDB(t, dir, opts)
-			m := newModel()
+			m := NewRefModel()
 			g := newGen(rand.New(rand.NewPCG(8, 8)))
 			fillRandom(t, db, m, g, 30, 10)
 			tc.prep(t, db)
@@ -148,7 +148,7 @@ func testTornWALTail(t *testing.T, cut int64) {
 	dir := t.TempDir()
 	opts := crashOptions()
 	db := openDB(t, dir, opts)
-	m := newModel()
+	m := NewRefModel()
 	const n = 20
 	for i := range int64(n) {
 		p := []Point{pt("m", []Tag{{Key: "i", Value: string(rune('a' + i%4))}}, "v", Int(i), i*10)}

@@ -31,7 +31,7 @@ func walFiles(t *testing.T, dir string) []uint64 {
 func TestCloseRemovesWAL(t *testing.T) {
 	dir := t.TempDir()
 	opts := quietOptions()
-	m := newModel()
+	m := NewRefModel()
 	db := openDB(t, dir, opts)
 	var last uint64
 	for round := range 5 {
@@ -166,7 +166,7 @@ func TestCompactionFailureIsSticky(t *testing.T) {
 	opts.L0CompactionTrigger = 2
 	opts.fs = vfs.Inject(vfs.Default, inj.Injector())
 	db := openDB(t, dir, opts)
-	m := newModel()
+	m := NewRefModel()
 	for i := range 2 {
 		pts := []Point{pt("m", nil, "v", Int(int64(i)), int64(i))}
 		mustWrite(t, db, pts...)

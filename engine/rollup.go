@@ -93,11 +93,30 @@ type rollupSet struct {
 	due map[uint64]rollupDue
 }
 
-// rollupDue is when a segment's data is worth rolling up, and the oldest
-// data that would then be: a rewrite is worth it only if other data does
-// not hold its bound below that.
+// rollupDue is when a segment's data is worth rolling up: for each
+// series' oldest raw samples and finer buckets, when a rule's bound has
+// passed them by enough and how old they are. A rewrite is worth it only
+// if some data that is due is older than where other data holds the bound
+// (worth): judged by data that is not due yet, a rewrite that rolls up
+// nothing would follow itself forever.
 type rollupDue struct {
-	at, oldest int64
+	at    int64 // the earliest of notes' (math.MaxInt64 for never)
+	notes []rollupNote
+}
+
+// rollupNote is one series' data of a segment that a rule's bound passes
+// by enough at at; oldest is its oldest time.
+type rollupNote struct{ at, oldest int64 }
+
+// worth reports whether, at now, some data that is due lies below limit
+// by a widest bucket.
+func (d *rollupDue) worth(now, limit, widest int64) bool {
+	for _, n := range d.notes {
+		if now >= n.at && limit > addSat(n.oldest, widest) {
+			return true
+		}
+	}
+	return false
 }
 
 // compileRollups validates and compiles rules; nil when there are none.
@@ -313,12 +332,12 @@ func (db *DB) rollupDueSegment(v *version, now int64) (fileNum uint64, ok bool) 
 		if now < d.at || h.Meta.Samples == 0 {
 			return false
 		}
-		// Worth it only when other data leaves room past the oldest
-		// (else the rewrite would roll up nothing, again and again),
-		// counting what the compaction will take with h: below L0 a
-		// segment is rewritten alone, an L0 one goes down with every L0
+		// Worth it only when other data leaves room past the oldest data
+		// that is due (else the rewrite would roll up nothing, again and
+		// again), counting what the compaction will take with h: below L0
+		// a segment is rewritten alone, an L0 one goes down with every L0
 		// segment and the L1 ones they overlap.
-		return db.rollupLimit(v, rewriteInputs(v, l, h)) > addSat(d.oldest, rs.widest)
+		return d.worth(now, db.rollupLimit(v, rewriteInputs(v, l, h)), rs.widest)
 	})
 }
 
@@ -341,10 +360,10 @@ func rewriteInputs(v *version, l int, h *segHandle) []*segHandle {
 	return in
 }
 
-// rollupDueAt returns when some series of h has data worth rolling up
-// (at math.MaxInt64 for never) and the oldest such data.
+// rollupDueAt returns when each series of h has data worth rolling up
+// (at math.MaxInt64 for never) and how old that data is.
 func (db *DB) rollupDueAt(rs *rollupSet, h *segHandle) rollupDue {
-	d := rollupDue{at: math.MaxInt64, oldest: math.MaxInt64}
+	d := rollupDue{at: math.MaxInt64}
 	byPos, known := db.segSeriesIDs(h)
 	if !known {
 		return d
@@ -352,10 +371,12 @@ func (db *DB) rollupDueAt(rs *rollupSet, h *segHandle) rollupDue {
 	span := rollupDueFraction * (float64(h.Meta.MaxTime) - float64(h.Meta.MinTime) + 1)
 	var si segment.SeriesIndex
 	note := func(t int64, r compiledRollup) {
-		if at := dueAfter(t, r, span); at < d.at {
-			d.at = at
+		at := dueAfter(t, r, span)
+		if at == math.MaxInt64 {
+			return
 		}
-		d.oldest = min(d.oldest, t)
+		d.at = min(d.at, at)
+		d.notes = append(d.notes, rollupNote{at: at, oldest: t})
 	}
 	for pos, id := range byPos {
 		cascade := rs.levelsOf(db.cat, id)

@@ -9,9 +9,10 @@ package engine
 //     the raw samples gave; with another Every, the bucket counts whole in
 //     the query bucket of its start.
 //   - Raw reads return the bucket's last sample, at its own time, when that
-//     time lies in the range.
+//     time lies in the range; so do Last, and the metadata calls count it
+//     there.
 //   - A delete hides (and compaction drops) the buckets whose start it
-//     covers.
+//     covers; so does retention (the series' cutoff), for every read.
 
 import (
 	"math"
@@ -38,9 +39,10 @@ func rollupsIn(srcs []source, mint, maxt int64) bool {
 }
 
 // bucketsOf appends the buckets of segment source s whose start (with
-// byLast, whose last sample) lies in [lo, hi] and that no tombstone above
-// what s applied deletes.
-func (r *seriesReader) bucketsOf(s source, tombs []tombstone, lo, hi int64, byLast bool, dst []segment.Rollup) ([]segment.Rollup, error) {
+// byLast, whose last sample) lies in [lo, hi], whose start is at or after
+// the series' retention cutoff cut, and that no tombstone above what s
+// applied deletes.
+func (r *seriesReader) bucketsOf(s source, tombs []tombstone, lo, hi, cut int64, byLast bool, dst []segment.Rollup) ([]segment.Rollup, error) {
 	for b := range s.idx.Rollups {
 		rm := &s.idx.Rollups[b]
 		if rm.MaxTime < lo || rm.MinTime > hi {
@@ -60,7 +62,7 @@ func (r *seriesReader) bucketsOf(s source, tombs []tombstone, lo, hi int64, byLa
 			if byLast {
 				t = ru.LastT
 			}
-			if t < lo || t > hi || bucketDeleted(&ru, tombs, s.tombApplied) {
+			if t < lo || t > hi || ru.Start < cut || bucketDeleted(&ru, tombs, s.tombApplied) {
 				continue
 			}
 			kept = append(kept, ru)
@@ -83,9 +85,10 @@ func bucketDeleted(ru *segment.Rollup, tombs []tombstone, applied uint64) bool {
 
 // mergeBucketLasts merges into buf, the raw samples of segment source s
 // in [mint, maxt] (tombstones applied), the last sample of each of its
-// buckets there; on equal times the raw sample wins.
-func (r *seriesReader) mergeBucketLasts(s source, tombs []tombstone, buf []point.Sample, mint, maxt int64) ([]point.Sample, error) {
-	rus, err := r.bucketsOf(s, tombs, mint, maxt, true, r.rollBuf[:0])
+// buckets there that starts at or after cut; on equal times the raw
+// sample wins.
+func (r *seriesReader) mergeBucketLasts(s source, tombs []tombstone, buf []point.Sample, mint, maxt, cut int64) ([]point.Sample, error) {
+	rus, err := r.bucketsOf(s, tombs, mint, maxt, cut, true, r.rollBuf[:0])
 	r.rollBuf = rus
 	if err != nil || len(rus) == 0 {
 		return buf, err
@@ -245,10 +248,11 @@ func (a *acc) addRollup(ru *segment.Rollup) {
 	a.minMax(ru.Min, ru.MinT, ru.Max, ru.MaxT)
 }
 
-// bucketVisible reports whether si holds a bucket whose start lies in
-// [mint, v.maxt] and that ranges do not delete (metadata calls: a series
-// whose samples are all rolled up is still there).
-func (v *visibility) bucketVisible(h *segHandle, si *segment.SeriesIndex, ranges []timeRange, mint int64) (bool, error) {
+// bucketVisible reports whether si holds a bucket whose last sample lies
+// in [mint, v.maxt], whose start is at or after cut and that ranges do
+// not delete (metadata calls: a series whose samples are all rolled up is
+// still there, where raw reads and Last see it).
+func (v *visibility) bucketVisible(h *segHandle, si *segment.SeriesIndex, ranges []timeRange, mint, cut int64) (bool, error) {
 	var rus []segment.Rollup
 	for b := range si.Rollups {
 		rm := &si.Rollups[b]
@@ -263,7 +267,7 @@ func (v *visibility) bucketVisible(h *segHandle, si *segment.SeriesIndex, ranges
 			return false, err
 		}
 		for i := range rus {
-			if t := rus[i].Start; t >= mint && t <= v.maxt && !covered(t, ranges) {
+			if ru := &rus[i]; ru.LastT >= mint && ru.LastT <= v.maxt && ru.Start >= cut && !covered(ru.Start, ranges) {
 				return true, nil
 			}
 		}
@@ -272,8 +276,9 @@ func (v *visibility) bucketVisible(h *segHandle, si *segment.SeriesIndex, ranges
 }
 
 // visitBuckets offers Last the last sample of the newest bucket of si
-// whose last sample lies in [mint, maxt] and whose start no range deletes.
-func (w *lastWorker) visitBuckets(i int, si *segment.SeriesIndex, mint int64, ranges []timeRange) error {
+// whose last sample lies in [mint, maxt] and whose start is at or after
+// cut and no range deletes.
+func (w *lastWorker) visitBuckets(i int, si *segment.SeriesIndex, mint, cut int64, ranges []timeRange) error {
 	v := w.v
 	var rus []segment.Rollup
 	for b := len(si.Rollups) - 1; b >= 0; b-- {
@@ -296,8 +301,8 @@ func (w *lastWorker) visitBuckets(i int, si *segment.SeriesIndex, mint int64, ra
 			if ru.LastT > v.maxt || covered(ru.Start, ranges) {
 				continue
 			}
-			if ru.LastT < mint {
-				return nil
+			if ru.LastT < mint || ru.Start < cut {
+				return nil // and so are the older ones
 			}
 			if w.best.beats(i, ru.LastT, w.rank) {
 				w.best.set(i, Sample{Time: ru.LastT, Value: ru.Last}, w.rank)

@@ -70,7 +70,8 @@ func rollupValue(r *rand.Rand, k Kind) Value {
 	return String(fmt.Sprint(r.IntN(100)))
 }
 
-// rollupModel holds every sample written, by series key.
+// rollupModel holds every sample written, by series key: rollupProblem
+// checks a database against the reference model (RefModel) of them.
 type rollupModel map[string][]Sample
 
 // writeSpan writes samples of every series at random times in [from, to)
@@ -184,86 +185,55 @@ func checkRollups(t *testing.T, db *DB, m rollupModel, where string) map[string]
 	return got
 }
 
-// rollupProblem checks db against the model: every stored bucket is the
-// reduction of all the model's samples in it (never half a bucket), no
-// bucket overlaps another (never one twice), only series with rules have
-// buckets, and raw reads return each bucket's last sample and every
-// sample outside buckets (nothing lost, nothing shown both ways). It
-// returns the buckets, or what is wrong.
+// rollupProblem checks db against the reference model holding m's
+// samples: every stored bucket is the reduction of all the samples in it
+// (never half a bucket), no bucket overlaps another (never one twice),
+// only series with rules have buckets (RefModel.LearnBuckets and the rules
+// here), and raw reads and Last, over the whole range and over one that
+// ends inside the rolled-up part, return each bucket's last sample and
+// every sample outside buckets (nothing lost, nothing shown both ways).
+// It returns the buckets, or what is wrong.
 func rollupProblem(db *DB, m rollupModel) (map[string][]segment.Rollup, string) {
 	got, err := storedBuckets(db)
 	if err != nil {
 		return nil, "read buckets: " + err.Error()
 	}
+	ref := NewRefModel()
 	for _, s := range rollupModelSeries {
 		key := s.key()
-		if _, ok := m[key]; !ok {
+		if len(got[key]) > 0 && (s.kind == KindString || key == (rollupSeries{"n", "b", "v", KindFloat}).key()) {
+			return nil, fmt.Sprintf("%s has %d buckets and no rule", key, len(got[key]))
+		}
+		var pts []Point
+		for _, x := range m[key] {
+			pts = append(pts, pt(s.m, []Tag{{Key: "host", Value: s.host}}, s.field, x.Value, x.Time))
+		}
+		if err := ref.Write(pts); err != nil {
+			return nil, "model: " + err.Error()
+		}
+	}
+	if p := ref.LearnBuckets(got); p != "" {
+		return nil, p
+	}
+	ctx := context.Background()
+	for _, s := range rollupModelSeries {
+		if _, ok := m[s.key()]; !ok {
 			continue
 		}
-		rus := got[key]
-		if len(rus) > 0 && (s.kind == KindString || key == (rollupSeries{"n", "b", "v", KindFloat}).key()) {
-			return nil, fmt.Sprintf("%s has %d buckets and no rule", key, len(rus))
-		}
-		for i, ru := range rus {
-			if i > 0 && ru.Start < rus[i-1].Start+rus[i-1].Every {
-				return nil, fmt.Sprintf("%s: bucket %d at %d overlaps the one at %d (every %d)", key, i, ru.Start, rus[i-1].Start, rus[i-1].Every)
-			}
-			want, _ := refBucket(m[key], ru.Start, ru.Every)
-			if ru.SumF.Float64() != want.SumF.Float64() || ru.Count != want.Count || ru.SumI != want.SumI ||
-				ru.First != want.First || ru.Last != want.Last || ru.Min != want.Min || ru.Max != want.Max ||
-				ru.FirstT != want.FirstT || ru.LastT != want.LastT || ru.MinT != want.MinT || ru.MaxT != want.MaxT {
-				return nil, fmt.Sprintf("%s bucket %d every %d:\n got %+v\nwant %+v", key, ru.Start, ru.Every, ru, want)
-			}
-		}
-		// Raw reads.
-		var want []Sample
-		j := 0
-		for _, x := range m[key] {
-			for j < len(rus) && rus[j].Start+rus[j].Every <= x.Time {
-				want = append(want, Sample{Time: rus[j].LastT, Value: rus[j].Last})
-				j++
-			}
-			if j < len(rus) && rus[j].Start <= x.Time {
-				continue // in the bucket
-			}
-			want = append(want, x)
-		}
-		for ; j < len(rus); j++ {
-			want = append(want, Sample{Time: rus[j].LastT, Value: rus[j].Last})
-		}
-		q := Query{Selector: Selector{Measurement: s.m, Tags: []Tag{{Key: "host", Value: s.host}}, Field: s.field, Start: minTime, End: maxTime}}
-		res, err := db.Query(context.Background(), q)
-		if err != nil {
-			return nil, "query: " + err.Error()
-		}
-		var gotS []Sample
-		if len(res) == 1 {
-			gotS = res[0].Samples
-		}
-		if !reflect.DeepEqual(gotS, want) {
-			return nil, fmt.Sprintf("raw read of %s: %d samples, want %d (%d buckets)", key, len(gotS), len(want), len(rus))
-		}
-		// Last reads the same newest sample, over the whole range and
-		// over one that ends inside the rolled-up part.
-		for _, end := range []int64{maxTime, (rollupModelBase - 8*hourNs)} {
-			sel := q.Selector
-			sel.End = end
-			var lastWant []Sample
-			for _, x := range want {
-				if x.Time < end {
-					lastWant = append(lastWant[:0], x)
-				}
-			}
-			res, err := db.Last(context.Background(), sel)
+		for _, end := range []int64{maxTime, rollupModelBase - 8*hourNs} {
+			sel := Selector{Measurement: s.m, Tags: []Tag{{Key: "host", Value: s.host}}, Field: s.field, Start: minTime, End: end}
+			res, err := db.Query(ctx, Query{Selector: sel})
 			if err != nil {
+				return nil, "query: " + err.Error()
+			}
+			if d := diffResults(AggNone, res, ref.Query(Query{Selector: sel})); d != "" {
+				return nil, fmt.Sprintf("raw read before %d: %s (%d buckets)", end, d, len(got[s.key()]))
+			}
+			if res, err = db.Last(ctx, sel); err != nil {
 				return nil, "last: " + err.Error()
 			}
-			var lastGot []Sample
-			if len(res) == 1 {
-				lastGot = res[0].Samples
-			}
-			if !reflect.DeepEqual(lastGot, lastWant) {
-				return nil, fmt.Sprintf("last of %s before %d: %v, want %v", key, end, lastGot, lastWant)
+			if d := diffResults(AggNone, res, ref.Last(sel)); d != "" {
+				return nil, fmt.Sprintf("last before %d: %s", end, d)
 			}
 		}
 	}
@@ -592,5 +562,144 @@ func TestRollupAcrossABucketSplitByAFlush(t *testing.T) {
 	}
 	if want := 6 * hourNs / sec; in != want {
 		t.Fatalf("%d samples in buckets, want the %d older than the bound", in, want)
+	}
+}
+
+// TestRollupRewriteEnds checks that compaction stops rewriting a segment
+// whose due data it cannot roll up. The segment holds finer buckets that
+// are not due and raw samples that are, and newer data elsewhere holds the
+// rollup bound below those samples: the rewrite would roll up nothing,
+// again and again, so Compact never returned (and background compaction
+// spun). Rolling the samples up once the other data joins them works.
+func TestRollupRewriteEnds(t *testing.T) {
+	const min = int64(time.Minute)
+	base := rollupModelBase
+	var now atomic.Int64
+	now.Store(base)
+	opts := quietOptions()
+	opts.DisableBackgroundCompaction = true
+	opts.L0CompactionTrigger = 2
+	opts.Now = func() time.Time { return time.Unix(0, now.Load()) }
+	opts.Rollups = []RollupRule{
+		{Measurement: "m", Every: time.Minute, After: 2 * time.Hour},
+		{Measurement: "m", Every: 10 * time.Minute, After: 6 * time.Hour},
+	}
+	db := openDB(t, t.TempDir(), opts)
+	write := func(host string, from, to int64) {
+		var pts []Point
+		for ts := from; ts < to; ts += min {
+			pts = append(pts, pt("m", []Tag{{Key: "host", Value: host}}, "v", Float(float64(ts/min%100)), ts))
+		}
+		mustWrite(t, db, pts...)
+	}
+	// One L1 segment: a's 1m buckets (not due to become 10m ones before
+	// +4h) and b's raw samples (due at about +3h).
+	write("a", base-3*hourNs, base-150*min)
+	mustFlush(t, db)
+	write("b", base+10*min, base+20*min)
+	mustFlush(t, db)
+	mustCompact(t, db)
+	// A newer L0 segment with a sample of b older than b's others.
+	write("b", base+5*min, base+6*min)
+	mustFlush(t, db)
+	now.Store(base + 3*hourNs + 5*min)
+	for i := 0; ; i++ {
+		did, err := db.compactOnce()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !did {
+			break
+		}
+		if i == 5 {
+			t.Fatalf("compaction still rewriting after %d rounds", i+1)
+		}
+	}
+	b, err := storedBuckets(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := string(point.AppendSeriesKey(nil, "m", []Tag{{Key: "host", Value: "b"}}, "v"))
+	if n := len(b[key]); n != 11 {
+		t.Fatalf("b has %d buckets, want its 11 samples rolled up", n)
+	}
+}
+
+// TestRollupBucketSeenAsItsLastSample checks that raw reads, Last and the
+// metadata calls see a rolled-up bucket alike: as its last sample, when
+// that lies in the range, and not at all when retention hides it, which it
+// does by the bucket's start, as for aggregates and compaction. A bucket
+// whose start was below the cutoff and whose last sample was not showed in
+// raw reads and Last but not in aggregates, and the metadata calls went
+// by the bucket's start where raw reads and Last go by its last sample.
+func TestRollupBucketSeenAsItsLastSample(t *testing.T) {
+	const min = int64(time.Minute)
+	base := rollupModelBase
+	opts := quietOptions()
+	opts.DisableBackgroundCompaction = true
+	opts.Now = func() time.Time { return time.Unix(0, base) }
+	opts.Rollups = []RollupRule{{Measurement: "m", Every: 10 * time.Minute, After: time.Hour}}
+	db := openDB(t, t.TempDir(), opts)
+	var pts []Point
+	for ts := base - 3*hourNs; ts < base-2*hourNs; ts += min {
+		pts = append(pts, pt("m", nil, "v", Int(ts/min%60), ts))
+	}
+	mustWrite(t, db, pts...)
+	mustFlush(t, db)
+	mustCompact(t, db)
+	// Buckets of 10 minutes from -3h, each with its last sample at +9m.
+	ctx := context.Background()
+	check := func(where string, sel Selector, wantLast int64) {
+		t.Helper()
+		sel.Measurement = "m"
+		var want []Sample
+		if wantLast != 0 {
+			want = []Sample{{Time: base + wantLast, Value: Int((base + wantLast) / min % 60)}}
+		}
+		res := mustQuery(t, db, Query{Selector: sel})
+		var raw []Sample
+		if len(res) == 1 {
+			raw = res[0].Samples
+		}
+		if len(raw) > 0 {
+			raw = raw[len(raw)-1:]
+		}
+		if !reflect.DeepEqual(raw, want) {
+			t.Errorf("%s: newest raw sample %v, want %v", where, raw, want)
+		}
+		last, err := db.Last(ctx, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lastS []Sample
+		if len(last) == 1 {
+			lastS = last[0].Samples
+		}
+		if !reflect.DeepEqual(lastS, want) {
+			t.Errorf("%s: Last %v, want %v", where, lastS, want)
+		}
+		infos, err := db.SeriesInfo(ctx, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(infos) != len(want) {
+			t.Errorf("%s: SeriesInfo lists %d series, want %d", where, len(infos), len(want))
+		}
+	}
+	// A range holding the start of the bucket at -2h50m but not its last
+	// sample, then one holding the last sample only.
+	check("start only", Selector{Start: base - 170*min, End: base - 162*min}, 0)
+	check("last sample only", Selector{Start: base - 162*min, End: base - 160*min}, -161*min)
+	// Retention with its cutoff inside the bucket at -3h: the bucket is
+	// hidden, its last sample too.
+	if err := db.SetRetentionRules([]RetentionRule{{Measurement: "m", Keep: 175 * time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	check("cut bucket", Selector{Start: base - 3*hourNs, End: base - 170*min}, 0)
+	check("all time", Selector{}, -121*min)
+	res := mustQuery(t, db, Query{Selector: Selector{Measurement: "m"}})
+	cnt := mustQuery(t, db, Query{Selector: Selector{Measurement: "m"}, Agg: AggCount})
+	if n := samplesOf(t, res); len(n) != 5 || samplesOf(t, cnt)[0].Value.Int() != 50 {
+		t.Errorf("raw read shows %d buckets, count %v; want the 5 buckets of 50 samples retention keeps", len(n), samplesOf(t, cnt)[0].Value)
 	}
 }

@@ -29,7 +29,7 @@ func sampleValue(k Kind) Value {
 
 // checkKinds writes, for every series of the model, a value of another kind
 // and expects ErrFieldTypeConflict: the kinds are still known to the DB.
-func checkKinds(t testing.TB, db *DB, m *model, where string) {
+func checkKinds(t testing.TB, db *DB, m *RefModel, where string) {
 	t.Helper()
 	for key, s := range m.series {
 		p := pt(s.measurement, s.tags, s.field, sampleValue(otherKind(s.kind)), 1)
@@ -106,7 +106,7 @@ func TestDeleteSemantics(t *testing.T) {
 				opts := quietOptions()
 				opts.BlockSamples = 4
 				db := openDB(t, dir, opts)
-				m := newModel()
+				m := NewRefModel()
 				write := func(pts ...Point) {
 					t.Helper()
 					mustWrite(t, db, pts...)
@@ -176,7 +176,7 @@ func TestTombstonesSurviveRestart(t *testing.T) {
 				opts := quietOptions()
 				opts.DisableBackgroundCompaction = true
 				db := openDB(t, dir, opts)
-				m := newModel()
+				m := NewRefModel()
 				var pts []Point
 				for i := range int64(50) {
 					pts = append(pts, pt("m", []Tag{{Key: "s", Value: fmt.Sprint(i % 3)}}, "v", Int(i), i))
@@ -218,7 +218,7 @@ func TestTombstonesDroppedByCompaction(t *testing.T) {
 	opts := quietOptions()
 	opts.DisableBackgroundCompaction = true
 	db := openDB(t, dir, opts)
-	m := newModel()
+	m := NewRefModel()
 	for f := range 3 {
 		var pts []Point
 		for i := range int64(100) {
@@ -297,7 +297,7 @@ func TestRetention(t *testing.T) {
 	}
 	dir := t.TempDir()
 	db := openDB(t, dir, opts)
-	m := newModel()
+	m := NewRefModel()
 	write := func(pts []Point) {
 		t.Helper()
 		mustWrite(t, db, pts...)

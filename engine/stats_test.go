@@ -27,7 +27,7 @@ func TestStatsLevels(t *testing.T) {
 	}
 	dir := t.TempDir()
 	db := openDB(t, dir, opts)
-	m := newModel()
+	m := NewRefModel()
 	for f := range flushes {
 		var pts []Point
 		for s := range 20 {
