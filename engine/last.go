@@ -213,7 +213,7 @@ func (w *lastWorker) visit(i int, si *segment.SeriesIndex) error {
 		ranges = w.ranges
 	}
 	if len(si.Rollups) > 0 {
-		if err := w.visitBuckets(i, si, mint, ranges); err != nil {
+		if err := w.visitBuckets(i, si, mint, v.floorOf(w.ids[i]), ranges); err != nil {
 			return err
 		}
 	}

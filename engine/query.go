@@ -527,7 +527,7 @@ func (r *seriesReader) mergeSources(id uint64, srcs []source, tombs []tombstone,
 			}
 			buf = deleteTombstoned(buf, tombs, s.tombApplied)
 			if len(s.idx.Rollups) > 0 && !r.noLasts {
-				if buf, err = r.mergeBucketLasts(s, tombs, buf, mint, maxt); err != nil {
+				if buf, err = r.mergeBucketLasts(s, tombs, buf, mint, maxt, r.seriesMin(id, math.MinInt64)); err != nil {
 					return nil, err
 				}
 			}

@@ -10,6 +10,9 @@ package engine
 //     the query bucket of its start.
 //   - Raw reads return the bucket's last sample, at its own time, when that
 //     time lies in the range.
+//   - A retention cutoff or the expiry floor hides (and compaction drops)
+//     the buckets whose start is below it, in raw reads and Last too, even
+//     when their last sample is above it: a bucket goes whole.
 //   - A delete hides (and compaction drops) the buckets whose start it
 //     covers.
 
@@ -38,8 +41,10 @@ func rollupsIn(srcs []source, mint, maxt int64) bool {
 
 // bucketsOf appends the buckets of segment source s whose start (with
 // byLast, whose last sample) lies in [lo, hi] and that no tombstone above
-// what s applied deletes.
-func (r *seriesReader) bucketsOf(s source, tombs []tombstone, lo, hi int64, byLast bool, dst []segment.Rollup) ([]segment.Rollup, error) {
+// what s applied deletes. With byLast, floor is the series' oldest visible
+// time (its retention cutoff or the expiry floor): a bucket starting below
+// it is gone, whatever the time of its last sample, as compaction drops it.
+func (r *seriesReader) bucketsOf(s source, tombs []tombstone, lo, hi, floor int64, byLast bool, dst []segment.Rollup) ([]segment.Rollup, error) {
 	for b := range s.idx.Rollups {
 		rm := &s.idx.Rollups[b]
 		if rm.MaxTime < lo || rm.MinTime > hi {
@@ -59,7 +64,7 @@ func (r *seriesReader) bucketsOf(s source, tombs []tombstone, lo, hi int64, byLa
 			if byLast {
 				t = ru.LastT
 			}
-			if t < lo || t > hi || bucketDeleted(&ru, tombs, s.tombApplied) {
+			if t < lo || t > hi || ru.Start < floor || bucketDeleted(&ru, tombs, s.tombApplied) {
 				continue
 			}
 			kept = append(kept, ru)
@@ -82,9 +87,10 @@ func bucketDeleted(ru *segment.Rollup, tombs []tombstone, applied uint64) bool {
 
 // mergeBucketLasts merges into buf, the raw samples of segment source s
 // in [mint, maxt] (tombstones applied), the last sample of each of its
-// buckets there; on equal times the raw sample wins.
-func (r *seriesReader) mergeBucketLasts(s source, tombs []tombstone, buf []point.Sample, mint, maxt int64) ([]point.Sample, error) {
-	rus, err := r.bucketsOf(s, tombs, mint, maxt, true, r.rollBuf[:0])
+// buckets there that starts at or after floor (bucketsOf); on equal times
+// the raw sample wins.
+func (r *seriesReader) mergeBucketLasts(s source, tombs []tombstone, buf []point.Sample, mint, maxt, floor int64) ([]point.Sample, error) {
+	rus, err := r.bucketsOf(s, tombs, mint, maxt, floor, true, r.rollBuf[:0])
 	r.rollBuf = rus
 	if err != nil || len(rus) == 0 {
 		return buf, err
@@ -230,8 +236,9 @@ func (v *visibility) bucketVisible(h *segHandle, si *segment.SeriesIndex, ranges
 }
 
 // visitBuckets offers Last the last sample of the newest bucket of si
-// whose last sample lies in [mint, maxt] and whose start no range deletes.
-func (w *lastWorker) visitBuckets(i int, si *segment.SeriesIndex, mint int64, ranges []timeRange) error {
+// whose last sample lies in [mint, maxt] and whose start no range deletes
+// and is not below floor, the series' oldest visible time (bucketsOf).
+func (w *lastWorker) visitBuckets(i int, si *segment.SeriesIndex, mint, floor int64, ranges []timeRange) error {
 	v := w.v
 	var rus []segment.Rollup
 	for b := len(si.Rollups) - 1; b >= 0; b-- {
@@ -254,8 +261,8 @@ func (w *lastWorker) visitBuckets(i int, si *segment.SeriesIndex, mint int64, ra
 			if ru.LastT > v.maxt || covered(ru.Start, ranges) {
 				continue
 			}
-			if ru.LastT < mint {
-				return nil
+			if ru.LastT < mint || ru.Start < floor {
+				return nil // older buckets start earlier still
 			}
 			if w.best.beats(i, ru.LastT, w.rank) {
 				w.best.set(i, Sample{Time: ru.LastT, Value: ru.Last}, w.rank)
@@ -264,4 +271,14 @@ func (w *lastWorker) visitBuckets(i int, si *segment.SeriesIndex, mint int64, ra
 		}
 	}
 	return nil
+}
+
+// floorOf returns the oldest visible time of series id, its retention
+// cutoff or the expiry floor, without the read's own start (a raw read's
+// range selects buckets by their last sample; the floor, by their start).
+func (v *visibility) floorOf(id uint64) int64 {
+	if v.cuts == nil {
+		return math.MinInt64
+	}
+	return v.cuts.of(v.db, id)
 }
