@@ -82,6 +82,9 @@ type MergeStats struct {
 	SamplesRolledUp int64 // samples folded into rollup buckets
 	RollupsOut      int64 // rollup buckets written
 	RollupsDropped  int64 // input buckets removed by MinTime or a Drop range
+	// RollupsCascaded counts input buckets moved into a coarser level's
+	// bucket (a cascade: 1m buckets older than the 1h rule's bound).
+	RollupsCascaded int64
 }
 
 // errNoOutput and errNoFS are returned when MergeOptions.NewOutput or FS is nil.

@@ -78,7 +78,9 @@ func (m *merger) startRollups(key []byte, kind point.Kind) error {
 					continue
 				}
 				r := buf[i]
-				rs.relevel(&r)
+				if rs.relevel(&r) {
+					m.stats.RollupsCascaded++
+				}
 				rs.parts = append(rs.parts, r)
 				have = true
 			}
@@ -105,11 +107,13 @@ func (rs *rollupState) levelOf(t int64) (RollupLevel, bool) {
 }
 
 // relevel moves bucket r into the bucket of its level when that is
-// coarser than r's own.
-func (rs *rollupState) relevel(r *segment.Rollup) {
+// coarser than r's own, and reports whether it did.
+func (rs *rollupState) relevel(r *segment.Rollup) bool {
 	if l, ok := rs.levelOf(r.Start); ok && l.Every > r.Every {
 		r.Start, r.Every = point.FloorTime(r.Start, l.Every), l.Every
+		return true
 	}
+	return false
 }
 
 // addSample folds a sample older than the limit into its bucket.

@@ -129,12 +129,17 @@ func TestMergeRollups(t *testing.T) {
 	opts := o.mergeOpts()
 	opts.MinTime = 5 * m
 	opts.Rollup = func([]byte, point.Kind) []RollupLevel { return levels }
-	metas, _, err := Merge(context.Background(), []Input{
+	metas, st, err := Merge(context.Background(), []Input{
 		{Reader: firsts[0]},
 		{Reader: firsts[1], Drop: func([]byte) []TimeRange { return []TimeRange{{Min: 30 * m, Max: 39 * m}} }},
 	}, opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The 1m buckets of [20m, 100m) cascade into 10m ones: 80 of input 0,
+	// 70 of input 1 (its ten in [30m, 39m] are dropped first).
+	if st.RollupsCascaded != 150 {
+		t.Fatalf("%d buckets cascaded, want 150", st.RollupsCascaded)
 	}
 	rus, raw := readRollups(t, fs, metas)
 	// The reference: buckets start at or after 5m (first merge: 10m

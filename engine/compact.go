@@ -299,6 +299,12 @@ func (db *DB) compactOnce() (bool, error) {
 	db.st.compactionNanos.Add(int64(d))
 	db.st.compactionBytesRead.Add(st.BytesRead)
 	db.st.compactionBytesWritten.Add(st.BytesWritten)
+	if st.SamplesRolledUp > 0 || st.RollupsCascaded > 0 {
+		db.st.rollupCompactions.Add(1)
+	}
+	db.st.samplesRolledUp.Add(st.SamplesRolledUp)
+	db.st.rollupBucketsWritten.Add(st.RollupsOut)
+	db.st.rollupBucketsCascaded.Add(st.RollupsCascaded)
 	db.logger.Debug("compacted", "reason", plan.Reason, "level", plan.Level, "output_level", plan.OutputLevel,
 		"inputs", len(inputs), "outputs", len(outputs), "bytes_written", st.BytesWritten, "took", d)
 	return true, nil

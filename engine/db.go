@@ -161,7 +161,8 @@ type DB struct {
 	bgCancel  context.CancelFunc
 	wg        sync.WaitGroup
 
-	st stats
+	st        stats
+	rollupExt rollupExtents // Stats.RollupLevels (rollup_stats.go)
 
 	feed feed // change feed subscribers (feed.go)
 

@@ -12,7 +12,9 @@ package engine
 //     time lies in the range; so do Last, and the metadata calls count it
 //     there.
 //   - A delete hides (and compaction drops) the buckets whose start it
-//     covers; so does retention (the series' cutoff), for every read.
+//     covers; so do retention and the expiry floor (the series' cutoff),
+//     for every read: a bucket starting below it goes whole, even when
+//     its last sample is above it.
 
 import (
 	"math"
@@ -312,3 +314,4 @@ func (w *lastWorker) visitBuckets(i int, si *segment.SeriesIndex, mint, cut int6
 	}
 	return nil
 }
+

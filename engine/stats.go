@@ -21,6 +21,10 @@ type stats struct {
 	writeSlowdowns         atomic.Int64
 	blocksPushedDown       atomic.Int64
 	seriesLimitRefusals    atomic.Int64
+	rollupCompactions      atomic.Int64
+	samplesRolledUp        atomic.Int64
+	rollupBucketsWritten   atomic.Int64
+	rollupBucketsCascaded  atomic.Int64
 }
 
 // Stats is a point-in-time view of a DB's state and counters.
@@ -65,6 +69,16 @@ type Stats struct {
 	// budget (the time the database now keeps). math.MinInt64 while
 	// nothing has been dropped.
 	OldestKept int64
+
+	// Downsampling (Options.Rollups), counted by compaction since Open.
+	RollupCompactions     int64 // compactions that rolled up raw samples or cascaded buckets
+	SamplesRolledUp       int64 // raw samples folded into rollup buckets
+	RollupBucketsWritten  int64 // buckets compactions wrote, those carried over unchanged included
+	RollupBucketsCascaded int64 // buckets merged into a coarser rule's bucket
+	// RollupLevels describes, by Every ascending, the rollup buckets the
+	// segments hold: how many, and where the newest of each Every ends.
+	// Filled while rollup rules are set (Options.Rollups, SetRollups).
+	RollupLevels []RollupLevelStats
 }
 
 // Stats returns the DB's current statistics.
@@ -96,6 +110,9 @@ func (db *DB) Stats() Stats {
 			}
 		}
 		s.PendingCompactionBytes = db.policy.PendingBytes(infos(v))
+		if db.rollups.Load() != nil {
+			s.RollupLevels = db.rollupExt.levels(v)
+		}
 		db.unrefVersion(v)
 	}
 	if !db.closed.Load() && db.wal != nil {
@@ -121,5 +138,9 @@ func (db *DB) Stats() Stats {
 	s.BlocksPushedDown = db.st.blocksPushedDown.Load()
 	s.SeriesLimitRefusals = db.st.seriesLimitRefusals.Load()
 	s.OldestKept = db.vis.floor.Load()
+	s.RollupCompactions = db.st.rollupCompactions.Load()
+	s.SamplesRolledUp = db.st.samplesRolledUp.Load()
+	s.RollupBucketsWritten = db.st.rollupBucketsWritten.Load()
+	s.RollupBucketsCascaded = db.st.rollupBucketsCascaded.Load()
 	return s
 }

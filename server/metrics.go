@@ -193,10 +193,30 @@ var (
 			return float64(s.OldestKept) / 1e9
 		}),
 		counter("blocks_pushed_down_total", "Segment blocks aggregated from their stats alone.", func(s *engine.Stats) float64 { return float64(s.BlocksPushedDown) }),
+		counter("rollup_compactions_total", "Compactions that rolled up raw samples or cascaded rollup buckets.", func(s *engine.Stats) float64 { return float64(s.RollupCompactions) }),
+		counter("rollup_samples_total", "Raw samples folded into rollup buckets by compaction.", func(s *engine.Stats) float64 { return float64(s.SamplesRolledUp) }),
+		counter("rollup_buckets_written_total", "Rollup buckets written by compactions, those carried over unchanged included.", func(s *engine.Stats) float64 { return float64(s.RollupBucketsWritten) }),
+		counter("rollup_buckets_cascaded_total", "Rollup buckets merged into a coarser rule's bucket.", func(s *engine.Stats) float64 { return float64(s.RollupBucketsCascaded) }),
 	}
 	segmentsDesc   = prometheus.NewDesc("strata_segments", "Segments per level.", []string{"level"}, nil)
 	levelBytesDesc = prometheus.NewDesc("strata_level_bytes", "Segment bytes per level.", []string{"level"}, nil)
+	rollupBuckets  = prometheus.NewDesc("strata_rollup_buckets", "Rollup buckets the segments hold, per rule width (while rollup rules are set).", []string{"every"}, nil)
+	rollupEndDesc  = prometheus.NewDesc("strata_rollup_end_timestamp_seconds", "Unix time the newest rollup bucket of this width ends: newer data is finer.", []string{"every"}, nil)
 )
+
+// everyLabel names a rollup width the way the rules are written: 1m, 1h,
+// 90s; time.Duration's form for widths under a second.
+func everyLabel(d time.Duration) string {
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
+	case d >= time.Minute && d%time.Minute == 0:
+		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
+	case d >= time.Second && d%time.Second == 0:
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	}
+	return d.String()
+}
 
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range statDescs {
@@ -204,6 +224,8 @@ func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- segmentsDesc
 	ch <- levelBytesDesc
+	ch <- rollupBuckets
+	ch <- rollupEndDesc
 }
 
 func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
@@ -216,5 +238,10 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for l, n := range st.BytesPerLevel {
 		ch <- prometheus.MustNewConstMetric(levelBytesDesc, prometheus.GaugeValue, float64(n), strconv.Itoa(l))
+	}
+	for _, l := range st.RollupLevels {
+		every := everyLabel(l.Every)
+		ch <- prometheus.MustNewConstMetric(rollupBuckets, prometheus.GaugeValue, float64(l.Buckets), every)
+		ch <- prometheus.MustNewConstMetric(rollupEndDesc, prometheus.GaugeValue, float64(l.End)/1e9, every)
 	}
 }
