@@ -314,4 +314,3 @@ func (w *lastWorker) visitBuckets(i int, si *segment.SeriesIndex, mint, cut int6
 	}
 	return nil
 }
-
