@@ -154,6 +154,8 @@ type DB struct {
 		walStart   uint64
 		bgErr      error // sticky background failure
 		closing    bool
+		// flushWaiters counts the callers waiting for a flush (waitFlushed).
+		flushWaiters int
 	}
 
 	compactCh chan struct{}
@@ -168,11 +170,13 @@ type DB struct {
 
 	refs refTable // appenders' series refs (appender.go)
 
-	// partSamples is PartSamples and lastParallelMin defaultLastParallelMin;
-	// a test sets smaller ones on its own DB so that parts, windows and
-	// parallel sweeps happen on small data.
-	partSamples     int
-	lastParallelMin int
+	// partSamples is PartSamples, lastParallelMin defaultLastParallelMin
+	// and parallelFlushMin parallelFlushSeries; a test sets others on its
+	// own DB so that parts, windows and parallel sweeps happen on small
+	// data, or not at all.
+	partSamples      int
+	lastParallelMin  int
+	parallelFlushMin int
 
 	// testAfterCompactionSnapshot, when set by a test, runs in compactOnce
 	// right after the compaction has taken its snapshot.

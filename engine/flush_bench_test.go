@@ -15,8 +15,13 @@ import (
 // their heap of hundreds of megabytes) is charged to Close. It also
 // reports the CPU time of the process during Close (every goroutine's),
 // which other load on the machine disturbs less than the wall-clock time.
-func BenchmarkFlush200k(b *testing.B) {
-	const series, steps = 200_000, 10
+func BenchmarkFlush200k(b *testing.B) { benchmarkClose(b, 200_000, 10) }
+
+// BenchmarkFlush1k is BenchmarkFlush200k at the baseline's shape: 1,000
+// series of 1,000 points, one long block run per series.
+func BenchmarkFlush1k(b *testing.B) { benchmarkClose(b, 1_000, 1_000) }
+
+func benchmarkClose(b *testing.B, series, steps int) {
 	batches := iotBatches(series, steps, benchBatch)
 	b.ReportAllocs()
 	var cpu time.Duration

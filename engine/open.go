@@ -257,9 +257,10 @@ func newDB(dir string, opts *Options, fsys vfs.FS) *DB {
 			L1TargetBytes: opts.L1TargetBytes,
 			MaxLevels:     maxLevels,
 		},
-		compactCh:       make(chan struct{}, 1),
-		partSamples:     PartSamples,
-		lastParallelMin: defaultLastParallelMin,
+		compactCh:        make(chan struct{}, 1),
+		partSamples:      PartSamples,
+		lastParallelMin:  defaultLastParallelMin,
+		parallelFlushMin: parallelFlushSeries,
 	}
 	db.mu.cond = sync.NewCond(&db.mu.Mutex)
 	rs, _ := compileRules(opts.RetentionRules, opts.Retention) // validated by Options.Validate
