@@ -125,6 +125,7 @@ func BenchmarkRollupFigures(b *testing.B) {
 			{"23d-rolled", start, end - 7*24*3600*sec, time.Hour},
 			{"23d-rolled-daily", start, end - 7*24*3600*sec, 24 * time.Hour},
 			{"23d-rolled-total", start, end - 7*24*3600*sec, 0},
+			{"7d-raw", end - 7*24*3600*sec, end, time.Hour},
 		} {
 			want, rawQ := query(rawDir, span.from, span.to, span.every)
 			got, rollQ := query(rollDir, span.from, span.to, span.every)
