@@ -455,25 +455,52 @@ func mergeAccs(dst, src []acc) []acc {
 	if len(dst) == 0 {
 		return append(dst, src...)
 	}
-	// Common case: the same buckets, or src within dst's.
-	out := dst
-	var extra []acc
-	i := 0
-	for j := range src {
-		for i < len(out) && out[i].bucket < src[j].bucket {
+	if len(src) == 0 {
+		return dst
+	}
+	if src[0].bucket > dst[len(dst)-1].bucket {
+		return append(dst, src...) // all after: rollups before raw samples
+	}
+	// Common case: the same buckets, or src within dst's: in place.
+	within := true
+	for i, j := 0, 0; j < len(src); j++ {
+		for i < len(dst) && dst[i].bucket < src[j].bucket {
 			i++
 		}
-		if i < len(out) && out[i].bucket == src[j].bucket {
-			out[i].merge(&src[j])
-			continue
+		if i == len(dst) || dst[i].bucket != src[j].bucket {
+			within = false
+			break
 		}
-		extra = append(extra, src[j])
 	}
-	if len(extra) == 0 {
-		return out
+	if within {
+		i := 0
+		for j := range src {
+			for dst[i].bucket < src[j].bucket {
+				i++
+			}
+			dst[i].merge(&src[j])
+		}
+		return dst
 	}
-	out = append(out, extra...)
-	slices.SortStableFunc(out, func(a, b acc) int { return cmp.Compare(a.bucket, b.bucket) })
+	// Else one pass into a new slice: a state is large, so sorting them
+	// (swapping whole states) would cost far more than copying each once.
+	out := make([]acc, 0, len(dst)+len(src))
+	i, j := 0, 0
+	for i < len(dst) || j < len(src) {
+		switch {
+		case j == len(src) || (i < len(dst) && dst[i].bucket < src[j].bucket):
+			out = append(out, dst[i])
+			i++
+		case i == len(dst) || src[j].bucket < dst[i].bucket:
+			out = append(out, src[j])
+			j++
+		default:
+			out = append(out, dst[i])
+			out[len(out)-1].merge(&src[j])
+			i++
+			j++
+		}
+	}
 	return out
 }
 

@@ -7,9 +7,10 @@ import (
 	"time"
 )
 
-// BenchmarkRollupHourly times an hourly mean over 23 days of one series
-// held as 1-minute rollups (30 days of 1 s data written, raw kept 7 days),
-// the query BenchmarkRollupFigures measures once, for profiling.
+// BenchmarkRollupHourly times an hourly mean of one series over its 23
+// days held as 1-minute rollups, over all 30 days written (1 s data, raw
+// kept 7 days) and over the raw week alone: the queries
+// BenchmarkRollupFigures measures once, for profiling.
 func BenchmarkRollupHourly(b *testing.B) {
 	const days = 30
 	const sec = int64(time.Second)
@@ -46,12 +47,18 @@ func BenchmarkRollupHourly(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer db.Close()
-	q := Query{Selector: Selector{Measurement: "sensor", Field: "temp", Start: start, End: end - 7*24*3600*sec}, Agg: AggMean, Every: int64(time.Hour)}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		if _, err := db.Query(context.Background(), q); err != nil {
-			b.Fatal(err)
-		}
+	for _, r := range []struct {
+		name     string
+		from, to int64
+	}{{"23d-rolled", start, end - 7*24*3600*sec}, {"30d", start, end}, {"7d-raw", end - 7*24*3600*sec, end}} {
+		b.Run(r.name, func(b *testing.B) {
+			q := Query{Selector: Selector{Measurement: "sensor", Field: "temp", Start: r.from, End: r.to}, Agg: AggMean, Every: int64(time.Hour)}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := db.Query(context.Background(), q); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
