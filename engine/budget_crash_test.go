@@ -4,13 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
-	"strings"
-	"sync/atomic"
 	"testing"
-
-	"github.com/stratadb/strata/internal/vfs"
 )
 
 // TestCrashInjectionBudgetDrop fails, in turn, each operation on segment,
@@ -87,35 +81,8 @@ func TestCrashInjectionBudgetDrop(t *testing.T) {
 		return ""
 	}
 
-	n := faultLoop(t, func(i int64) (bool, string) {
-		dir := filepath.Join(t.TempDir(), "db")
-		if err := os.CopyFS(dir, os.DirFS(template)); err != nil {
-			return true, err.Error()
-		}
-		var armed atomic.Bool
-		inj := &vfs.OnIndex{N: i, Sticky: true, Match: func(_ vfs.Op, name string) bool {
-			return armed.Load() && (strings.HasSuffix(name, ".seg") || strings.HasSuffix(name, "MANIFEST") || strings.HasSuffix(name, ".tmp"))
-		}}
-		o := *opts
-		o.MaxDiskBytes = limit
-		o.fs = vfs.Inject(vfs.Default, inj.Injector())
-		db, err := Open(dir, &o)
-		if err != nil {
-			return true, "open: " + err.Error()
-		}
-		armed.Store(true)
-		cerr := db.Compact()
-		db.Close()
-		if inj.Count() <= i {
-			if cerr != nil {
-				return false, "fault-free compaction failed: " + cerr.Error()
-			}
-			return false, verify(dir, true)
-		}
-		if p := verify(dir, false); p != "" {
-			return true, fmt.Sprintf("(compact returned %v): %s", cerr, p)
-		}
-		return true, ""
-	})
+	bo := *opts
+	bo.MaxDiskBytes = limit
+	n := compactionFaults(t, template, &bo, verify)
 	t.Logf("%d fault points", n)
 }

@@ -244,34 +244,8 @@ func TestCrashInjectionCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	n := faultLoop(t, func(i int64) (bool, string) {
-		dir := filepath.Join(t.TempDir(), "db")
-		if err := os.CopyFS(dir, os.DirFS(template)); err != nil {
-			return true, err.Error()
-		}
-		var armed atomic.Bool
-		inj := &vfs.OnIndex{N: i, Sticky: true, Match: func(_ vfs.Op, name string) bool {
-			return armed.Load() && (strings.HasSuffix(name, ".seg") || strings.HasSuffix(name, "MANIFEST") || strings.HasSuffix(name, ".tmp"))
-		}}
-		o := *opts
-		o.fs = vfs.Inject(vfs.Default, inj.Injector())
-		db, err := Open(dir, &o)
-		if err != nil {
-			return true, "open: " + err.Error()
-		}
-		armed.Store(true)
-		cerr := db.Compact()
-		db.Close()
-		if inj.Count() <= i {
-			if cerr != nil {
-				return false, "fault-free compaction failed: " + cerr.Error()
-			}
-			return false, verifyRecovered(dir, m, nil, true)
-		}
-		if p := verifyRecovered(dir, m, nil, false); p != "" {
-			return true, fmt.Sprintf("(compact returned %v): %s", cerr, p)
-		}
-		return true, ""
+	n := compactionFaults(t, template, opts, func(dir string, clean bool) string {
+		return verifyRecovered(dir, m, nil, clean)
 	})
 	t.Logf("%d fault points", n)
 }
@@ -335,4 +309,41 @@ func TestManifestSyncDirFails(t *testing.T) {
 			}
 		})
 	}
+}
+
+// compactionFaults copies the database at template for every fault point
+// of one Compact (each write, sync or rename of a segment, the manifest or
+// a temporary file, failing from that point on), opens it with opts,
+// compacts, closes, and asks verify about the directory: clean when the
+// compaction met no fault. It returns the number of fault points.
+func compactionFaults(t *testing.T, template string, opts *Options, verify func(dir string, clean bool) string) int64 {
+	return faultLoop(t, func(i int64) (bool, string) {
+		dir := filepath.Join(t.TempDir(), "db")
+		if err := os.CopyFS(dir, os.DirFS(template)); err != nil {
+			return true, err.Error()
+		}
+		var armed atomic.Bool
+		inj := &vfs.OnIndex{N: i, Sticky: true, Match: func(_ vfs.Op, name string) bool {
+			return armed.Load() && (strings.HasSuffix(name, ".seg") || strings.HasSuffix(name, "MANIFEST") || strings.HasSuffix(name, ".tmp"))
+		}}
+		o := *opts
+		o.fs = vfs.Inject(vfs.Default, inj.Injector())
+		db, err := Open(dir, &o)
+		if err != nil {
+			return true, "open: " + err.Error()
+		}
+		armed.Store(true)
+		cerr := db.Compact()
+		db.Close()
+		if inj.Count() <= i {
+			if cerr != nil {
+				return false, "fault-free compaction failed: " + cerr.Error()
+			}
+			return false, verify(dir, true)
+		}
+		if p := verify(dir, false); p != "" {
+			return true, fmt.Sprintf("(compact returned %v): %s", cerr, p)
+		}
+		return true, ""
+	})
 }
