@@ -149,4 +149,28 @@ func BenchmarkQuery(b *testing.B) {
 			b.ReportMetric(float64(scanned)/b.Elapsed().Seconds(), "results/s")
 		})
 	}
+	// The raw ranges again through Scan, which yields columns.
+	for _, c := range cases[:2] {
+		b.Run("Scan"+c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var scanned int
+			for b.Loop() {
+				n, series, last := 0, 0, ""
+				for cols, err := range db.Scan(ctx, c.q.Selector) {
+					if err != nil {
+						b.Fatal(err)
+					}
+					if cols.Tags[0].Value != last {
+						series, last = series+1, cols.Tags[0].Value
+					}
+					n += cols.Len()
+				}
+				if series != c.series || n != c.samples {
+					b.Fatalf("%d series and %d samples, want %d and %d", series, n, c.series, c.samples)
+				}
+				scanned += n
+			}
+			b.ReportMetric(float64(scanned)/b.Elapsed().Seconds(), "results/s")
+		})
+	}
 }

@@ -21,6 +21,7 @@ import (
 // *segment.BlockReader.
 type blockSource interface {
 	ReadBlock(s *segment.SeriesIndex, b int, dst []point.Sample) ([]point.Sample, error)
+	ReadColumns(s *segment.SeriesIndex, b int, dst *point.Columns) error
 }
 
 // decodeBlock appends the samples of block b of si to dst, after checking
@@ -33,6 +34,18 @@ func (db *DB) decodeBlock(ctx context.Context, src blockSource, si *segment.Seri
 		hook()
 	}
 	return src.ReadBlock(si, b, dst)
+}
+
+// decodeColumns appends the columns of block b of si to dst, after
+// checking ctx, as decodeBlock appends samples.
+func (db *DB) decodeColumns(ctx context.Context, src blockSource, si *segment.SeriesIndex, b int, dst *point.Columns) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if hook := db.testOnBlockDecode; hook != nil {
+		hook()
+	}
+	return src.ReadColumns(si, b, dst)
 }
 
 // appendRange appends the samples of si with mint <= Time <= maxt to dst,

@@ -170,13 +170,14 @@ type DB struct {
 
 	refs refTable // appenders' series refs (appender.go)
 
-	// partSamples is PartSamples, lastParallelMin defaultLastParallelMin
-	// and parallelFlushMin parallelFlushSeries; a test sets others on its
-	// own DB so that parts, windows and parallel sweeps happen on small
-	// data, or not at all.
+	// partSamples is PartSamples, lastParallelMin defaultLastParallelMin,
+	// parallelFlushMin parallelFlushSeries and scanChunkMax
+	// scanChunkSamples; a test sets others on its own DB so that parts,
+	// windows and parallel sweeps happen on small data, or not at all.
 	partSamples      int
 	lastParallelMin  int
 	parallelFlushMin int
+	scanChunkMax     int
 
 	// testAfterCompactionSnapshot, when set by a test, runs in compactOnce
 	// right after the compaction has taken its snapshot.

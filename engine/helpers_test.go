@@ -201,6 +201,62 @@ func checkQuery(t testing.TB, db *DB, m *RefModel, q Query, cutoff int64, where 
 	if d := diffResults(q.Agg, seq, want); d != "" {
 		t.Fatalf("%s: QuerySeq %s, parts joined: %s", where, formatQuery(q), d)
 	}
+	if q.Agg == AggNone && q.GroupBy == nil {
+		scanned, err := joinScan(db, q.Selector)
+		if err != nil {
+			t.Fatalf("%s: Scan %s: %v", where, formatQuery(q), err)
+		}
+		if d := diffResults(q.Agg, scanned, want); d != "" {
+			t.Fatalf("%s: Scan %s, runs joined: %s", where, formatQuery(q), d)
+		}
+	}
+}
+
+// scanSplits counts the series that Scan yielded in more than one run.
+var scanSplits atomic.Int64
+
+// joinScan collects Scan's runs as Series, appending each run to the
+// series it continues, and checks what every run must satisfy: columns
+// as long as Times, only the column of the series' kind, times rising
+// within and across the runs of a series.
+func joinScan(db *DB, sel Selector) ([]Series, error) {
+	var out []Series
+	prev := ""
+	for c, err := range db.Scan(context.Background(), sel) {
+		if err != nil {
+			return nil, err
+		}
+		if c.Len() == 0 {
+			return nil, fmt.Errorf("empty run of %s", c.Measurement)
+		}
+		lens := []int{len(c.Floats), len(c.Ints), len(c.Uints), len(c.Bools), len(c.Strings)}
+		kinds := []Kind{KindFloat, KindInt, KindUint, KindBool, KindString}
+		for i, n := range lens {
+			if (kinds[i] == c.Kind) != (n == c.Len()) || (kinds[i] != c.Kind && n != 0) {
+				return nil, fmt.Errorf("run of kind %v has %d %v values for %d times", c.Kind, n, kinds[i], c.Len())
+			}
+		}
+		samples := make([]Sample, c.Len())
+		for i := range samples {
+			samples[i] = c.Sample(i)
+			if i > 0 && c.Times[i] <= c.Times[i-1] {
+				return nil, fmt.Errorf("run times not rising at %d", i)
+			}
+		}
+		key := point.SeriesKey(c.Measurement, c.Tags, c.Field)
+		if len(out) > 0 && key == prev {
+			last := &out[len(out)-1]
+			if samples[0].Time <= last.Samples[len(last.Samples)-1].Time {
+				return nil, fmt.Errorf("run of %q does not continue its series in time order", key)
+			}
+			scanSplits.Add(1)
+			last.Samples = append(last.Samples, samples...)
+			continue
+		}
+		out = append(out, Series{Measurement: c.Measurement, Tags: slices.Clone(c.Tags), Field: c.Field, Samples: samples})
+		prev = key
+	}
+	return out, nil
 }
 
 // seqSplits counts the series that QuerySeq yielded in more than one part.

@@ -261,6 +261,7 @@ func newDB(dir string, opts *Options, fsys vfs.FS) *DB {
 		partSamples:      PartSamples,
 		lastParallelMin:  defaultLastParallelMin,
 		parallelFlushMin: parallelFlushSeries,
+		scanChunkMax:     scanChunkSamples,
 	}
 	db.mu.cond = sync.NewCond(&db.mu.Mutex)
 	rs, _ := compileRules(opts.RetentionRules, opts.Retention) // validated by Options.Validate

@@ -382,6 +382,7 @@ type seriesReader struct {
 	srcs     []source
 	merge    [2][]point.Sample // mergeNewer's outputs, used in turn
 	ends     []int64           // windowEnds' result
+	cols     point.Columns     // a series' decoded columns
 	spans    []memtable.Span   // windowEnds' scratch
 	accOut   []acc             // read's per-bucket states
 	accBits  []uint64          // accs.bits, kept from series to series
@@ -481,8 +482,17 @@ func (r *seriesReader) read(id uint64, meta *catalog.Series, mint, maxt int64, q
 	lo := mint
 	r.ends = r.windowEnds(id, srcs, mint, maxt, r.db.partSamples)
 	if s := srcs[0]; len(r.ends) == 1 && len(srcs) == 1 && s.seg != nil && len(tombs) == 0 && len(s.idx.Rollups) == 0 {
-		// One segment holds all of it: decode straight into the result.
-		return r.db.appendRange(r.ctx, r.blockSource(s.seg), s.idx, mint, maxt, make([]point.Sample, 0, samplesIn(s.idx, mint, maxt)))
+		// One segment holds all of it: decode its columns, then build a
+		// result of their exact size.
+		r.cols.Reset()
+		src := r.blockSource(s.seg)
+		err := segment.AppendColumnsInRange(s.idx, mint, maxt, &r.cols, func(b int, dst *point.Columns) error {
+			return r.db.decodeColumns(r.ctx, src, s.idx, b, dst)
+		})
+		if err != nil || r.cols.Len() == 0 {
+			return nil, err
+		}
+		return r.cols.Samples(meta.Kind), nil
 	}
 	for _, hi := range r.ends {
 		merged, err := r.mergeSources(id, srcs, tombs, lo, hi)
@@ -499,18 +509,6 @@ func (r *seriesReader) read(id uint64, meta *catalog.Series, mint, maxt int64, q
 		lo = hi + 1
 	}
 	return out, nil
-}
-
-// samplesIn returns how many samples the blocks of si that overlap
-// [mint, maxt] hold.
-func samplesIn(si *segment.SeriesIndex, mint, maxt int64) int {
-	n := 0
-	for i := range si.Blocks {
-		if b := &si.Blocks[i]; b.MaxTime >= mint && b.MinTime <= maxt {
-			n += b.Count
-		}
-	}
-	return n
 }
 
 // sourcesAndTombs returns where series id has samples in [mint, maxt] and

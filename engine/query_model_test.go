@@ -32,9 +32,13 @@ func smallParts(db *DB) *DB {
 // Measurements, TagKeys, TagValues, SeriesInfo and Last.
 func TestQueryModel(t *testing.T) {
 	seqSplits.Store(0)
+	scanSplits.Store(0)
 	t.Cleanup(func() {
 		if seqSplits.Load() == 0 {
 			t.Errorf("QuerySeq never yielded a series in parts")
+		}
+		if scanSplits.Load() == 0 {
+			t.Errorf("Scan never yielded a series in runs")
 		}
 	})
 	steps := 260

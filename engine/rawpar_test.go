@@ -57,5 +57,12 @@ func TestQueryRawParallel(t *testing.T) {
 		if len(got) != 600 || !reflect.DeepEqual(got, want) {
 			t.Fatalf("%+v: Query gave %d series, QuerySeq %d, or other samples", sel, len(got), len(want))
 		}
+		scanned, err := joinScan(db, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := diffResults(AggNone, scanned, want); d != "" {
+			t.Fatalf("%+v: Scan: %s", sel, d)
+		}
 	}
 }

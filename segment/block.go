@@ -168,107 +168,117 @@ func maxBlockRaw(k point.Kind, count int) int {
 // decodeBlock appends the samples of raw block raw to dst after checking it
 // against its index entry.
 func decodeBlock(dst []point.Sample, raw []byte, kind point.Kind, bm *BlockMeta, sc *blockScratch) ([]point.Sample, error) {
-	if len(raw) < 3 {
-		return dst, errShortFrame
-	}
-	if point.Kind(raw[0]) != kind {
-		return dst, fmt.Errorf("block kind %d, series kind %d", raw[0], kind)
-	}
-	count, rest, err := encoding.Uvarint(raw[1:])
-	if err != nil {
-		return dst, fmt.Errorf("count: %w", err)
-	}
-	if count != uint64(bm.Count) {
-		return dst, fmt.Errorf("block holds %d samples, index says %d", count, bm.Count)
-	}
-	n := int(count)
-	tsLen, rest, err := encoding.Uvarint(rest)
-	if err != nil {
-		return dst, fmt.Errorf("timestamps length: %w", err)
-	}
-	if tsLen > uint64(len(rest)) {
-		return dst, fmt.Errorf("timestamps length %d exceeds %d", tsLen, len(rest))
-	}
-	ts, tail, err := encoding.DecodeTimestamps(sc.ts[:0], rest[:tsLen], n)
-	sc.ts = ts
-	if err != nil {
-		return dst, fmt.Errorf("timestamps: %w", err)
-	}
-	if len(tail) != 0 {
-		return dst, fmt.Errorf("%d bytes after timestamps", len(tail))
-	}
-	if ts[0] != bm.MinTime || ts[n-1] != bm.MaxTime {
-		return dst, fmt.Errorf("block spans %d..%d, index says %d..%d", ts[0], ts[n-1], bm.MinTime, bm.MaxTime)
-	}
-	if kind == point.KindString {
-		// Numeric kinds check the order while assembling the samples.
-		if err := checkIncreasing(ts); err != nil {
-			return dst, err
-		}
-	}
-	col := rest[tsLen:]
-	var vals []uint64
-	switch kind {
-	case point.KindFloat:
-		if len(col) == 0 {
-			return dst, errors.New("missing float codec")
-		}
-		switch col[0] {
-		case floatGorilla:
-			vals, tail, err = encoding.DecodeFloats(sc.vals[:0], col[1:], n)
-		case floatDecimal:
-			vals, tail, err = encoding.DecodeDecimal(sc.vals[:0], col[1:], n)
-		default:
-			return dst, fmt.Errorf("unknown float codec %d", col[0])
-		}
-	case point.KindInt, point.KindUint:
-		vals, tail, err = encoding.DecodeInts(sc.vals[:0], col, n)
-	case point.KindBool:
-		vals, tail, err = encoding.DecodeBools(sc.vals[:0], col, n)
-	case point.KindString:
-		var strs []string
-		strs, tail, err = encoding.DecodeStrings(sc.strs[:0], col, n)
-		if err == nil && len(tail) == 0 {
-			start := len(dst)
-			dst = slices.Grow(dst, n)[:start+n]
-			out := dst[start:]
-			for i, s := range strs[:len(out)] {
-				out[i] = point.Sample{Time: ts[i], Value: point.String(s)}
-			}
-		}
+	ts, vals, strs, err := decodeColumns(sc.ts[:0], sc.vals[:0], sc.strs[:0], raw, kind, bm)
+	sc.ts, sc.vals = ts[:0], vals[:0]
+	defer func() {
 		clear(strs)
 		sc.strs = strs[:0]
-	}
-	if vals != nil {
-		sc.vals = vals
-	}
+	}()
 	if err != nil {
-		return dst, fmt.Errorf("%v values: %w", kind, err)
-	}
-	if len(tail) != 0 {
-		return dst, fmt.Errorf("%d bytes after values", len(tail))
-	}
-	if kind == point.KindString {
-		return dst, nil
+		return dst, err
 	}
 	// Writing into a pre-sized slice is several times faster than
 	// appending 40-byte samples one by one.
+	n := len(ts)
 	start := len(dst)
 	dst = slices.Grow(dst, n)[:start+n]
 	out := dst[start:]
-	ts, vals = ts[:len(out)], vals[:len(out)]
+	if kind == point.KindString {
+		for i, s := range strs[:len(out)] {
+			out[i] = point.Sample{Time: ts[i], Value: point.String(s)}
+		}
+		return dst, nil
+	}
+	vals = vals[:len(out)]
 	ordered := true
 	prev := ts[0]
 	for i := range out {
 		t := ts[i]
 		ordered = ordered && (i == 0 || t > prev)
 		prev = t
-		out[i] = point.Sample{Time: t, Value: point.FromBits(kind, vals[i])}
+		out[i].Time = t
+		out[i].Value.SetBits(kind, vals[i])
 	}
 	if !ordered {
 		return dst[:start], checkIncreasing(ts)
 	}
 	return dst, nil
+}
+
+// decodeColumns appends the timestamps of raw block raw to ts and its
+// values to vals (numbers and booleans, as point.Value.Bits) or strs
+// (strings) after checking the block against its index entry. Numeric
+// timestamps are not checked for order: the caller does that (decodeBlock
+// while it assembles samples). On error the slices hold what they held.
+func decodeColumns(ts []int64, vals []uint64, strs []string, raw []byte, kind point.Kind, bm *BlockMeta) ([]int64, []uint64, []string, error) {
+	ts0, vals0, strs0 := ts, vals, strs
+	fail := func(err error) ([]int64, []uint64, []string, error) { return ts0, vals0, strs0, err }
+	if len(raw) < 3 {
+		return fail(errShortFrame)
+	}
+	if point.Kind(raw[0]) != kind {
+		return fail(fmt.Errorf("block kind %d, series kind %d", raw[0], kind))
+	}
+	count, rest, err := encoding.Uvarint(raw[1:])
+	if err != nil {
+		return fail(fmt.Errorf("count: %w", err))
+	}
+	if count != uint64(bm.Count) {
+		return fail(fmt.Errorf("block holds %d samples, index says %d", count, bm.Count))
+	}
+	n := int(count)
+	tsLen, rest, err := encoding.Uvarint(rest)
+	if err != nil {
+		return fail(fmt.Errorf("timestamps length: %w", err))
+	}
+	if tsLen > uint64(len(rest)) {
+		return fail(fmt.Errorf("timestamps length %d exceeds %d", tsLen, len(rest)))
+	}
+	at := len(ts)
+	ts, tail, err := encoding.DecodeTimestamps(ts, rest[:tsLen], n)
+	if err != nil {
+		return fail(fmt.Errorf("timestamps: %w", err))
+	}
+	if len(tail) != 0 {
+		return fail(fmt.Errorf("%d bytes after timestamps", len(tail)))
+	}
+	if got := ts[at:]; got[0] != bm.MinTime || got[n-1] != bm.MaxTime {
+		return fail(fmt.Errorf("block spans %d..%d, index says %d..%d", got[0], got[n-1], bm.MinTime, bm.MaxTime))
+	}
+	if kind == point.KindString {
+		// Numeric kinds check the order while assembling the samples.
+		if err := checkIncreasing(ts[at:]); err != nil {
+			return fail(err)
+		}
+	}
+	col := rest[tsLen:]
+	switch kind {
+	case point.KindFloat:
+		if len(col) == 0 {
+			return fail(errors.New("missing float codec"))
+		}
+		switch col[0] {
+		case floatGorilla:
+			vals, tail, err = encoding.DecodeFloats(vals, col[1:], n)
+		case floatDecimal:
+			vals, tail, err = encoding.DecodeDecimal(vals, col[1:], n)
+		default:
+			return fail(fmt.Errorf("unknown float codec %d", col[0]))
+		}
+	case point.KindInt, point.KindUint:
+		vals, tail, err = encoding.DecodeInts(vals, col, n)
+	case point.KindBool:
+		vals, tail, err = encoding.DecodeBools(vals, col, n)
+	case point.KindString:
+		strs, tail, err = encoding.DecodeStrings(strs, col, n)
+	}
+	if err != nil {
+		return fail(fmt.Errorf("%v values: %w", kind, err))
+	}
+	if len(tail) != 0 {
+		return fail(fmt.Errorf("%d bytes after values", len(tail)))
+	}
+	return ts, vals, strs, nil
 }
 
 // checkIncreasing reports the first timestamp not after its predecessor.

@@ -329,7 +329,56 @@ func TestCorruptionEveryByte(t *testing.T) {
 				t.Fatalf("byte %d ^ %#x: read wrong data without an error: %s", i, mask, d)
 			}
 		}
+		// Read as columns too, from the Reader and through a BlockReader.
+		data := bytes.Clone(good)
+		data[i] ^= 0x01
+		for _, window := range []int{0, 1 << 10} {
+			got, err := openAndReadColumns(data, window)
+			if err != nil {
+				checkCorrupt(t, fmt.Sprintf("columns, window %d, byte %d ^ 0x01", window, i), err)
+				continue
+			}
+			if d := diffSeries(want, got); d != "" {
+				t.Fatalf("columns, window %d, byte %d ^ 0x01: read wrong data without an error: %s", window, i, d)
+			}
+		}
 	}
+}
+
+// openAndReadColumns opens data as a segment and reads every block with
+// ReadColumns: the Reader's with window 0, else a BlockReader's.
+func openAndReadColumns(data []byte, window int) ([]testSeries, error) {
+	fs := newMemFS()
+	fs.put("/db/c.seg", data)
+	r, err := Open(fs, "/db/c.seg")
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	read := r.ReadColumns
+	if window > 0 {
+		read = r.NewBlockReader(window).ReadColumns
+	}
+	var out []testSeries
+	for i := range r.NumSeries() {
+		s := r.Series(i)
+		var cols point.Columns
+		for b := range s.Blocks {
+			n := cols.Len()
+			if err := read(s, b, &cols); err != nil {
+				if cols.Len() != n || len(cols.Bits) > n || len(cols.Strings) > n {
+					return nil, fmt.Errorf("failed read of block %d changed the columns", b)
+				}
+				return nil, err
+			}
+		}
+		ts := testSeries{key: bytes.Clone(s.Key), kind: s.Kind}
+		if cols.Len() > 0 {
+			ts.samples = cols.Samples(s.Kind)
+		}
+		out = append(out, ts)
+	}
+	return out, nil
 }
 
 func TestCorruptionTruncated(t *testing.T) {

@@ -250,6 +250,29 @@ func AppendBlocksInRange(s *SeriesIndex, mint, maxt int64, dst []point.Sample, r
 	return dst, nil
 }
 
+// AppendColumnsInRange appends to dst's columns the samples of s with
+// mint <= t <= maxt, as AppendBlocksInRange appends samples: only the
+// blocks that overlap the range are read, each with read, and the first
+// and the last are trimmed to the range.
+func AppendColumnsInRange(s *SeriesIndex, mint, maxt int64, dst *point.Columns, read func(b int, dst *point.Columns) error) error {
+	bs := s.Blocks
+	for b := sort.Search(len(bs), func(i int) bool { return bs[i].MaxTime >= mint }); b < len(bs) && bs[b].MinTime <= maxt; b++ {
+		n0 := len(dst.Times)
+		if err := read(b, dst); err != nil {
+			return err
+		}
+		if bs[b].MinTime < mint {
+			got := dst.Times[n0:]
+			dst.Cut(n0, n0+sort.Search(len(got), func(i int) bool { return got[i] >= mint }))
+		}
+		if bs[b].MaxTime > maxt {
+			got := dst.Times[n0:]
+			dst.Truncate(n0 + sort.Search(len(got), func(i int) bool { return got[i] > maxt }))
+		}
+	}
+	return nil
+}
+
 // scratchPool recycles decoding buffers across ReadBlock calls.
 var scratchPool = sync.Pool{New: func() any { return new(blockScratch) }}
 
@@ -259,24 +282,58 @@ const maxPooledScratch = 4 << 20
 // ReadBlock decodes block b of s, appending its samples to dst. String
 // values of a block share one allocation.
 func (r *Reader) ReadBlock(s *SeriesIndex, b int, dst []point.Sample) ([]point.Sample, error) {
+	sc := scratchPool.Get().(*blockScratch)
+	defer putScratch(sc)
+	raw, err := r.rawBlock(s, b, sc)
+	if err != nil {
+		return dst, err
+	}
+	if dst, err = decodeBlock(dst, raw, s.Kind, &s.Blocks[b], sc); err != nil {
+		return dst, r.corrupt(s.Blocks[b].Offset, fmt.Errorf("block %d of %q: %w", b, s.Key, err))
+	}
+	return dst, nil
+}
+
+// ReadColumns decodes block b of s, appending its timestamps and values to
+// dst's columns. On error dst is as it was.
+func (r *Reader) ReadColumns(s *SeriesIndex, b int, dst *point.Columns) error {
+	sc := scratchPool.Get().(*blockScratch)
+	defer putScratch(sc)
+	raw, err := r.rawBlock(s, b, sc)
+	if err != nil {
+		return err
+	}
+	return r.decodeColumnsOf(s, b, raw, dst)
+}
+
+// decodeColumnsOf appends the raw block b of s to dst, checking the
+// order of its timestamps too.
+func (r *Reader) decodeColumnsOf(s *SeriesIndex, b int, raw []byte, dst *point.Columns) error {
+	n := len(dst.Times)
+	ts, vals, strs, err := decodeColumns(dst.Times, dst.Bits, dst.Strings, raw, s.Kind, &s.Blocks[b])
+	if err == nil && s.Kind != point.KindString {
+		if err = checkIncreasing(ts[n:]); err != nil {
+			ts = ts[:n]
+			vals = vals[:n]
+		}
+	}
+	dst.Times, dst.Bits, dst.Strings = ts, vals, strs
+	if err != nil {
+		return r.corrupt(s.Blocks[b].Offset, fmt.Errorf("block %d of %q: %w", b, s.Key, err))
+	}
+	return nil
+}
+
+// rawBlock returns the raw bytes of block b of s, read and unframed into
+// sc's buffers (or held inline in the index).
+func (r *Reader) rawBlock(s *SeriesIndex, b int, sc *blockScratch) ([]byte, error) {
 	if b < 0 || b >= len(s.Blocks) {
-		return dst, fmt.Errorf("%w: segment: %s: block %d of %d", base.ErrInvalid, r.path, b, len(s.Blocks))
+		return nil, fmt.Errorf("%w: segment: %s: block %d of %d", base.ErrInvalid, r.path, b, len(s.Blocks))
 	}
 	bm := &s.Blocks[b]
-	sc := scratchPool.Get().(*blockScratch)
 	if bm.inline != nil {
-		defer scratchPool.Put(sc)
-		dst, err := decodeBlock(dst, bm.inline, s.Kind, bm, sc)
-		if err != nil {
-			return dst, r.corrupt(bm.Offset, fmt.Errorf("block %d of %q: %w", b, s.Key, err))
-		}
-		return dst, nil
+		return bm.inline, nil
 	}
-	defer func() {
-		if cap(sc.raw) <= maxPooledScratch && cap(sc.alt) <= maxPooledScratch {
-			scratchPool.Put(sc)
-		}
-	}()
 	stored := sc.alt[:0]
 	if cap(stored) < int(bm.Length) {
 		stored = make([]byte, bm.Length)
@@ -284,17 +341,20 @@ func (r *Reader) ReadBlock(s *SeriesIndex, b int, dst []point.Sample) ([]point.S
 	stored = stored[:bm.Length]
 	sc.alt = stored
 	if err := r.readAt(stored, bm.Offset); err != nil {
-		return dst, err
+		return nil, err
 	}
 	raw, err := unframe(stored, maxBlockRaw(s.Kind, bm.Count), sc)
 	if err != nil {
-		return dst, r.corrupt(bm.Offset, fmt.Errorf("block %d of %q: %w", b, s.Key, err))
+		return nil, r.corrupt(bm.Offset, fmt.Errorf("block %d of %q: %w", b, s.Key, err))
 	}
-	dst, err = decodeBlock(dst, raw, s.Kind, bm, sc)
-	if err != nil {
-		return dst, r.corrupt(bm.Offset, fmt.Errorf("block %d of %q: %w", b, s.Key, err))
+	return raw, nil
+}
+
+// putScratch returns sc to the pool unless it grew huge.
+func putScratch(sc *blockScratch) {
+	if cap(sc.raw) <= maxPooledScratch && cap(sc.alt) <= maxPooledScratch {
+		scratchPool.Put(sc)
 	}
-	return dst, nil
 }
 
 var decoderOnce = sync.OnceValues(func() (*zstd.Decoder, error) {

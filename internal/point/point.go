@@ -70,6 +70,18 @@ func Bool(v bool) Value {
 // encoding returned by Bits). Codecs use it to avoid a switch per sample.
 func FromBits(k Kind, bits uint64) Value { return Value{n: bits, kind: k} }
 
+// SetBits makes *v the non-string value of kind k with payload bits, as
+// *v = FromBits(k, bits) does, without writing v's string pointer unless
+// it holds one. Filling a fresh slice of samples this way costs no GC
+// write barrier per sample: while a collection runs, storing even a nil
+// pointer goes through one, and decoding a block is mostly such stores.
+func (v *Value) SetBits(k Kind, bits uint64) {
+	if v.s != "" {
+		v.s = ""
+	}
+	v.n, v.kind = bits, k
+}
+
 // Bits returns the 64-bit payload of a non-string value: IEEE-754 bits for a
 // float, two's complement for an int, the value for a uint, 0 or 1 for a bool.
 func (v Value) Bits() uint64 { return v.n }
@@ -224,4 +236,85 @@ func Compare(a, b Value) int {
 		return cmp.Compare(a.Int(), b.Int())
 	}
 	return cmp.Compare(a.Uint(), b.Uint())
+}
+
+// Columns holds the samples of one series column by column: Times and,
+// by the series' kind, Bits (numbers and booleans, as Value.Bits) or
+// Strings. Readers append to the columns of the kind they decode.
+type Columns struct {
+	Times   []int64
+	Bits    []uint64
+	Strings []string
+}
+
+// Len returns the number of samples in c.
+func (c *Columns) Len() int { return len(c.Times) }
+
+// Reset empties c, keeping its capacity; strings are cleared so that they
+// do not stay reachable.
+func (c *Columns) Reset() {
+	clear(c.Strings)
+	c.Times, c.Bits, c.Strings = c.Times[:0], c.Bits[:0], c.Strings[:0]
+}
+
+// Truncate keeps the first n samples.
+func (c *Columns) Truncate(n int) {
+	c.Times = c.Times[:n]
+	if len(c.Bits) > n {
+		c.Bits = c.Bits[:n]
+	}
+	if len(c.Strings) > n {
+		clear(c.Strings[n:])
+		c.Strings = c.Strings[:n]
+	}
+}
+
+// Cut removes the samples [i, j).
+func (c *Columns) Cut(i, j int) {
+	if i == j {
+		return
+	}
+	c.Times = append(c.Times[:i], c.Times[j:]...)
+	if len(c.Bits) > i {
+		c.Bits = append(c.Bits[:i], c.Bits[j:]...)
+	}
+	if len(c.Strings) > i {
+		n := len(c.Strings) - (j - i)
+		c.Strings = append(c.Strings[:i], c.Strings[j:]...)
+		clear(c.Strings[n : len(c.Strings)+j-i])
+	}
+}
+
+// AppendSamples appends samples, all of kind k, to c's columns.
+func (c *Columns) AppendSamples(k Kind, samples []Sample) {
+	for i := range samples {
+		c.Times = append(c.Times, samples[i].Time)
+	}
+	if k == KindString {
+		for i := range samples {
+			c.Strings = append(c.Strings, samples[i].Value.s)
+		}
+		return
+	}
+	for i := range samples {
+		c.Bits = append(c.Bits, samples[i].Value.n)
+	}
+}
+
+// Samples returns c's samples, all of kind k, in a slice of their exact
+// size.
+func (c *Columns) Samples(k Kind) []Sample {
+	out := make([]Sample, len(c.Times))
+	if k == KindString {
+		for i, s := range c.Strings[:len(out)] {
+			out[i] = Sample{Time: c.Times[i], Value: Value{s: s, kind: k}}
+		}
+		return out
+	}
+	bits := c.Bits[:len(out)]
+	for i, t := range c.Times {
+		// Fresh memory: no string pointer to clear, and no write barrier.
+		out[i].Time, out[i].Value.n, out[i].Value.kind = t, bits[i], k
+	}
+	return out
 }
