@@ -335,25 +335,63 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 			}
 			continue
 		}
-		qry := engine.Query{Selector: p.sel}
-		qry.Field = field
-		res, err := q.db.Query(ctx, qry)
-		if err != nil {
-			return storage.ErrSeriesSet(storageErr(err))
-		}
-		for i := range res {
-			r := &res[i]
-			key := r.Key()
-			ls, ok := want[key]
-			if !ok {
+		sel := p.sel
+		sel.Field = field
+		// Scan hands over columns: the samples go straight to
+		// milliseconds, with no engine.Sample in between. Runs of one
+		// series come one after the other.
+		var cur *memSeries
+		var curKey string
+		for c, err := range q.db.Scan(ctx, sel) {
+			if err != nil {
+				return storage.ErrSeriesSet(storageErr(err))
+			}
+			if c.Kind == engine.KindString {
 				continue
 			}
-			if smp := toMillis(r.Samples); len(smp) > 0 {
-				out = append(out, &memSeries{lbls: ls, key: key, samples: smp})
+			if key := engine.SeriesKey(c.Measurement, c.Tags, c.Field); cur == nil || key != curKey {
+				curKey = key
+				cur = nil
+				if ls, ok := want[key]; ok {
+					cur = &memSeries{lbls: ls, key: key}
+					out = append(out, cur)
+				}
+			}
+			if cur != nil {
+				cur.samples = appendMillis(cur.samples, c)
 			}
 		}
 	}
 	return newSeriesSet(out)
+}
+
+// appendMillis appends the samples of a run of numeric or boolean values
+// to dst in ms, the later sample in time winning within a millisecond
+// (also across the runs of one series, which continue in time order).
+func appendMillis(dst fsamples, c *engine.Columns) fsamples {
+	dst = slices.Grow(dst, c.Len())
+	for i, ns := range c.Times {
+		var v float64
+		switch c.Kind {
+		case engine.KindFloat:
+			v = c.Floats[i]
+		case engine.KindInt:
+			v = float64(c.Ints[i])
+		case engine.KindUint:
+			v = float64(c.Uints[i])
+		case engine.KindBool:
+			if c.Bools[i] {
+				v = 1
+			}
+		}
+		t := floorDiv(ns, int64(time.Millisecond))
+		if n := len(dst); n > 0 && dst[n-1].t == t {
+			dst[n-1].f = v
+			continue
+		}
+		dst = append(dst, fsample{t, v})
+	}
+	return dst
 }
 
 // toMillis converts the samples of a series to ms, the later sample in
