@@ -193,3 +193,47 @@ func ExampleDB_Delete() {
 	// 12:02:00 21.2
 	// 12:03:00 21.4
 }
+
+// A reader of many samples scans them column by column: nothing is
+// allocated per sample, and the columns are reused from run to run.
+func ExampleDB_Scan() {
+	dir, err := os.MkdirTemp("", "strata-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+
+	t0 := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC).UnixNano()
+	var points []engine.Point
+	for d := range 3 {
+		tags := []engine.Tag{{Key: "device_id", Value: fmt.Sprintf("dev-%04d", d)}}
+		for i := range 60 {
+			points = append(points, engine.Point{Measurement: "sensor", Tags: tags, Time: t0 + int64(i)*int64(time.Second),
+				Fields: []engine.Field{{Key: "temperature", Value: engine.Float(20 + float64(d) + float64(i)/100)}}})
+		}
+	}
+	if err := db.Write(points); err != nil {
+		log.Fatal(err)
+	}
+
+	sel := engine.Selector{Measurement: "sensor", Start: t0, End: t0 + int64(time.Minute)}
+	for c, err := range db.Scan(context.Background(), sel) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		sum := 0.0
+		for _, v := range c.Floats {
+			sum += v
+		}
+		fmt.Printf("%s %s: %d samples, mean %.3f\n", c.Tags[0].Value, c.Field, c.Len(), sum/float64(c.Len()))
+	}
+	// Output:
+	// dev-0000 temperature: 60 samples, mean 20.295
+	// dev-0001 temperature: 60 samples, mean 21.295
+	// dev-0002 temperature: 60 samples, mean 22.295
+}
