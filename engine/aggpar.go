@@ -46,15 +46,49 @@ func (r *seriesReader) blockSource(h *segHandle) blockSource {
 // with samples, in order, until emit returns false. At most two chunks per
 // worker are held beyond the one being emitted.
 func (r *seriesReader) queryParallel(ctx context.Context, q *Query, metas []catalog.Series, ids []uint64, mint, maxt int64, emit func(Series) bool) error {
-	n := (len(metas) + aggChunk - 1) / aggChunk
-	workers := min(runtime.GOMAXPROCS(0), aggMaxWorkers, n)
 	type chunk struct {
 		out []Series
 		err error
 	}
-	results := make([]chan chunk, n)
+	return inOrder(r, ctx, len(metas), func(w *seriesReader, lo, hi int) chunk {
+		res := chunk{out: make([]Series, 0, hi-lo), err: w.ctx.Err()}
+		for i := lo; i < hi && res.err == nil; i++ {
+			samples, err := w.read(ids[i], &metas[i], mint, maxt, q)
+			if err != nil {
+				res.err = err
+				break
+			}
+			if len(samples) > 0 {
+				res.out = append(res.out, seriesResult(&metas[i], samples))
+			}
+		}
+		return res
+	}, func(res chunk) (bool, error) {
+		if res.err != nil {
+			return false, res.err
+		}
+		for _, s := range res.out {
+			if !emit(s) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// inOrder splits n series (sorted by key) into chunks of aggChunk, has
+// produce read chunk [lo, hi) on up to min(GOMAXPROCS, aggMaxWorkers)
+// goroutines, each with a seriesReader of its own over r's snapshot (with
+// read-ahead), and passes the results to consume in chunk order on the
+// caller's goroutine until it returns false or an error. At most two
+// chunks per worker are produced beyond the one being consumed. The
+// context produce sees (w.ctx) is cancelled once inOrder returns.
+func inOrder[T any](r *seriesReader, ctx context.Context, n int, produce func(w *seriesReader, lo, hi int) T, consume func(T) (bool, error)) error {
+	chunks := (n + aggChunk - 1) / aggChunk
+	workers := min(runtime.GOMAXPROCS(0), aggMaxWorkers, chunks)
+	results := make([]chan T, chunks)
 	for i := range results {
-		results[i] = make(chan chunk, 1)
+		results[i] = make(chan T, 1)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -63,7 +97,7 @@ func (r *seriesReader) queryParallel(ctx context.Context, q *Query, metas []cata
 		wg.Wait()
 	}()
 	var next atomic.Int64
-	slots := make(chan struct{}, 2*workers) // chunks claimed and not yet emitted
+	slots := make(chan struct{}, 2*workers) // chunks claimed and not yet consumed
 	for range workers {
 		wg.Go(func() {
 			w := seriesReader{ctx: ctx, db: r.db, snap: r.snap, cuts: r.cuts, readAhead: map[*segHandle]*segment.BlockReader{}}
@@ -74,37 +108,18 @@ func (r *seriesReader) queryParallel(ctx context.Context, q *Query, metas []cata
 					return
 				}
 				c := int(next.Add(1) - 1)
-				if c >= n {
+				if c >= chunks {
 					return
 				}
-				lo, hi := c*aggChunk, min(len(metas), (c+1)*aggChunk)
-				res := chunk{out: make([]Series, 0, hi-lo)}
-				if res.err = ctx.Err(); res.err == nil {
-					for i := lo; i < hi; i++ {
-						samples, err := w.read(ids[i], &metas[i], mint, maxt, q)
-						if err != nil {
-							res.err = err
-							break
-						}
-						if len(samples) > 0 {
-							res.out = append(res.out, seriesResult(&metas[i], samples))
-						}
-					}
-				}
-				results[c] <- res
+				results[c] <- produce(&w, c*aggChunk, min(n, (c+1)*aggChunk))
 			}
 		})
 	}
-	for c := range n {
+	for c := range chunks {
 		res := <-results[c]
 		<-slots
-		if res.err != nil {
-			return res.err
-		}
-		for _, s := range res.out {
-			if !emit(s) {
-				return nil
-			}
+		if more, err := consume(res); err != nil || !more {
+			return err
 		}
 	}
 	return nil

@@ -93,25 +93,17 @@ func (db *DB) query(ctx context.Context, q Query, part int, emit func(Series) bo
 	if part > 0 {
 		part = db.partSamples
 	}
-	if err := validateQuery(&q); err != nil {
-		return err
-	}
 	groupBy, err := normalizeGroupBy(q.GroupBy)
 	if err != nil {
 		return err
 	}
-	ms, err := catalog.CompileSelector(&q.Selector)
-	if err != nil {
+	sel, ok, err := db.selectRead(ctx, &q)
+	if !ok {
 		return err
 	}
+	defer db.releaseSnapshot(sel.snap)
 	// Visible range, inclusive: [mint, maxt].
-	snap, mint, maxt, cuts, err := db.beginRead(ctx, &q.Selector)
-	if snap == nil {
-		return err
-	}
-	defer db.releaseSnapshot(snap)
-
-	metas, ids := db.selectSorted(&q.Selector, ms)
+	metas, ids, mint, maxt := sel.metas, sel.ids, sel.mint, sel.maxt
 	if q.Agg == AggSum || q.Agg == AggMean || q.Agg == AggMin || q.Agg == AggMax {
 		// sum, mean, min and max apply to numbers only.
 		n := 0
@@ -124,7 +116,7 @@ func (db *DB) query(ctx context.Context, q Query, part int, emit func(Series) bo
 		metas, ids = metas[:n], ids[:n]
 	}
 
-	r := seriesReader{ctx: ctx, db: db, snap: snap, cuts: cuts}
+	r := seriesReader{ctx: ctx, db: db, snap: sel.snap, cuts: sel.cuts}
 	if groupBy != nil {
 		return r.queryGroups(ctx, &q, groupBy, metas, ids, mint, maxt, emit)
 	}
@@ -241,6 +233,37 @@ func (r *seriesReader) windowEnds(id uint64, srcs []source, mint, maxt int64, li
 		}
 	}
 	return append(dst, maxt)
+}
+
+// selection is what a read of a selector works on: a snapshot, the
+// visible part of the range [mint, maxt] with the retention cutoffs
+// applied, and the selected series, sorted by key.
+type selection struct {
+	snap       *snapshot
+	mint, maxt int64
+	cuts       *cutoffs
+	metas      []catalog.Series
+	ids        []uint64
+}
+
+// selectRead validates q, compiles its selector, takes a snapshot
+// (beginRead) and selects the series. ok is false when there is nothing to
+// read, err saying why if anything failed; otherwise the caller releases
+// the snapshot.
+func (db *DB) selectRead(ctx context.Context, q *Query) (s selection, ok bool, err error) {
+	if err := validateQuery(q); err != nil {
+		return s, false, err
+	}
+	sel := &q.Selector
+	ms, err := catalog.CompileSelector(sel)
+	if err != nil {
+		return s, false, err
+	}
+	if s.snap, s.mint, s.maxt, s.cuts, err = db.beginRead(ctx, sel); s.snap == nil {
+		return s, false, err
+	}
+	s.metas, s.ids = db.selectSorted(sel, ms)
+	return s, true, nil
 }
 
 // selectSorted returns the series sel selects (compiled matchers ms),

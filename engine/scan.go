@@ -5,7 +5,6 @@ import (
 	"iter"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/stratadb/strata/internal/catalog"
@@ -110,22 +109,14 @@ func (db *DB) Scan(ctx context.Context, s Selector) iter.Seq2[*Columns, error] {
 }
 
 // scan runs Scan, passing each run to emit until it returns false.
-func (db *DB) scan(ctx context.Context, sel Selector, emit func(*Columns) bool) error {
-	q := Query{Selector: sel}
-	if err := validateQuery(&q); err != nil {
+func (db *DB) scan(ctx context.Context, s Selector, emit func(*Columns) bool) error {
+	sel, ok, err := db.selectRead(ctx, &Query{Selector: s})
+	if !ok {
 		return err
 	}
-	ms, err := catalog.CompileSelector(&q.Selector)
-	if err != nil {
-		return err
-	}
-	snap, mint, maxt, cuts, err := db.beginRead(ctx, &q.Selector)
-	if snap == nil {
-		return err
-	}
-	defer db.releaseSnapshot(snap)
-	metas, ids := db.selectSorted(&q.Selector, ms)
-	r := seriesReader{ctx: ctx, db: db, snap: snap, cuts: cuts}
+	defer db.releaseSnapshot(sel.snap)
+	metas, ids, mint, maxt := sel.metas, sel.ids, sel.mint, sel.maxt
+	r := seriesReader{ctx: ctx, db: db, snap: sel.snap, cuts: sel.cuts}
 	if len(metas) >= aggParallelMin && runtime.GOMAXPROCS(0) > 1 {
 		// The series left to this goroutine come in key (file) order too.
 		r.readAhead = map[*segHandle]*segment.BlockReader{}
@@ -241,67 +232,37 @@ func (ch *scanChunk) of(k Kind) *point.Columns {
 }
 
 // scanParallel is scan's loop over metas on up to min(GOMAXPROCS,
-// aggMaxWorkers) goroutines, emitting in order: workers decode chunks of
-// aggChunk series ahead into column buffers of their own, at most two
-// chunks per worker beyond the one being emitted. A series longer than one
-// window, and every series of a chunk past scanChunkSamples, is read by
-// the emitting goroutine in windows instead, so memory stays bounded.
+// aggMaxWorkers) goroutines (inOrder): workers decode chunks of aggChunk
+// series ahead into pooled column buffers, emitted in order. A series
+// longer than one window, and every series of a chunk past scanChunkMax
+// samples, is read by the emitting goroutine in windows instead, so that
+// memory stays bounded.
 func (r *seriesReader) scanParallel(ctx context.Context, metas []catalog.Series, ids []uint64, mint, maxt int64, emit func(*Columns) bool) error {
-	n := (len(metas) + aggChunk - 1) / aggChunk
-	workers := min(runtime.GOMAXPROCS(0), aggMaxWorkers, n)
-	results := make([]chan *scanChunk, n)
-	for i := range results {
-		results[i] = make(chan *scanChunk, 1)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-	var next atomic.Int64
-	slots := make(chan struct{}, 2*workers) // chunks claimed and not yet emitted
-	for range workers {
-		wg.Go(func() {
-			w := seriesReader{ctx: ctx, db: r.db, snap: r.snap, cuts: r.cuts, readAhead: map[*segHandle]*segment.BlockReader{}}
-			for {
-				select {
-				case slots <- struct{}{}:
-				case <-ctx.Done():
-					return
-				}
-				c := int(next.Add(1) - 1)
-				if c >= n {
-					return
-				}
-				ch := scanChunks.Get().(*scanChunk)
-				ch.num.Reset()
-				ch.str.Reset()
-				ch.runs, ch.err = ch.runs[:0], ctx.Err()
-				for i := c * aggChunk; i < min(len(metas), (c+1)*aggChunk) && ch.err == nil; i++ {
-					if ch.num.Len()+ch.str.Len() >= r.db.scanChunkMax {
-						ch.runs = append(ch.runs, scanRun{series: i, deferred: true})
-						continue
-					}
-					cols := ch.of(metas[i].Kind)
-					start := cols.Len()
-					var deferred bool
-					_, deferred, ch.err = w.scanSeries(ids[i], &metas[i], mint, maxt, cols, true, func() bool { return true })
-					if deferred || cols.Len() > start {
-						ch.runs = append(ch.runs, scanRun{series: i, start: start, end: cols.Len(), deferred: deferred})
-					}
-				}
-				results[c] <- ch
-			}
-		})
-	}
 	var out Columns
 	var cols point.Columns
-	for c := range n {
-		ch := <-results[c]
-		<-slots
+	return inOrder(r, ctx, len(metas), func(w *seriesReader, lo, hi int) *scanChunk {
+		ch := scanChunks.Get().(*scanChunk)
+		ch.num.Reset()
+		ch.str.Reset()
+		ch.runs, ch.err = ch.runs[:0], w.ctx.Err()
+		for i := lo; i < hi && ch.err == nil; i++ {
+			if ch.num.Len()+ch.str.Len() >= r.db.scanChunkMax {
+				ch.runs = append(ch.runs, scanRun{series: i, deferred: true})
+				continue
+			}
+			cols := ch.of(metas[i].Kind)
+			start := cols.Len()
+			var deferred bool
+			_, deferred, ch.err = w.scanSeries(ids[i], &metas[i], mint, maxt, cols, true, func() bool { return true })
+			if deferred || cols.Len() > start {
+				ch.runs = append(ch.runs, scanRun{series: i, start: start, end: cols.Len(), deferred: deferred})
+			}
+		}
+		return ch
+	}, func(ch *scanChunk) (bool, error) {
+		defer putScanChunk(ch)
 		if ch.err != nil {
-			return ch.err
+			return false, ch.err
 		}
 		for _, run := range ch.runs {
 			m := &metas[run.series]
@@ -312,7 +273,7 @@ func (r *seriesReader) scanParallel(ctx context.Context, metas []catalog.Series,
 					return ok
 				})
 				if err != nil || !more {
-					return err
+					return false, err
 				}
 				continue
 			}
@@ -324,10 +285,9 @@ func (r *seriesReader) scanParallel(ctx context.Context, metas []catalog.Series,
 				view.Bits = src.Bits[run.start:run.end:run.end]
 			}
 			if !emit(out.set(m, &view)) {
-				return nil
+				return false, nil
 			}
 		}
-		putScanChunk(ch)
-	}
-	return nil
+		return true, nil
+	})
 }

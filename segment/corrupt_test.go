@@ -290,11 +290,16 @@ func writeSeed(t *testing.T, name, file string, data []byte) {
 	}
 }
 
-// openAndReadAll opens data as a segment and reads every sample.
-func openAndReadAll(data []byte) ([]testSeries, error) {
+// openData opens data as the segment /db/c.seg.
+func openData(data []byte) (*Reader, error) {
 	fs := newMemFS()
 	fs.put("/db/c.seg", data)
-	r, err := Open(fs, "/db/c.seg")
+	return Open(fs, "/db/c.seg")
+}
+
+// openAndReadAll opens data as a segment and reads every sample.
+func openAndReadAll(data []byte) ([]testSeries, error) {
+	r, err := openData(data)
 	if err != nil {
 		return nil, err
 	}
@@ -348,9 +353,7 @@ func TestCorruptionEveryByte(t *testing.T) {
 // openAndReadColumns opens data as a segment and reads every block with
 // ReadColumns: the Reader's with window 0, else a BlockReader's.
 func openAndReadColumns(data []byte, window int) ([]testSeries, error) {
-	fs := newMemFS()
-	fs.put("/db/c.seg", data)
-	r, err := Open(fs, "/db/c.seg")
+	r, err := openData(data)
 	if err != nil {
 		return nil, err
 	}
