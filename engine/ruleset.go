@@ -74,9 +74,8 @@ func (p *perSeries[T]) fill(c *catalog.Catalog, of func(*catalog.Series) T) []T 
 	if v := p.vals.Load(); v != nil {
 		vs = *v
 	}
-	added := c.Since(len(vs))
-	for i := range added {
-		vs = append(vs, of(&added[i]))
+	for _, s := range c.Since(len(vs)) {
+		vs = append(vs, of(s))
 	}
 	p.vals.Store(&vs)
 	return vs

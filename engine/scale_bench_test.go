@@ -59,12 +59,11 @@ func openHeapPerSeries(b *testing.B, dir string, series int) (float64, time.Dura
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	var keyBytes int
-	all := db.cat.Since(0)
-	if n := len(all); n != series {
+	if n := db.cat.Len(); n != series {
 		b.Fatalf("%d series after reopen, want %d", n, series)
 	}
-	for i := range all {
-		keyBytes += len(all[i].Key)
+	for _, s := range db.cat.Since(0) {
+		keyBytes += len(s.Key)
 	}
 	return (float64(after.HeapAlloc) - float64(before.HeapAlloc) - float64(keyBytes)) / float64(series), took
 }

@@ -98,8 +98,12 @@ var catalogLayout = &record.Layout{HeaderSize: 8, LengthAt: 0, MinPayload: 1, Ma
 // of its tag set are substrings of Key when the key has no escapes, so a
 // series holds one string allocation.
 type Series struct {
-	Key   string // canonical series key
-	Kind  point.Kind
+	Key  string // canonical series key
+	Kind point.Kind
+	// prev is the id of the series of Set added before this one, when
+	// there is one: the series of a tag set are a chain from Set.last. It
+	// sits in the padding after Kind, so it costs no space.
+	prev  uint32
 	Set   *Set
 	Field string
 }
@@ -114,8 +118,11 @@ type Series struct {
 type Set struct {
 	Measurement string
 	Tags        []point.Tag // sorted by key
-	first       uint32      // id of the set's first series
-	more        []uint32    // ids of its other series (other fields)
+	// last is the id of the set's latest series, n the number of its
+	// series (one per field): they are the chain of Series.prev from
+	// last, which keeps a set of one field (the common case) at 64 bytes
+	// with no slice of ids of its own.
+	last, n uint32
 	// byField holds every series of the set by field name once it has
 	// more than fieldScanMax, so that resolving the fields of a wide point
 	// costs O(1) per field, not O(fields): nil for narrow sets.
@@ -132,7 +139,7 @@ const fieldScanMax = 8
 // takes mu to add series; queries take mu.RLock.
 type Catalog struct {
 	mu     sync.RWMutex
-	series []Series // by id
+	series seriesList // by id (series.go)
 	sets   map[uint64]*Set
 	idx    index    // by measurement and tag (index.go)
 	order  keyOrder // ids ranked by key (index.go)
@@ -211,13 +218,13 @@ func (c *Catalog) field(s *Set, name string) (uint64, bool) {
 		id, ok := s.byField[name]
 		return uint64(id), ok
 	}
-	if c.series[s.first].Field == name {
-		return uint64(s.first), true
-	}
-	for _, id := range s.more {
-		if c.series[id].Field == name {
+	id := s.last
+	for range s.n {
+		m := c.series.at(uint64(id))
+		if m.Field == name {
 			return uint64(id), true
 		}
+		id = m.prev
 	}
 	return 0, false
 }
@@ -321,7 +328,7 @@ func (c *Catalog) newSet(h uint64, measurement string, tags []point.Tag, first u
 		c.tagSlab = c.tagSlab[len(tags):]
 		copy(own, tags)
 	}
-	*s = Set{Measurement: measurement, Tags: own, first: first, next: c.sets[h]}
+	*s = Set{Measurement: measurement, Tags: own, last: first, n: 1, next: c.sets[h]}
 	c.sets[h] = s
 	return s
 }
@@ -341,21 +348,25 @@ func (c *Catalog) add(key string, kind point.Kind) uint64 {
 // addParts is add with the key already split and its tag set, hashed h,
 // looked up (nil when new); tags may be scratch.
 func (c *Catalog) addParts(key string, kind point.Kind, measurement string, tags []point.Tag, field string, h uint64, set *Set) uint64 {
-	id := uint64(len(c.series))
+	id := uint64(c.series.n)
+	var prev uint32
 	if set == nil {
 		set = c.newSet(h, measurement, tags, uint32(id))
 	} else {
-		set.more = append(set.more, uint32(id))
+		prev = set.last
+		set.last = uint32(id)
+		set.n++
 	}
-	c.series = append(c.series, Series{Key: key, Kind: kind, Set: set, Field: field})
+	c.series.push(Series{Key: key, Kind: kind, prev: prev, Set: set, Field: field})
 	switch {
 	case set.byField != nil:
 		set.byField[field] = uint32(id)
-	case len(set.more) > fieldScanMax:
-		set.byField = make(map[string]uint32, 2*len(set.more))
-		set.byField[c.series[set.first].Field] = set.first
-		for _, id := range set.more {
-			set.byField[c.series[id].Field] = id
+	case set.n > fieldScanMax:
+		set.byField = make(map[string]uint32, 2*set.n)
+		for id, k := set.last, set.n; k > 0; k-- {
+			m := c.series.at(uint64(id))
+			set.byField[m.Field] = id
+			id = m.prev
 		}
 	}
 	if !c.indexLater {
@@ -402,17 +413,17 @@ func (c *Catalog) addKeyString(key string, kind point.Kind) (uint64, error) {
 func (c *Catalog) Len() int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return len(c.series)
+	return c.series.n
 }
 
 // Meta returns the series with id, or false when there is none.
 func (c *Catalog) Meta(id uint64) (*Series, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if id >= uint64(len(c.series)) {
+	if id >= uint64(c.series.n) {
 		return nil, false
 	}
-	return &c.series[id], true
+	return c.series.at(id), true
 }
 
 // Metas returns the series of ids, which must all exist.
@@ -421,7 +432,7 @@ func (c *Catalog) Metas(ids []uint64) []*Series {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for i, id := range ids {
-		out[i] = &c.series[id]
+		out[i] = c.series.at(id)
 	}
 	return out
 }
@@ -433,7 +444,7 @@ func (c *Catalog) Keys(ids []uint64) []string {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for i, id := range ids {
-		out[i] = c.series[id].Key
+		out[i] = c.series.at(id).Key
 	}
 	return out
 }
@@ -446,7 +457,7 @@ func (c *Catalog) FieldKind(s *Set, name string) (uint64, point.Kind, bool) {
 	if !ok {
 		return 0, 0, false
 	}
-	return id, c.series[id].Kind, true
+	return id, c.series.at(id).Kind, true
 }
 
 // FindField returns the id and kind of the series of field in the tag
@@ -459,21 +470,10 @@ func (c *Catalog) FindField(h uint64, measurement string, tags []point.Tag, fiel
 	if set := c.FindSet(h, measurement, tags); set != nil {
 		setKnown = true
 		if id, ok = c.field(set, field); ok {
-			kind = c.series[id].Kind
+			kind = c.series.at(id).Kind
 		}
 	}
-	return id, kind, len(c.series), setKnown, ok
-}
-
-// Since returns the series with ids from from on. The slice is shared:
-// callers must not modify it.
-func (c *Catalog) Since(from int) []Series {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if from >= len(c.series) {
-		return nil
-	}
-	return c.series[from:len(c.series):len(c.series)]
+	return id, kind, c.series.n, setKnown, ok
 }
 
 // AddAll registers n new series, key(i) and kind(i) for the i-th, with
@@ -526,11 +526,11 @@ func (c *Catalog) appendCatalogEntries(dst []byte, from, to int) []byte {
 	dst = binary.AppendUvarint(dst, uint64(to-from))
 	n := 0
 	for id := from; id < to; id++ {
-		n += len(c.series[id].Key) + 2*binary.MaxVarintLen64
+		n += len(c.series.at(uint64(id)).Key) + 2*binary.MaxVarintLen64
 	}
 	dst = slices.Grow(dst, n)
 	for id := from; id < to; id++ {
-		s := &c.series[id]
+		s := c.series.at(uint64(id))
 		dst = binary.AppendUvarint(dst, uint64(id))
 		dst = append(dst, byte(s.Kind))
 		dst = binary.AppendUvarint(dst, uint64(len(s.Key)))
@@ -620,9 +620,9 @@ func catalogRecordEntries(p []byte, version byte) ([]byte, error) {
 }
 
 // reserve sizes c for n more series, so that loading a catalog of a
-// million series does not grow its slice and maps step by step.
+// million series does not grow its directory and maps step by step.
 func (c *Catalog) reserve(n int) {
-	c.series = slices.Grow(c.series, n)
+	c.series.reserve(n)
 	if len(c.sets) == 0 {
 		c.sets = make(map[uint64]*Set, n)
 	}
@@ -639,7 +639,7 @@ func decodeCatalogPayload(p []byte, c *Catalog) error {
 	}
 	p = p[n:]
 	// Size for the record up front (count is bounded by its length).
-	c.series = slices.Grow(c.series, int(count))
+	c.series.reserve(int(count))
 	for range count {
 		id, n := binary.Uvarint(p)
 		if n <= 0 || len(p) < n+1 {
@@ -655,8 +655,8 @@ func decodeCatalogPayload(p []byte, c *Catalog) error {
 		at := base - len(p) + n
 		key := str[at : at+int(kl)]
 		p = p[n+int(kl):]
-		if id != uint64(len(c.series)) {
-			return fmt.Errorf("series id %d out of sequence (want %d)", id, len(c.series))
+		if id != uint64(c.series.n) {
+			return fmt.Errorf("series id %d out of sequence (want %d)", id, c.series.n)
 		}
 		if _, err := c.addKeyString(key, kind); err != nil {
 			return err
@@ -789,15 +789,16 @@ func Parse(path string, data []byte, c *Catalog) (version byte, valid, torn int6
 	c.reserve(total)
 	// The index by measurement and tag is built on another goroutine, a
 	// record behind the decoding: each record's series are handed over as
-	// a slice (valid however c.series grows after) once they are complete.
-	// With a million series the two take about as long as each other.
-	done := make(chan []Series, 4)
+	// a snapshot of the list (valid however c.series grows after) once
+	// they are complete. With a million series the two take about as long
+	// as each other.
+	done := make(chan seriesList, 4)
 	var wg sync.WaitGroup
-	from := len(c.series)
+	from := c.series.n
 	wg.Go(func() {
 		for series := range done {
-			for ; from < len(series); from++ {
-				m := &series[from]
+			for ; from < series.n; from++ {
+				m := series.at(uint64(from))
 				c.idx.add(uint64(from), m.Set.Measurement, m.Set.Tags)
 			}
 		}

@@ -82,10 +82,10 @@ func TestCatalogLookup(t *testing.T) {
 	}
 	for id, key := range keys {
 		got, ok := c.Lookup(key)
-		if !ok || got != uint64(id) || c.series[id].Key != key {
+		if !ok || got != uint64(id) || c.series.at(uint64(id)).Key != key {
 			t.Fatalf("lookup(%q) = %d, %v; want %d", key, got, ok, id)
 		}
-		s := &c.series[id]
+		s := c.series.at(uint64(id))
 		if want := point.SeriesKey(s.Set.Measurement, s.Set.Tags, s.Field); want != key {
 			t.Fatalf("series %d parts make %q, key %q", id, want, key)
 		}
@@ -231,8 +231,8 @@ func FuzzCatalogRecord(f *testing.F) {
 			if err := decodeCatalogRecord(p, version, c); err != nil {
 				continue
 			}
-			for id := range c.series {
-				s := &c.series[id]
+			for id := range c.series.n {
+				s := c.series.at(uint64(id))
 				if got, ok := c.Lookup(s.Key); !ok || got != uint64(id) || !s.Kind.Valid() {
 					t.Fatalf("series %d %q: lookup %d, %v", id, s.Key, got, ok)
 				}
@@ -257,7 +257,7 @@ func loadCatalog(fs vfs.FS, path string, c *Catalog) (*File, int64, error) {
 			return nil, 0, err
 		}
 	}
-	lc.N = len(c.series)
+	lc.N = c.series.n
 	cf, err := lc.Open(fs, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return nil, 0, err

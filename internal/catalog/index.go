@@ -63,8 +63,8 @@ type keyIndex struct {
 	n        int                 // series holding the key
 
 	mu     sync.Mutex
-	sorted []*posting // by value; the slice is never modified once published
-	fresh  []*posting // values added since sorted was built
+	sorted []*posting  // by value; the slice is never modified once published
+	fresh  postingList // values added since sorted was built (postinglist.go)
 }
 
 // posting is one value of a key and its series. ids grows under
@@ -112,7 +112,7 @@ func (x *index) add(id uint64, measurement string, tags []point.Tag) {
 			p = x.newPosting(t.Value, id)
 			ki.postings[t.Value] = p
 			ki.mu.Lock()
-			ki.fresh = append(ki.fresh, p)
+			ki.fresh.push(p)
 			ki.mu.Unlock()
 		} else {
 			p.ids = append(p.ids, id)
@@ -142,22 +142,25 @@ func (x *index) newPosting(value string, id uint64) *posting {
 func (ki *keyIndex) values() []*posting {
 	ki.mu.Lock()
 	defer ki.mu.Unlock()
-	if len(ki.fresh) > 0 {
-		slices.SortFunc(ki.fresh, func(a, b *posting) int { return strings.Compare(a.value, b.value) })
-		merged := make([]*posting, 0, len(ki.sorted)+len(ki.fresh))
-		i, j := 0, 0
-		for i < len(ki.sorted) && j < len(ki.fresh) {
-			if ki.sorted[i].value < ki.fresh[j].value {
-				merged = append(merged, ki.sorted[i])
-				i++
+	if ki.fresh.n > 0 {
+		// The fresh values go to the front of the merged slice and are
+		// sorted there; the sorted ones (never modified: readers may hold
+		// them) are merged in from the back, which never overwrites a
+		// fresh value not yet placed.
+		merged := make([]*posting, len(ki.sorted)+ki.fresh.n)
+		fresh := ki.fresh.appendTo(merged[:0])
+		slices.SortFunc(fresh, func(a, b *posting) int { return strings.Compare(a.value, b.value) })
+		i, j := len(ki.sorted), len(fresh)
+		for k := len(merged) - 1; i > 0; k-- {
+			if j > 0 && fresh[j-1].value > ki.sorted[i-1].value {
+				j--
+				merged[k] = fresh[j]
 			} else {
-				merged = append(merged, ki.fresh[j])
-				j++
+				i--
+				merged[k] = ki.sorted[i]
 			}
 		}
-		merged = append(merged, ki.sorted[i:]...)
-		merged = append(merged, ki.fresh[j:]...)
-		ki.sorted, ki.fresh = merged, nil
+		ki.sorted, ki.fresh = merged, postingList{}
 	}
 	return ki.sorted
 }
@@ -381,7 +384,7 @@ func (c *Catalog) MatchCompiled(sel *point.Selector, ms []Matcher) []uint64 {
 	defer c.mu.RUnlock()
 	var out []uint64
 	for _, mi := range c.measIndexes(sel.Measurement) {
-		ids := c.fieldFilter(mi.selectIDs(ms, len(c.series)), sel.Field)
+		ids := c.fieldFilter(mi.selectIDs(ms, c.series.n), sel.Field)
 		if len(out) == 0 {
 			out = slices.Clone(ids)
 		} else {
@@ -400,7 +403,7 @@ func (c *Catalog) fieldFilter(ids []uint64, field string) []uint64 {
 	if field == "" {
 		return ids
 	}
-	return slices.DeleteFunc(slices.Clone(ids), func(id uint64) bool { return c.series[id].Field != field })
+	return slices.DeleteFunc(slices.Clone(ids), func(id uint64) bool { return c.series.at(id).Field != field })
 }
 
 // measIndexes returns the index of measurement, or of every measurement
@@ -436,13 +439,13 @@ func (c *Catalog) orderFor(rebuild bool) (ranks, byRank []uint32) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	c.mu.RLock()
-	n := len(c.series)
+	n := c.series.n
 	if rebuild && n > len(o.ranks)+len(o.ranks)/4+1024 && uint64(n) < math.MaxUint32 {
 		ids := make([]uint32, n)
 		for i := range ids {
 			ids[i] = uint32(i)
 		}
-		slices.SortFunc(ids, func(a, b uint32) int { return strings.Compare(c.series[a].Key, c.series[b].Key) })
+		slices.SortFunc(ids, func(a, b uint32) int { return strings.Compare(c.series.at(uint64(a)).Key, c.series.at(uint64(b)).Key) })
 		ranks := make([]uint32, n)
 		for r, id := range ids {
 			ranks[id] = uint32(r)
@@ -490,7 +493,7 @@ func (c *Catalog) SortByKeyRanks(ids []uint64, rebuild bool) {
 		if a < n && b < n {
 			return cmp.Compare(ranks[a], ranks[b])
 		}
-		return strings.Compare(c.series[a].Key, c.series[b].Key)
+		return strings.Compare(c.series.at(a).Key, c.series.at(b).Key)
 	})
 }
 
@@ -514,7 +517,7 @@ func (c *Catalog) TagValues(ctx context.Context, measurement, field, key string,
 				// Few series hold the key: start from them.
 				ms = append(slices.Clip(ms), hasKey)
 			}
-			ids = c.fieldFilter(mi.selectIDs(ms, len(c.series)), field)
+			ids = c.fieldFilter(mi.selectIDs(ms, c.series.n), field)
 		}
 		c.mu.RUnlock()
 		if len(ids) == 0 {

@@ -31,13 +31,13 @@ func TestSortByKey(t *testing.T) {
 		t.Helper()
 		for _, frac := range []int{1, 2, 20, 1000} {
 			var ids []uint64
-			for id := range uint64(len(c.series)) {
+			for id := range uint64(c.series.n) {
 				if r.IntN(frac) == 0 {
 					ids = append(ids, id)
 				}
 			}
 			want := slices.Clone(ids)
-			slices.SortFunc(want, func(a, b uint64) int { return strings.Compare(c.series[a].Key, c.series[b].Key) })
+			slices.SortFunc(want, func(a, b uint64) int { return strings.Compare(c.series.at(a).Key, c.series.at(b).Key) })
 			c.SortByKey(ids)
 			if !slices.Equal(ids, want) {
 				t.Fatalf("%s, 1/%d of the series: order differs", what, frac)

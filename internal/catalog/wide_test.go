@@ -16,10 +16,10 @@ func checkFieldIndex(t *testing.T, c *Catalog) {
 	t.Helper()
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	for id := range c.series {
-		m := &c.series[id]
+	for id := range c.series.n {
+		m := c.series.at(uint64(id))
 		set := m.Set
-		if n := 1 + len(set.more); n > fieldScanMax && len(set.byField) != n {
+		if n := int(set.n); n > fieldScanMax && len(set.byField) != n {
 			t.Fatalf("tag set of %q has %d series, byField holds %d: field lookups scan", m.Key, n, len(set.byField))
 		}
 		if got, ok := c.field(set, m.Field); !ok || got != uint64(id) {
