@@ -217,6 +217,33 @@ type writeScratch struct {
 	// place or freed and reused is simply looked up again. The address is
 	// kept as a number: the cache holds no caller memory alive.
 	sets []setCacheEntry
+	// setCacheOff is set while the cache does not pay: a caller whose
+	// tag arrays are fresh on every call (a decoder's) never hits it, and
+	// each probe of a large cache is a miss of the CPU's own cache.
+	setCacheOff bool
+}
+
+// Whether the tag-set cache pays is judged from every setCacheEvery-th
+// point of a call, which probes the cache in any case: when fewer than
+// one in setCacheMinHit of at least setCacheSample such probes hit, the
+// other points skip the cache until the probes hit again. The probed
+// points keep their entries fresh, so a caller that reuses its arrays
+// (whose first calls miss while the cache fills) gains the cache back
+// once its probes hit.
+const (
+	setCacheEvery  = 16
+	setCacheSample = 16
+	setCacheMinHit = 8
+)
+
+// setCacheOn reports whether every point of this call probes the cache.
+func (w *writeScratch) setCacheOn() bool { return !w.setCacheOff }
+
+// setCacheUse records that the probes of a call hit hits times.
+func (w *writeScratch) setCacheUse(probes, hits int) {
+	if probes >= setCacheSample {
+		w.setCacheOff = hits*setCacheMinHit < probes
+	}
 }
 
 // The tag-set cache has a power of two of entries, at least minSetCache

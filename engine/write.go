@@ -160,6 +160,8 @@ func (db *DB) assignSeriesLocked(points []Point) error {
 	n := db.cat.Len()
 	base := uint64(n)
 	w.sizeSetCache(n)
+	useCache := w.setCacheOn()
+	probes, hits := 0, 0
 	callBytes := 0
 	for i := range points {
 		p := &points[i]
@@ -167,7 +169,17 @@ func (db *DB) assignSeriesLocked(points []Point) error {
 		// A cache hit means tags equal a known set's, which are sorted;
 		// on a miss, unsorted tags are sorted into scratch, whose address
 		// is not cached.
-		set, slot := w.cachedSet(p.Measurement, tags)
+		var set *catalog.Set
+		var slot *setCacheEntry
+		if sample := i%setCacheEvery == 0; useCache || sample {
+			set, slot = w.cachedSet(p.Measurement, tags)
+			if sample {
+				probes++
+				if set != nil {
+					hits++
+				}
+			}
+		}
 		if set == nil && !slices.IsSortedFunc(tags, func(a, b Tag) int { return cmp.Compare(a.Key, b.Key) }) {
 			w.tags = append(w.tags[:0], tags...)
 			point.SortTags(w.tags)
@@ -245,6 +257,7 @@ func (db *DB) assignSeriesLocked(points []Point) error {
 			return &PointError{Index: i, Err: fmt.Errorf("%w: the points up to this one take %d bytes, more than %d for one Write", ErrInvalid, callBytes, MaxWriteBytes)}
 		}
 	}
+	w.setCacheUse(probes, hits)
 	return nil
 }
 

@@ -103,3 +103,57 @@ func TestSetCacheAssociative(t *testing.T) {
 		t.Fatalf("changed array: set %v, slot %+v", set, slot)
 	}
 }
+
+// TestSetCacheOffForFreshArrays checks that the tag-set cache turns off
+// for a caller whose tag arrays are fresh on every call (a decoder's),
+// and back on once the caller reuses its arrays, with every point stored
+// in its series either way.
+func TestSetCacheOffForFreshArrays(t *testing.T) {
+	db := openDB(t, t.TempDir(), quietOptions())
+	const devices = 1024
+	reused := make([][]Tag, devices)
+	for d := range reused {
+		reused[d] = []Tag{{Key: "d", Value: fmt.Sprintf("%04d", d)}}
+	}
+	call := func(tm int64, fresh bool) {
+		t.Helper()
+		pts := make([]Point, devices)
+		for d := range pts {
+			tags := reused[d]
+			if fresh {
+				tags = slices.Clone(tags)
+			}
+			pts[d] = Point{Measurement: "m", Tags: tags, Fields: []Field{{Key: "v", Value: Int(tm)}}, Time: tm}
+		}
+		mustWrite(t, db, pts...)
+	}
+	tm := int64(0)
+	for range 3 {
+		tm++
+		call(tm, true)
+	}
+	if !db.w.setCacheOff {
+		t.Fatal("the cache stayed on for fresh tag arrays")
+	}
+	for range 3 {
+		tm++
+		call(tm, false)
+	}
+	if db.w.setCacheOff {
+		t.Fatal("the cache stayed off for reused tag arrays")
+	}
+	res := mustQuery(t, db, rawAll("m"))
+	if len(res) != devices {
+		t.Fatalf("%d series, want %d", len(res), devices)
+	}
+	for _, s := range res {
+		if len(s.Samples) != int(tm) {
+			t.Fatalf("series %v: %d samples, want %d", s.Tags, len(s.Samples), tm)
+		}
+		for i, x := range s.Samples {
+			if x.Time != int64(i+1) || x.Value.Int() != int64(i+1) {
+				t.Fatalf("series %v sample %d: %d=%v", s.Tags, i, x.Time, x.Value)
+			}
+		}
+	}
+}
