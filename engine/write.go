@@ -159,8 +159,18 @@ func (db *DB) assignSeriesLocked(points []Point) error {
 	clear(w.pendByID)
 	n := db.cat.Len()
 	base := uint64(n)
-	w.sizeSetCache(n)
-	useCache := w.setCacheOn()
+	// The tag-set cache pays while the catalog's sets fit the CPU's
+	// caches (setCacheOn); past that, and for callers whose tag arrays are
+	// always fresh, presolve looks the sets up.
+	cacheable := n <= setCacheMaxSeries
+	if cacheable {
+		w.sizeSetCache(n)
+	}
+	useCache := cacheable && w.setCacheOn()
+	var pre []*catalog.Set
+	if !useCache {
+		pre = w.presolve(db.cat, points)
+	}
 	probes, hits := 0, 0
 	callBytes := 0
 	for i := range points {
@@ -171,13 +181,18 @@ func (db *DB) assignSeriesLocked(points []Point) error {
 		// is not cached.
 		var set *catalog.Set
 		var slot *setCacheEntry
-		if sample := i%setCacheEvery == 0; useCache || sample {
+		if sample := cacheable && i%setCacheEvery == 0; useCache || sample {
 			set, slot = w.cachedSet(p.Measurement, tags)
 			if sample {
 				probes++
 				if set != nil {
 					hits++
 				}
+			}
+		}
+		if set == nil && pre != nil {
+			if set = pre[i]; set != nil && slot != nil {
+				*slot = setCacheEntry{tags: uintptr(unsafe.Pointer(unsafe.SliceData(tags))), set: set}
 			}
 		}
 		if set == nil && !slices.IsSortedFunc(tags, func(a, b Tag) int { return cmp.Compare(a.Key, b.Key) }) {

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/point"
 )
 
 // TestWriteReusedTagArray writes through one []Tag that the caller changes
@@ -154,6 +155,69 @@ func TestSetCacheOffForFreshArrays(t *testing.T) {
 			if x.Time != int64(i+1) || x.Value.Int() != int64(i+1) {
 				t.Fatalf("series %v sample %d: %d=%v", s.Tags, i, x.Time, x.Value)
 			}
+		}
+	}
+}
+
+// TestPresolveMixedCall writes one call that presolve looks up at once:
+// known series with fresh sorted and unsorted tag arrays, the same tags
+// under another measurement, new series and points without tags, and
+// checks that every point lands in its series.
+func TestPresolveMixedCall(t *testing.T) {
+	db := openDB(t, t.TempDir(), quietOptions())
+	tagsOf := func(d int) []Tag {
+		return []Tag{{Key: "a", Value: fmt.Sprint(d % 3)}, {Key: "d", Value: fmt.Sprintf("%03d", d)}}
+	}
+	var first []Point
+	for d := range 100 {
+		first = append(first, Point{Measurement: "m", Tags: tagsOf(d), Fields: []Field{{Key: "v", Value: Int(0)}}, Time: 0})
+	}
+	mustWrite(t, db, first...)
+
+	db.w.setCacheOff = true // as for a caller whose arrays are always fresh
+	var pts []Point
+	want := map[string][]int64{} // series key -> times
+	add := func(m string, tags []Tag, tm int64) {
+		pts = append(pts, Point{Measurement: m, Tags: tags, Fields: []Field{{Key: "v", Value: Int(tm)}}, Time: tm})
+		sorted := slices.Clone(tags)
+		point.SortTags(sorted)
+		key := point.SeriesKey(m, sorted, "v")
+		want[key] = append(want[key], tm)
+	}
+	for d := range 100 {
+		want[point.SeriesKey("m", tagsOf(d), "v")] = []int64{0}
+	}
+	for d := range 150 { // 100 known, 50 new
+		tags := tagsOf(d)
+		if d%2 == 1 {
+			tags[0], tags[1] = tags[1], tags[0] // unsorted: the slow path
+		}
+		add("m", tags, 1)
+		add("n", tagsOf(d), 1) // the same tags, another measurement
+	}
+	add("m", nil, 1)
+	add("m", nil, 2)
+	mustWrite(t, db, pts...)
+	if pre := db.w.preSets; len(pre) != len(pts) {
+		t.Fatalf("presolve looked up %d points, want %d", len(pre), len(pts))
+	}
+	got := map[string][]int64{}
+	for _, m := range []string{"m", "n"} {
+		for _, s := range mustQuery(t, db, rawAll(m)) {
+			for _, x := range s.Samples {
+				if x.Value.Int() != x.Time {
+					t.Fatalf("%s: sample %d=%v", s.Key(), x.Time, x.Value)
+				}
+				got[s.Key()] = append(got[s.Key()], x.Time)
+			}
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d series, want %d", len(got), len(want))
+	}
+	for k, w := range want {
+		if !slices.Equal(got[k], w) {
+			t.Fatalf("series %s: times %v, want %v", k, got[k], w)
 		}
 	}
 }

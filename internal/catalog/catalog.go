@@ -212,6 +212,28 @@ func (c *Catalog) FindSet(h uint64, measurement string, tags []point.Tag) *Set {
 	return nil
 }
 
+// FindSets looks up many tag sets at once: out[i] is the set of
+// (measurements[i], sorted tags[i]) hashed hs[i] by HashSet, or nil; a
+// point whose hs[i] is 0 is skipped (out[i] nil). It does what FindSet
+// does point by point, in two passes (every map lookup, then every
+// comparison), so that the CPU overlaps the cache misses of different
+// points: at high cardinality each lookup and each set compared is a miss.
+func (c *Catalog) FindSets(hs []uint64, measurements []string, tags [][]point.Tag, out []*Set) {
+	for i, h := range hs {
+		if h != 0 {
+			out[i] = c.sets[h]
+		} else {
+			out[i] = nil
+		}
+	}
+	for i, s := range out {
+		for s != nil && !s.Is(measurements[i], tags[i]) {
+			s = s.next
+		}
+		out[i] = s
+	}
+}
+
 // field returns the id of the series of set s with field name.
 func (c *Catalog) field(s *Set, name string) (uint64, bool) {
 	if s.byField != nil {

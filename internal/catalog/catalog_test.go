@@ -360,3 +360,35 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestFindSets checks the batched lookup against FindSet: sets found by
+// their hash, nil for a point skipped (hash 0) and for a hash that leads
+// to other sets (as a collision would), whatever the order.
+func TestFindSets(t *testing.T) {
+	c := New()
+	tagsA := []point.Tag{{Key: "d", Value: "a"}}
+	tagsB := []point.Tag{{Key: "d", Value: "b"}}
+	c.mu.Lock()
+	c.add(point.SeriesKey("m", tagsA, "v"), point.KindFloat)
+	c.add(point.SeriesKey("m", tagsB, "v"), point.KindFloat)
+	c.mu.Unlock()
+	hA, hB := HashSet("m", tagsA), HashSet("m", tagsB)
+	a, b := c.FindSet(hA, "m", tagsA), c.FindSet(hB, "m", tagsB)
+	if a == nil || b == nil || a == b {
+		t.Fatalf("FindSet: %v %v", a, b)
+	}
+	hs := []uint64{hB, hA, hA, 0, hA}
+	ms := []string{"m", "m", "m", "m", "n"}
+	tags := [][]point.Tag{tagsB, tagsA, tagsB, tagsA, tagsA}
+	out := make([]*Set, len(hs))
+	for i := range out {
+		out[i] = a // overwritten
+	}
+	c.FindSets(hs, ms, tags, out)
+	want := []*Set{b, a, nil, nil, nil}
+	for i := range want {
+		if out[i] != want[i] {
+			t.Fatalf("point %d: set %p, want %p", i, out[i], want[i])
+		}
+	}
+}
