@@ -464,9 +464,13 @@ func FuzzReader(f *testing.F) {
 			if err := it.Close(); err != nil {
 				checkCorrupt(t, "iterate", err)
 			}
+			var cols point.Columns
 			for b := range s.Blocks {
 				if _, err := r.ReadBlock(s, b, nil); err != nil {
 					checkCorrupt(t, "read block", err)
+				}
+				if err := r.ReadColumns(s, b, &cols); err != nil {
+					checkCorrupt(t, "read block columns", err)
 				}
 			}
 		}

@@ -3,6 +3,7 @@ package segment
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/stratadb/strata/internal/encoding"
@@ -164,8 +165,28 @@ func FuzzDecodeBlock(f *testing.F) {
 		bm := &BlockMeta{Count: int(count), MinTime: ts[0], MaxTime: ts[len(ts)-1]}
 		var sc blockScratch
 		samples, err := decodeBlock(nil, raw, kind, bm, &sc)
+		// The column decoder must agree: the same samples or an error,
+		// and on error its columns as they were.
+		ts0 := []int64{7}
+		cts, vals, strs, cerr := decodeColumns(ts0, nil, nil, raw, kind, bm)
+		if cerr == nil && kind != point.KindString {
+			// Readers check numeric times themselves, and drop the block.
+			if cerr = checkIncreasing(cts[1:]); cerr != nil {
+				cts, vals = cts[:1], vals[:0]
+			}
+		}
+		if (err == nil) != (cerr == nil) {
+			t.Fatalf("decodeBlock: %v, decodeColumns: %v", err, cerr)
+		}
 		if err != nil {
+			if len(cts) != 1 || len(vals) != 0 || len(strs) != 0 {
+				t.Fatalf("failed decodeColumns left %d times, %d values, %d strings", len(cts), len(vals), len(strs))
+			}
 			return
+		}
+		cols := point.Columns{Times: cts[1:], Bits: vals, Strings: strs}
+		if got := cols.Samples(kind); !slices.Equal(got, samples) {
+			t.Fatalf("decodeColumns: %v, decodeBlock: %v", got, samples)
 		}
 		if len(samples) != bm.Count {
 			t.Fatalf("%d samples, want %d", len(samples), bm.Count)
