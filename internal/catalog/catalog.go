@@ -47,6 +47,7 @@ import (
 	"hash/maphash"
 	"io"
 	"log/slog"
+	"math/bits"
 	"slices"
 	"strings"
 	"sync"
@@ -548,7 +549,8 @@ func (c *Catalog) appendCatalogEntries(dst []byte, from, to int) []byte {
 	dst = binary.AppendUvarint(dst, uint64(to-from))
 	n := 0
 	for id := from; id < to; id++ {
-		n += len(c.series.at(uint64(id)).Key) + 2*binary.MaxVarintLen64
+		k := len(c.series.at(uint64(id)).Key)
+		n += uvarintLen(uint64(id)) + 1 + uvarintLen(uint64(k)) + k
 	}
 	dst = slices.Grow(dst, n)
 	for id := from; id < to; id++ {
@@ -560,6 +562,9 @@ func (c *Catalog) appendCatalogEntries(dst []byte, from, to int) []byte {
 	}
 	return dst
 }
+
+// uvarintLen returns the bytes binary.AppendUvarint takes for x.
+func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
 
 // File is the open SERIES file. It is not safe for concurrent use: the
 // caller serialises its calls.
@@ -696,12 +701,15 @@ func (cf *File) Persist(c *Catalog, to int) error {
 	if to <= cf.n {
 		return nil
 	}
-	buf := make([]byte, 8, 8+64*(to-cf.n))
+	var buf []byte
 	if cf.version == 1 {
-		buf = c.appendCatalogEntries(buf, cf.n, to)
+		buf = c.appendCatalogEntries(make([]byte, 8), cf.n, to)
 	} else {
+		// Keys compress several times over: room for a quarter of the
+		// entries, grown by the encoder in the rare case it is short.
+		entries := c.appendCatalogEntries(nil, cf.n, to)
 		var err error
-		if buf, err = appendCatalogPayload(buf, c.appendCatalogEntries(nil, cf.n, to)); err != nil {
+		if buf, err = appendCatalogPayload(make([]byte, 8, 8+1+binary.MaxVarintLen64+len(entries)/4), entries); err != nil {
 			return err
 		}
 	}

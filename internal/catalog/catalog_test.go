@@ -1,11 +1,13 @@
 package catalog
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	iofs "io/fs"
 	"log/slog"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -389,6 +391,16 @@ func TestFindSets(t *testing.T) {
 	for i := range want {
 		if out[i] != want[i] {
 			t.Fatalf("point %d: set %p, want %p", i, out[i], want[i])
+		}
+	}
+}
+
+// TestUvarintLen checks uvarintLen against binary.AppendUvarint at every
+// length boundary.
+func TestUvarintLen(t *testing.T) {
+	for _, x := range []uint64{0, 1, 127, 128, 1<<14 - 1, 1 << 14, 1<<21 - 1, 1 << 21, 1<<63 - 1, 1 << 63, math.MaxUint64} {
+		if got, want := uvarintLen(x), len(binary.AppendUvarint(nil, x)); got != want {
+			t.Errorf("uvarintLen(%d) = %d, want %d", x, got, want)
 		}
 	}
 }
