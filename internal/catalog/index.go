@@ -90,7 +90,7 @@ func (x *index) add(id uint64, measurement string, tags []point.Tag) {
 		x.sorted = slices.Insert(slices.Clip(x.sorted), i, measurement)
 	}
 	x.lastName, x.lastMeas = measurement, mi
-	mi.ids = append(mi.ids, id)
+	mi.ids = appendID(mi.ids, id)
 	for j, t := range tags {
 		var ki *keyIndex
 		if j < len(mi.recent) && mi.recent[j].key == t.Key {
@@ -115,10 +115,21 @@ func (x *index) add(id uint64, measurement string, tags []point.Tag) {
 			ki.fresh.push(p)
 			ki.mu.Unlock()
 		} else {
-			p.ids = append(p.ids, id)
+			p.ids = appendID(p.ids, id)
 		}
 		ki.n++
 	}
+}
+
+// appendID appends id to ids, doubling a full slice's capacity. append
+// grows large slices by a quarter, so a list of n ids would have
+// allocated about 5n ids' room by the time it holds them: the lists of a
+// measurement and of a low-cardinality tag value hold every series.
+func appendID(ids []uint64, id uint64) []uint64 {
+	if len(ids) == cap(ids) && len(ids) >= 256 {
+		ids = append(make([]uint64, 0, 2*len(ids)), ids...)
+	}
+	return append(ids, id)
 }
 
 // newPosting returns a posting of value holding id, from the slabs. Its
