@@ -406,6 +406,7 @@ type seriesReader struct {
 	merge    [2][]point.Sample // mergeNewer's outputs, used in turn
 	ends     []int64           // windowEnds' result
 	cols     point.Columns     // a series' decoded columns
+	key      []byte            // the series key sourcesAndTombs looks up
 	spans    []memtable.Span   // windowEnds' scratch
 	accOut   []acc             // read's per-bucket states
 	accBits  []uint64          // accs.bits, kept from series to series
@@ -537,8 +538,8 @@ func (r *seriesReader) read(id uint64, meta *catalog.Series, mint, maxt int64, q
 // sourcesAndTombs returns where series id has samples in [mint, maxt] and
 // the tombstones that may delete some of them.
 func (r *seriesReader) sourcesAndTombs(id uint64, meta *catalog.Series, mint, maxt int64) ([]source, []tombstone) {
-	key := []byte(meta.Key)
-	srcs := r.sources(id, key, mint, maxt)
+	r.key = append(r.key[:0], meta.Key...) // sources keeps no reference to it
+	srcs := r.sources(id, r.key, mint, maxt)
 	if len(srcs) == 0 {
 		return nil, nil
 	}
