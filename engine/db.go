@@ -296,11 +296,11 @@ func (w *writeScratch) setCacheUse(probes, hits int) {
 }
 
 // The tag-set cache has a power of two of entries, at least minSetCache
-// and at most maxSetCache (16 bytes each): it grows with the catalog. It is 4-way set
-// associative: an address picks a group of setCacheWays entries (one
-// 64-byte cache line) and may sit in any of them. Direct mapped, the tag
-// arrays of 200k devices missed about half the time in a cache of 256k
-// entries, each pair sharing a slot evicting the other on every write.
+// and at most maxSetCache (16 bytes each): it grows with the catalog. It
+// is 4-way set associative: an address picks a group of setCacheWays
+// entries (one 64-byte cache line) and may sit in any of them. Direct
+// mapped, pairs of tag arrays sharing a slot evicted each other on every
+// write.
 const (
 	minSetCache  = 1 << 12
 	maxSetCache  = 2 * setCacheMaxSeries

@@ -165,6 +165,8 @@ func (db *DB) assignSeriesLocked(points []Point) error {
 	cacheable := n <= setCacheMaxSeries
 	if cacheable {
 		w.sizeSetCache(n)
+	} else {
+		w.sets = nil // the catalog has outgrown it for good
 	}
 	useCache := cacheable && w.setCacheOn()
 	var pre []*catalog.Set
