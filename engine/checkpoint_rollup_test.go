@@ -58,13 +58,8 @@ func sameAnswers(t *testing.T, a, b *DB, from, to int64, where string) {
 // rolls up when compacted itself.
 func TestCheckpointRollups(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 25))
-	var now atomic.Int64
 	base := rollupModelBase
-	now.Store(base)
-	opts := quietOptions()
-	opts.DisableBackgroundCompaction = true
-	opts.BlockSamples = 64
-	opts.Now = func() time.Time { return time.Unix(0, now.Load()) }
+	_, opts := rollupClockOptions()
 	ropts := *opts
 	opts.Rollups = rollupRules()
 	db := openDB(t, t.TempDir(), opts)

@@ -498,7 +498,7 @@ func aggregateGroup(q Query, b int64, ss []refSample) Sample {
 	case AggMin, AggMax:
 		best := ss[0]
 		for _, s := range ss[1:] {
-			c := cmp.Compare(asFloat(s.Value), asFloat(best.Value))
+			c := cmp.Compare(numFloat(s.Value), numFloat(best.Value))
 			if s.Value.Kind() == best.Value.Kind() {
 				c = 0
 				if valueLess(s.Value, best.Value) {
@@ -513,7 +513,7 @@ func aggregateGroup(q Query, b int64, ss []refSample) Sample {
 		}
 		v, t = best.Value, best.Time
 		if mixed {
-			v = Float(asFloat(v))
+			v = Float(numFloat(v))
 		}
 	default:
 		panic(fmt.Sprintf("aggregate %v", q.Agg))
@@ -724,16 +724,6 @@ func exactSum(ss []Sample) float64 {
 	f := new(big.Float).SetInt(&n)
 	r, _ := f.SetMantExp(f, -1074).Float64()
 	return r
-}
-
-func asFloat(v Value) float64 {
-	switch v.Kind() {
-	case KindInt:
-		return float64(v.Int())
-	case KindUint:
-		return float64(v.Uint())
-	}
-	return v.Float()
 }
 
 func valueLess(a, b Value) bool {

@@ -3,7 +3,6 @@ package engine
 import (
 	"github.com/stratadb/strata/internal/point"
 	"math/rand/v2"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,13 +40,8 @@ func sameLevels(a, b []RollupLevelStats) bool {
 // the counters start over.
 func TestRollupStats(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 25))
-	var now atomic.Int64
 	base := rollupModelBase
-	now.Store(base)
-	opts := quietOptions()
-	opts.DisableBackgroundCompaction = true
-	opts.BlockSamples = 64
-	opts.Now = func() time.Time { return time.Unix(0, now.Load()) }
+	now, opts := rollupClockOptions()
 	opts.Rollups = rollupRules()
 	dir := t.TempDir()
 	db := openDB(t, dir, opts)

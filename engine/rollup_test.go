@@ -31,6 +31,19 @@ func rollupRules() []RollupRule {
 // rollupModelBase is the model's first clock, on an hour.
 const rollupModelBase = int64(1_800_000_000) * int64(time.Second)
 
+// rollupClockOptions returns quiet options for the rollup model (no
+// background compaction, blocks of 64 samples, no rollup rules yet) whose
+// clock is the returned value, set to rollupModelBase.
+func rollupClockOptions() (*atomic.Int64, *Options) {
+	now := new(atomic.Int64)
+	now.Store(rollupModelBase)
+	opts := quietOptions()
+	opts.DisableBackgroundCompaction = true
+	opts.BlockSamples = 64
+	opts.Now = func() time.Time { return time.Unix(0, now.Load()) }
+	return now, opts
+}
+
 type rollupSeries struct {
 	m, host, field string
 	kind           Kind
@@ -282,13 +295,8 @@ func TestRollupModel(t *testing.T) {
 	for seed := range seeds {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 25))
-			var now atomic.Int64
 			base := rollupModelBase
-			now.Store(base)
-			opts := quietOptions()
-			opts.DisableBackgroundCompaction = true
-			opts.BlockSamples = 64
-			opts.Now = func() time.Time { return time.Unix(0, now.Load()) }
+			now, opts := rollupClockOptions()
 			ropts := *opts
 			opts.Rollups = rollupRules()
 			dir := t.TempDir()
