@@ -116,3 +116,11 @@ func BenchmarkDecoder(b *testing.B) {
 		b.ReportMetric(float64(lines)/cpu.Seconds(), "lines/cpu-s")
 	}
 }
+
+// BenchmarkWriteDecoderPath is BenchmarkWrite with every line parsed by
+// the decoder, as lines whose series section is new are: the fast path's
+// gain is the difference.
+func BenchmarkWriteDecoderPath(b *testing.B) {
+	defer lineproto.DisableFastPath()()
+	benchIngest(b, func() lineproto.DB { return &discardDB{} })
+}

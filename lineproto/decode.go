@@ -24,24 +24,39 @@ func (w *writer) decodeChunk() error {
 	if w.open {
 		done = w.cur.start
 	}
+	// Lines whose series section is known take the fast path until one
+	// declines; from that line on, the chunk's entries go to a decoder,
+	// which reads them one to one, as the splitter wrote them.
 	var d *lineprotocol.Decoder
-	if done > 0 {
-		d = lineprotocol.NewDecoderWithBytes(w.chunk[:done])
-	}
+	at := 0 // where the next entry's line starts in chunk
 	for _, e := range w.entries {
 		if e.err != nil {
 			w.reject(e.line, e.err)
 			continue
 		}
-		// Every entry is one line that the decoder neither skips nor
-		// splits, so the decoder's entries are ours one to one.
-		if d == nil || !d.Next() {
-			w.reject(e.line, errInternal)
-			continue
+		start := at
+		at = e.end + 1
+		ok := false
+		if d == nil && e.series != nil {
+			var p point.Point
+			if p, ok = w.parseFast(w.chunk[start:e.end], e); ok {
+				w.addPoint(p, e)
+			}
 		}
-		if err := w.decodeEntry(d, e); err != nil {
-			w.reject(e.line, err)
-			continue
+		if !ok {
+			if d == nil {
+				d = lineprotocol.NewDecoderWithBytes(w.chunk[start:done])
+			}
+			// Every entry is one line that the decoder neither skips nor
+			// splits, so the decoder's entries are ours one to one.
+			if !d.Next() {
+				w.reject(e.line, errInternal)
+				continue
+			}
+			if err := w.decodeEntry(d, e); err != nil {
+				w.reject(e.line, err)
+				continue
+			}
 		}
 		if len(w.points) >= w.opts.BatchSize {
 			if err := w.flush(); err != nil {
@@ -78,6 +93,13 @@ func (w *writer) decodeEntry(d *lineprotocol.Decoder, e entry) error {
 		w.tags, w.fields = w.tags[:tags], w.fields[:fields]
 		return err
 	}
+	w.addPoint(p, e)
+	return nil
+}
+
+// addPoint appends p, the point of entry e, to the batch, and remembers the
+// series section of e for the lines to come if it is new.
+func (w *writer) addPoint(p point.Point, e entry) {
 	w.points = append(w.points, p)
 	w.lines = append(w.lines, e.line)
 	s := e.series
@@ -95,7 +117,6 @@ func (w *writer) decodeEntry(d *lineprotocol.Decoder, e entry) error {
 	if w.app != nil {
 		w.sers = append(w.sers, s)
 	}
-	return nil
 }
 
 func (w *writer) parse(d *lineprotocol.Decoder, e entry) (point.Point, error) {

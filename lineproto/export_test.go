@@ -7,3 +7,10 @@ func SetReadBufSize(n int) (restore func()) {
 	readBufSize = n
 	return func() { readBufSize = old }
 }
+
+// DisableFastPath makes every line go through the decoder, and returns a
+// function that restores the fast path.
+func DisableFastPath() (restore func()) {
+	fastLineOff = true
+	return func() { fastLineOff = false }
+}

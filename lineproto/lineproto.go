@@ -381,6 +381,7 @@ type entry struct {
 	series *series
 	off    int
 	prefix int
+	end    int // offset in chunk of the newline that ends it
 }
 
 // series is the decoded series section of a line.
@@ -580,6 +581,7 @@ func (w *writer) pending() {
 // endEntry appends the entry that ends at the end of chunk to entries and
 // decodes the chunk when it is full.
 func (w *writer) endEntry(e entry) error {
+	e.end = len(w.chunk)
 	w.chunk = append(w.chunk, '\n')
 	w.entries = append(w.entries, e)
 	w.res.Lines++

@@ -1,0 +1,165 @@
+package lineproto
+
+import (
+	"github.com/influxdata/line-protocol/v2/lineprotocol"
+	"github.com/stratadb/strata/internal/point"
+)
+
+// The fast path parses the rest of a line whose series section the decoder
+// has parsed before (entry.series): the fields and the timestamp, written in
+// chunk after the one-byte placeholder measurement. It takes only the plain
+// form that collectors write, which it can recognise in one pass without
+// the decoder's per-section bookkeeping:
+//
+//	x␣+key=value(,key=value)*(␣+timestamp?)?␣*\r?
+//
+// with keys of printable ASCII other than the separators, escapes and
+// quotes, and values that start as the decoder's numbers and booleans do.
+// It accepts exactly what the decoder would turn into the same point: the
+// value bytes go to parseValue as the decoder's would, and anything else
+// (an escape, a string, a stray byte, a value or timestamp that does not
+// parse) makes it decline, so the decoder parses the line and words its
+// error. FuzzFastPath holds it to that.
+
+// fastKey reports the bytes a field key may hold on the fast path: the
+// decoder's field key bytes less the backslash, which may start an escape,
+// and the quote, which it would take as part of the key. Bytes from 0x80 up
+// go to the decoder, which checks their UTF-8.
+var fastKey = func() (t [256]bool) {
+	for c := 0x21; c < 0x7f; c++ {
+		t[c] = c != ',' && c != '=' && c != '\\' && c != '"'
+	}
+	return t
+}()
+
+// fastLineOff is a test hook: set, the fast path declines every line.
+var fastLineOff bool
+
+// parseFast parses line, an entry whose series section is e.series, written
+// as the placeholder 'x' and the rest of the line (without its newline). It
+// reports false, with the batch's tags and fields as they were, for anything
+// it does not take; the decoder then parses the line.
+func (w *writer) parseFast(line []byte, e entry) (point.Point, bool) {
+	var p point.Point
+	if fastLineOff || len(line) < 2 || line[0] != 'x' || line[1] != ' ' {
+		return p, false
+	}
+	if n := len(line); line[n-1] == '\r' {
+		line = line[:n-1] // a CRLF ending: the newline follows in chunk
+	}
+	i := 2
+	for i < len(line) && line[i] == ' ' {
+		i++
+	}
+	s := e.series
+	t0, f0 := len(w.tags), len(w.fields)
+	slot := 1 + 2*len(s.tags)
+	for {
+		// A field key, '=' and a value.
+		k := i
+		for i < len(line) && fastKey[line[i]] {
+			i++
+		}
+		if i == k || i == len(line) || line[i] != '=' {
+			return w.declineFast(t0, f0)
+		}
+		key := line[k:i]
+		i++
+		v := i
+		for i < len(line) && line[i] != ',' && line[i] != ' ' {
+			i++
+		}
+		if i == v {
+			return w.declineFast(t0, f0)
+		}
+		kind, b := fastKind(line[v:i])
+		if kind == lineprotocol.Unknown {
+			return w.declineFast(t0, f0)
+		}
+		val, err := parseValue(kind, b)
+		if err != nil {
+			return w.declineFast(t0, f0)
+		}
+		name := w.name(slot, key)
+		slot++
+		dup := false
+		for j := f0; j < len(w.fields); j++ {
+			if w.fields[j].Key == name {
+				w.fields[j].Value = val // the last value wins, as in InfluxDB
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			w.fields = append(w.fields, point.Field{Key: name, Value: val})
+		}
+		if i == len(line) || line[i] == ' ' {
+			break
+		}
+		i++ // the comma
+	}
+	for i < len(line) && line[i] == ' ' {
+		i++
+	}
+	ts := i
+	for i < len(line) && (line[i] >= '0' && line[i] <= '9' || line[i] == '-') {
+		i++
+	}
+	tb := line[ts:i]
+	for i < len(line) && line[i] == ' ' {
+		i++
+	}
+	if i != len(line) {
+		return w.declineFast(t0, f0)
+	}
+	if len(tb) == 0 {
+		p.Time = w.now()
+	} else {
+		t, err := w.parseTime(tb)
+		if err != nil {
+			return w.declineFast(t0, f0)
+		}
+		p.Time = t
+	}
+	p.Measurement = s.measurement
+	if len(s.tags) > 0 {
+		w.tags = append(w.tags, s.tags...)
+		n := len(w.tags)
+		p.Tags = w.tags[t0:n:n]
+	}
+	n := len(w.fields)
+	p.Fields = w.fields[f0:n:n]
+	return p, true
+}
+
+// declineFast undoes what parseFast appended and reports false.
+func (w *writer) declineFast(tags, fields int) (point.Point, bool) {
+	w.tags, w.fields = w.tags[:tags], w.fields[:fields]
+	return point.Point{}, false
+}
+
+// fastKind returns the kind of the value b as the decoder tells it from
+// its first and last bytes, and the bytes it hands to parseValue, or
+// Unknown for what the fast path leaves to the decoder (strings, and any
+// byte the decoder would not take into an unquoted value: a control byte
+// or a carriage return).
+func fastKind(b []byte) (lineprotocol.ValueKind, []byte) {
+	for _, c := range b {
+		if c < 0x21 || c > 0x7e {
+			return lineprotocol.Unknown, nil
+		}
+	}
+	switch b[0] {
+	case 't', 'T', 'f', 'F':
+		return lineprotocol.Bool, b
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '.':
+		switch b[len(b)-1] {
+		case 'i':
+			return lineprotocol.Int, b[:len(b)-1]
+		case 'u':
+			return lineprotocol.Uint, b[:len(b)-1]
+		}
+		return lineprotocol.Float, b
+	}
+	return lineprotocol.Unknown, nil
+}
