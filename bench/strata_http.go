@@ -95,14 +95,27 @@ var (
 	lpKey         = strings.NewReplacer(`,`, `\,`, `=`, `\=`, ` `, `\ `)
 )
 
+// appendEscaped appends s escaped by r, which escapes commas, spaces and,
+// if eq, equal signs. Names rarely need an escape, so they are looked at
+// first and copied as they are: the replacer costs more than the rest of a
+// line's encoding.
+func appendEscaped(b []byte, s string, r *strings.Replacer, eq bool) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == ',' || c == ' ' || c == '=' && eq {
+			return append(b, r.Replace(s)...)
+		}
+	}
+	return append(b, s...)
+}
+
 // appendLine appends p as one line of line protocol.
 func appendLine(b []byte, p *engine.Point) ([]byte, error) {
-	b = append(b, lpMeasurement.Replace(p.Measurement)...)
+	b = appendEscaped(b, p.Measurement, lpMeasurement, false)
 	for _, t := range p.Tags {
 		b = append(b, ',')
-		b = append(b, lpKey.Replace(t.Key)...)
+		b = appendEscaped(b, t.Key, lpKey, true)
 		b = append(b, '=')
-		b = append(b, lpKey.Replace(t.Value)...)
+		b = appendEscaped(b, t.Value, lpKey, true)
 	}
 	for f := range p.Fields {
 		v, err := floatValue(p, f)
@@ -114,7 +127,7 @@ func appendLine(b []byte, p *engine.Point) ([]byte, error) {
 		} else {
 			b = append(b, ',')
 		}
-		b = append(b, lpKey.Replace(p.Fields[f].Key)...)
+		b = appendEscaped(b, p.Fields[f].Key, lpKey, true)
 		b = append(b, '=')
 		// The shortest decimal that parses back to the same float.
 		b = strconv.AppendFloat(b, v, 'g', -1, 64)
