@@ -102,9 +102,10 @@ func (db *DB) commitLocked(entries []point.Entry, pend []pendingSeries, points i
 	}
 	b := wal.Batch{Seq: seq, Series: w.defs, Entries: entries}
 	if n := marshalBound(pend, entries); cap(w.buf) < n {
-		// Sized once, with room to grow: Marshal's appends would grow
-		// the buffer by a quarter at a time on the way to its size.
-		w.buf = make([]byte, 0, max(n, 2*cap(w.buf)))
+		// Sized from the bound, with an eighth more for the batches
+		// after: Marshal's appends would grow the buffer by a quarter
+		// at a time on the way to its size.
+		w.buf = make([]byte, 0, n+n/8)
 	}
 	w.buf = b.Marshal(w.buf[:0])
 	clear(w.defs)                                    // the keys are the catalog's from now on, not the scratch's

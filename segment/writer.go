@@ -318,6 +318,11 @@ type Writer struct {
 	meta     Meta
 	scratch  blockScratch
 	copyBuf  []byte // a block CopyBlock read, before it joins buf
+
+	// With KeepIndex and a Series hint, the bloom filter's words for as
+	// many keys as the hint, set as series end instead of hashes (bloom.go).
+	bloomWords     []uint64
+	bloomM, bloomK uint
 }
 
 // Create starts a segment that will be published at path. It writes to
@@ -349,7 +354,9 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 	if want := indexReserve + min(opts.Series*64, indexStreamAt) + 64<<10; opts.Series > 0 && cap(w.index) < want {
 		w.index = make([]byte, indexReserve, want)
 	}
-	if opts.Series > 0 {
+	if opts.Series > 0 && opts.KeepIndex {
+		w.startBloom(min(opts.Series, maxSeriesHint))
+	} else if opts.Series > 0 {
 		w.hashes = make([]uint64, 0, min(opts.Series, maxSeriesHint))
 	}
 	if opts.KeepIndex {
@@ -637,7 +644,11 @@ func (w *Writer) endSeries() error {
 	w.inline = w.inline[:0]
 	w.inlineEnds = w.inlineEnds[:0]
 	w.partials = w.partials[:0]
-	w.hashes = append(w.hashes, xxhash.Sum64(w.key))
+	if h := xxhash.Sum64(w.key); w.bloomWords != nil {
+		bloomSet(w.bloomWords, w.bloomM, w.bloomK, h)
+	} else {
+		w.hashes = append(w.hashes, h)
+	}
 	si := SeriesIndex{Blocks: w.blocks, Rollups: w.rollups}
 	first, last := si.MinTime(), si.MaxTime()
 	if w.meta.Series == 0 {
@@ -827,14 +838,14 @@ func (w *Writer) finish() error {
 	bloomOff := indexOff + indexLen
 	start := len(w.buf)
 	var bf *bloom.BloomFilter
-	w.buf, bf = appendBloom(w.buf, w.hashes)
+	w.buf, bf = w.appendBloom(w.buf)
 	bloomLen := int64(len(w.buf) - start)
 	w.buf = appendFooter(w.buf, footer{uint64(indexOff), uint64(indexLen), uint64(bloomOff), uint64(bloomLen)})
 	if w.kept != nil && w.kept.finish(w.meta.Series, w.index, indexOff, w.meta, bf) {
 		w.index = nil // the Reader's now
 	}
 	w.releaseIndex()
-	w.hashes, w.inlineTotal = nil, 0
+	w.hashes, w.bloomWords, w.inlineTotal = nil, nil, 0
 	w.meta.Size = w.Size()
 	if err := w.writeOut(); err != nil {
 		return err
