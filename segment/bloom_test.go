@@ -40,20 +40,31 @@ func TestKeptBloom(t *testing.T) {
 		}
 		return r
 	}
+	defer func(at int) { indexStreamAt = at }(indexStreamAt)
+	for _, at := range []int{1 << 20, 4 << 10} {
+		indexStreamAt = at // the index held whole, and streamed as it grows
+		checkKeptBloom(t, write, n)
+	}
+}
+
+func checkKeptBloom(t *testing.T, write func(fs *memFS, name string, opts WriterOptions) *Reader, n int) {
 	plain := newMemFS()
 	write(plain, "p.seg", WriterOptions{}).Close()
 	want := plain.bytes(t, "p.seg")
+	keys := func(r *Reader) {
+		for i := range n {
+			if key := fmt.Appendf(nil, "m,host=h%05d f", i); !r.MayContain(key) {
+				t.Fatalf("the bloom filter misses %q", key)
+			}
+		}
+	}
 	for _, hint := range []int{n, n + 1, n - 1, 2 * n, 1, 100 * n} {
 		fs := newMemFS()
 		r := write(fs, "k.seg", WriterOptions{Series: hint, KeepIndex: true})
 		if got := fs.bytes(t, "k.seg"); !bytes.Equal(got, want) {
 			t.Fatalf("hint %d: another file", hint)
 		}
-		for _, s := range series {
-			if !r.MayContain(s.key) {
-				t.Fatalf("hint %d: the bloom filter misses %q", hint, s.key)
-			}
-		}
+		keys(r)
 		r.Close()
 	}
 }
