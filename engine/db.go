@@ -207,6 +207,7 @@ type DB struct {
 type writeScratch struct {
 	tags     []Tag
 	key      []byte
+	keys     []byte // the bytes of pend's keys (carveKey), reused by the next Write
 	entries  []point.Entry
 	defs     []wal.SeriesDef
 	pend     []pendingSeries

@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"time"
@@ -90,19 +91,24 @@ func (db *DB) commitLocked(entries []point.Entry, pend []pendingSeries, points i
 		}
 	}
 	base := uint64(db.cat.Len())
-	w.defs = w.defs[:0]
-	w.key = w.key[:0]
+	// The definitions point at the keys' own bytes, which Marshal only
+	// reads: copying them first cost a buffer as large as every key of
+	// the largest batch.
+	w.defs = slices.Grow(w.defs[:0], len(pend))
 	for i := range pend {
-		w.key = append(w.key, pend[i].key...)
-	}
-	keys := w.key
-	for i := range pend {
-		n := len(pend[i].key)
-		w.defs = append(w.defs, wal.SeriesDef{ID: base + uint64(i), Kind: pend[i].kind, Key: keys[:n:n]})
-		keys = keys[n:]
+		key := pend[i].key
+		w.defs = append(w.defs, wal.SeriesDef{ID: base + uint64(i), Kind: pend[i].kind,
+			Key: unsafe.Slice(unsafe.StringData(key), len(key))})
 	}
 	b := wal.Batch{Seq: seq, Series: w.defs, Entries: entries}
+	if n := marshalBound(pend, entries); cap(w.buf) < n {
+		// Sized from the bound, with an eighth more for the batches
+		// after: Marshal's appends would grow the buffer by a quarter
+		// at a time on the way to its size.
+		w.buf = make([]byte, 0, n+n/8)
+	}
 	w.buf = b.Marshal(w.buf[:0])
+	clear(w.defs)                                    // the keys are the catalog's from now on, not the scratch's
 	subs := db.feedPrepare(seq, len(entries), w.buf) // change feed (feed.go)
 	pos, err := db.wal.Write(wal.RecordBatch, w.buf)
 	if err != nil {
@@ -112,6 +118,7 @@ func (db *DB) commitLocked(entries []point.Entry, pend []pendingSeries, points i
 	}
 	db.seq.Store(seq)
 	if len(pend) > 0 {
+		ownKeys(pend) // the catalog keeps them: not views of a scratch buffer
 		db.cat.AddAll(len(pend), func(i int) (string, Kind) { return pend[i].key, pend[i].kind })
 	}
 	// Fed after the catalog knows the batch's series.
@@ -147,6 +154,16 @@ func (db *DB) commitLocked(entries []point.Entry, pend []pendingSeries, points i
 	return true, nil
 }
 
+// marshalBound returns about the most bytes the WAL record of pend and
+// entries takes, string values aside (Marshal grows the buffer for them).
+func marshalBound(pend []pendingSeries, entries []point.Entry) int {
+	n := 3*binary.MaxVarintLen64 + len(pend)*(2*binary.MaxVarintLen64+1) + len(entries)*(3*binary.MaxVarintLen64+1)
+	for i := range pend {
+		n += len(pend[i].key)
+	}
+	return n
+}
+
 // assignSeriesLocked maps every field of points to a series id, checking
 // kinds, and fills w.entries. Series the call creates are collected in
 // w.pend with ids following the catalog's; nothing is registered yet.
@@ -155,8 +172,10 @@ func (db *DB) commitLocked(entries []point.Entry, pend []pendingSeries, points i
 func (db *DB) assignSeriesLocked(points []Point) error {
 	w := &db.w
 	w.entries = w.entries[:0]
+	clear(w.pend)
 	w.pend = w.pend[:0]
 	clear(w.pendByID)
+	w.keys = w.keys[:0] // no view of it is left
 	n := db.cat.Len()
 	base := uint64(n)
 	// The tag-set cache pays while the catalog's sets fit the CPU's
@@ -260,7 +279,7 @@ func (db *DB) assignSeriesLocked(points []Point) error {
 					return &PointError{Index: i, Err: err}
 				}
 				idx = len(w.pend)
-				key := string(w.key)
+				key := carveKey(&w.keys, w.key) // valid until the next call; commitLocked copies it
 				w.pendByID[key] = idx
 				w.pend = append(w.pend, pendingSeries{key: key, kind: kind})
 				pointBytes += len(key) + 16

@@ -412,17 +412,35 @@ func bloomStep(h uint64) uint64 {
 // and returns it with the filter it holds, built as parseBloom builds it
 // from the section.
 func appendBloom(dst []byte, hashes []uint64) ([]byte, *bloom.BloomFilter) {
-	m, k := bloom.EstimateParameters(uint(max(len(hashes), 1)), bloomFPRate)
-	k = min(max(k, 1), maxBloomK)
-	m = min(max(m, 64), math.MaxUint32)
+	m, k := bloomParams(len(hashes))
 	words := make([]uint64, (m+63)/64)
 	for _, h := range hashes {
-		g := bloomStep(h)
-		for i := range uint64(k) {
-			j := (h + i*g) % uint64(m)
-			words[j/64] |= 1 << (j % 64)
-		}
+		bloomSet(words, m, k, h)
 	}
+	return appendBloomWords(dst, words, m, k)
+}
+
+// bloomParams returns the bits and probes of the bloom filter of n keys.
+func bloomParams(n int) (m, k uint) {
+	m, k = bloom.EstimateParameters(uint(max(n, 1)), bloomFPRate)
+	k = min(max(k, 1), maxBloomK)
+	m = min(max(m, 64), math.MaxUint32)
+	return m, k
+}
+
+// bloomSet sets the bits of the key hashed h in words, the (m+63)/64
+// words of a filter of m bits and k probes.
+func bloomSet(words []uint64, m, k uint, h uint64) {
+	g := bloomStep(h)
+	for i := range uint64(k) {
+		j := (h + i*g) % uint64(m)
+		words[j/64] |= 1 << (j % 64)
+	}
+}
+
+// appendBloomWords appends the bloom section of the filter words of m
+// bits and k probes, and returns it with the filter, which holds words.
+func appendBloomWords(dst []byte, words []uint64, m, k uint) ([]byte, *bloom.BloomFilter) {
 	start := len(dst)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(m))
 	dst = append(dst, byte(k))

@@ -42,6 +42,11 @@ type Parallel struct {
 	haveKey bool
 	closed  bool
 	done    chan struct{} // closed when every worker has returned
+
+	// The most series, key bytes and samples a batch held so far: a
+	// new batch starts with room for them, so that each of the window's
+	// batches is not grown step by step as the first one was.
+	maxSeries, maxKeys, maxSamples int
 }
 
 // parBatch is a run of consecutive series: their samples in, their
@@ -180,6 +185,12 @@ func (p *Parallel) batch() *parBatch {
 		b.blocks, b.out, b.partials, b.err = b.blocks[:0], b.out[:0], b.partials[:0], nil
 	} else {
 		b = &parBatch{inline: p.w.opts.InlineBytes, block: p.w.opts.BlockSamples}
+		if p.maxSeries > 0 {
+			b.series = make([]parSeries, 0, p.maxSeries)
+			b.keys = make([]byte, 0, p.maxKeys)
+			b.times = make([]int64, 0, p.maxSamples)
+			b.vals = make([]uint64, 0, p.maxSamples)
+		}
 	}
 	b.ready = make(chan struct{})
 	return b
@@ -190,6 +201,9 @@ func (p *Parallel) batch() *parBatch {
 func (p *Parallel) send() error {
 	b := p.cur
 	p.cur = nil
+	p.maxSeries = max(p.maxSeries, len(b.series))
+	p.maxKeys = max(p.maxKeys, len(b.keys))
+	p.maxSamples = max(p.maxSamples, len(b.times), len(b.vals))
 	for len(p.pending) >= p.window {
 		if err := p.writeOldest(); err != nil {
 			return err
@@ -257,6 +271,7 @@ type parWorker struct {
 // encode encodes the blocks of every series of b, cutting them as
 // Writer.Add does.
 func (b *parBatch) encode(pw *parWorker) error {
+	b.blocks = slices.Grow(b.blocks, len(b.series)) // a block a series at least
 	start, valStart, strStart := 0, 0, 0
 	for i := range b.series {
 		s := &b.series[i]

@@ -318,6 +318,11 @@ type Writer struct {
 	meta     Meta
 	scratch  blockScratch
 	copyBuf  []byte // a block CopyBlock read, before it joins buf
+
+	// With KeepIndex and a Series hint, the bloom filter's words for as
+	// many keys as the hint, set as series end instead of hashes (bloom.go).
+	bloomWords     []uint64
+	bloomM, bloomK uint
 }
 
 // Create starts a segment that will be published at path. It writes to
@@ -349,7 +354,9 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 	if want := indexReserve + min(opts.Series*64, indexStreamAt) + 64<<10; opts.Series > 0 && cap(w.index) < want {
 		w.index = make([]byte, indexReserve, want)
 	}
-	if opts.Series > 0 {
+	if opts.Series > 0 && opts.KeepIndex {
+		w.startBloom(min(opts.Series, maxSeriesHint))
+	} else if opts.Series > 0 {
 		w.hashes = make([]uint64, 0, min(opts.Series, maxSeriesHint))
 	}
 	if opts.KeepIndex {
@@ -637,7 +644,11 @@ func (w *Writer) endSeries() error {
 	w.inline = w.inline[:0]
 	w.inlineEnds = w.inlineEnds[:0]
 	w.partials = w.partials[:0]
-	w.hashes = append(w.hashes, xxhash.Sum64(w.key))
+	if h := xxhash.Sum64(w.key); w.bloomWords != nil {
+		bloomSet(w.bloomWords, w.bloomM, w.bloomK, h)
+	} else {
+		w.hashes = append(w.hashes, h)
+	}
 	si := SeriesIndex{Blocks: w.blocks, Rollups: w.rollups}
 	first, last := si.MinTime(), si.MaxTime()
 	if w.meta.Series == 0 {
@@ -746,7 +757,7 @@ func (w *Writer) appendIndex() error {
 		return fmt.Errorf("segment: compress index of %s: %w", w.path, err)
 	}
 	head := w.enc.EncodeAll(count[:n], nil)
-	c := int64(len(head) + len(w.zout.b))
+	c := int64(len(head) + w.zout.n)
 	if c >= rawLen || rawLen > maxRatio*c {
 		var raw []byte
 		if w.kept != nil {
@@ -756,7 +767,7 @@ func (w *Writer) appendIndex() error {
 		} else {
 			var err error
 			raw = append(make([]byte, 0, rawLen), count[:n]...)
-			if raw, err = decodeStream(w.zout.b, raw); err != nil {
+			if raw, err = decodeStream(w.zout.bytes(), raw); err != nil {
 				return fmt.Errorf("segment: recover index of %s: %w", w.path, err)
 			}
 		}
@@ -768,12 +779,14 @@ func (w *Writer) appendIndex() error {
 	w.buf = append(w.buf, flagZstd)
 	w.buf = binary.AppendUvarint(w.buf, uint64(rawLen))
 	w.buf = append(w.buf, head...)
-	crc := crc32.Update(crc32.Checksum(w.buf[start:], castagnoli), castagnoli, w.zout.b)
+	crc := w.zout.crc(crc32.Checksum(w.buf[start:], castagnoli))
 	if err := w.writeOut(); err != nil {
 		return err
 	}
-	if err := w.write(w.zout.b); err != nil {
-		return err
+	for _, chunk := range w.zout.chunks[:w.zout.used] {
+		if err := w.write(chunk); err != nil {
+			return err
+		}
 	}
 	w.buf = binary.LittleEndian.AppendUint32(w.buf, crc)
 	return nil
@@ -825,14 +838,14 @@ func (w *Writer) finish() error {
 	bloomOff := indexOff + indexLen
 	start := len(w.buf)
 	var bf *bloom.BloomFilter
-	w.buf, bf = appendBloom(w.buf, w.hashes)
+	w.buf, bf = w.appendBloom(w.buf)
 	bloomLen := int64(len(w.buf) - start)
 	w.buf = appendFooter(w.buf, footer{uint64(indexOff), uint64(indexLen), uint64(bloomOff), uint64(bloomLen)})
 	if w.kept != nil && w.kept.finish(w.meta.Series, w.index, indexOff, w.meta, bf) {
 		w.index = nil // the Reader's now
 	}
 	w.releaseIndex()
-	w.hashes, w.inlineTotal = nil, 0
+	w.hashes, w.bloomWords, w.inlineTotal = nil, nil, 0
 	w.meta.Size = w.Size()
 	if err := w.writeOut(); err != nil {
 		return err
@@ -973,32 +986,81 @@ const maxSeriesHint = 16 << 20
 // tests).
 var indexStreamAt = 1 << 20
 
-// sectionBuf collects what a stream compressor writes.
-type sectionBuf struct{ b []byte }
+// sectionBuf collects what a stream compressor writes, in chunks of
+// sectionChunkLen bytes that are filled in place and never copied: the
+// compressed index of a large flush is megabytes, and a buffer grown by
+// doubling allocated about twice that on the way (a Writer's first one
+// finds none to reuse in the pool). Every chunk but the last in use is
+// full; chunks past used are spares from an earlier Writer.
+type sectionBuf struct {
+	chunks [][]byte
+	used   int // chunks holding bytes
+	n      int // bytes held
+}
+
+// sectionChunkLen is the size of a sectionBuf's chunks (a variable for
+// tests).
+var sectionChunkLen = 64 << 10
 
 func (s *sectionBuf) Write(p []byte) (int, error) {
-	if cap(s.b)-len(s.b) < len(p) {
-		// Doubled, not grown by append's quarter: the compressed index of
-		// a large flush is megabytes, and a Writer's first one finds
-		// none to reuse in the pool.
-		s.b = slices.Grow(s.b, max(len(p), len(s.b)))
+	n := len(p)
+	for len(p) > 0 {
+		if s.used == 0 || len(s.chunks[s.used-1]) == cap(s.chunks[s.used-1]) {
+			if s.used == len(s.chunks) {
+				s.chunks = append(s.chunks, make([]byte, 0, sectionChunkLen))
+			}
+			s.used++
+		}
+		c := &s.chunks[s.used-1]
+		m := copy((*c)[len(*c):cap(*c)], p)
+		*c = (*c)[:len(*c)+m]
+		p = p[m:]
 	}
-	s.b = append(s.b, p...)
-	return len(p), nil
+	s.n += n
+	return n, nil
+}
+
+// crc extends crc with the bytes held.
+func (s *sectionBuf) crc(crc uint32) uint32 {
+	for _, c := range s.chunks[:s.used] {
+		crc = crc32.Update(crc, castagnoli, c)
+	}
+	return crc
+}
+
+// bytes returns the bytes held as one slice (a copy when they fill more
+// than one chunk).
+func (s *sectionBuf) bytes() []byte {
+	if s.used == 1 {
+		return s.chunks[0]
+	}
+	b := make([]byte, 0, s.n)
+	for _, c := range s.chunks[:s.used] {
+		b = append(b, c...)
+	}
+	return b
+}
+
+func (s *sectionBuf) reset() {
+	for i := range s.chunks[:s.used] {
+		s.chunks[i] = s.chunks[i][:0]
+	}
+	s.used, s.n = 0, 0
 }
 
 var sectionBufs sync.Pool
 
 func getSectionBuf() *sectionBuf {
-	if s, ok := sectionBufs.Get().(*sectionBuf); ok {
-		s.b = s.b[:0]
+	// (Tests change the chunk size: a buffer of another one is dropped.)
+	if s, ok := sectionBufs.Get().(*sectionBuf); ok && (len(s.chunks) == 0 || cap(s.chunks[0]) == sectionChunkLen) {
+		s.reset()
 		return s
 	}
 	return &sectionBuf{}
 }
 
 func putSectionBuf(s *sectionBuf) {
-	if cap(s.b) <= maxPooledIndex {
+	if len(s.chunks)*sectionChunkLen <= maxPooledIndex {
 		sectionBufs.Put(s)
 	}
 }

@@ -21,8 +21,11 @@ package catalog
 //	payload := entries                                     (version 1)
 //	payload := codec (1) | body                            (version 2)
 //	           codec 0: body is entries
-//	           codec 1: body is rawLen uvarint | zstd frame of the rawLen
-//	                    bytes of entries (rawLen <= 256 * len(frame))
+//	           codec 1: body is rawLen uvarint | zstd frames, one after
+//	                    the other, that decode to the rawLen bytes of
+//	                    entries (rawLen <= 256 * len(frames)); a writer
+//	                    compresses a large record a chunk at a time
+//	                    (persist.go), a frame per chunk
 //	entries := count uvarint | entry{count}
 //	entry   := id uvarint | kind (1) | keylen uvarint | key (keylen)
 //
@@ -545,22 +548,34 @@ func (s *Series) SelectedBy(sel *point.Selector) bool {
 // appendCatalogEntries encodes series [from, to) as one record payload.
 func (c *Catalog) appendCatalogEntries(dst []byte, from, to int) []byte {
 	c.mu.RLock()
-	defer c.mu.RUnlock()
+	l := c.series // a snapshot: its first n series are read without the lock
+	c.mu.RUnlock()
+	dst = slices.Grow(dst, l.entriesLen(from, to))
 	dst = binary.AppendUvarint(dst, uint64(to-from))
-	n := 0
 	for id := from; id < to; id++ {
-		k := len(c.series.at(uint64(id)).Key)
-		n += uvarintLen(uint64(id)) + 1 + uvarintLen(uint64(k)) + k
-	}
-	dst = slices.Grow(dst, n)
-	for id := from; id < to; id++ {
-		s := c.series.at(uint64(id))
-		dst = binary.AppendUvarint(dst, uint64(id))
-		dst = append(dst, byte(s.Kind))
-		dst = binary.AppendUvarint(dst, uint64(len(s.Key)))
-		dst = append(dst, s.Key...)
+		dst = l.appendEntry(dst, id)
 	}
 	return dst
+}
+
+// entriesLen returns the bytes of the entries of series [from, to),
+// their count included.
+func (l *seriesList) entriesLen(from, to int) int {
+	n := uvarintLen(uint64(to - from))
+	for id := from; id < to; id++ {
+		k := len(l.at(uint64(id)).Key)
+		n += uvarintLen(uint64(id)) + 1 + uvarintLen(uint64(k)) + k
+	}
+	return n
+}
+
+// appendEntry appends the entry of series id.
+func (l *seriesList) appendEntry(dst []byte, id int) []byte {
+	s := l.at(uint64(id))
+	dst = binary.AppendUvarint(dst, uint64(id))
+	dst = append(dst, byte(s.Kind))
+	dst = binary.AppendUvarint(dst, uint64(len(s.Key)))
+	return append(dst, s.Key...)
 }
 
 // uvarintLen returns the bytes binary.AppendUvarint takes for x.
@@ -705,11 +720,8 @@ func (cf *File) Persist(c *Catalog, to int) error {
 	if cf.version == 1 {
 		buf = c.appendCatalogEntries(make([]byte, 8), cf.n, to)
 	} else {
-		// Keys compress several times over: room for a quarter of the
-		// entries, grown by the encoder in the rare case it is short.
-		entries := c.appendCatalogEntries(nil, cf.n, to)
 		var err error
-		if buf, err = appendCatalogPayload(make([]byte, 8, 8+1+binary.MaxVarintLen64+len(entries)/4), entries); err != nil {
+		if buf, err = c.appendCatalogRecord(make([]byte, 8), cf.n, to); err != nil {
 			return err
 		}
 	}
@@ -729,28 +741,6 @@ func (cf *File) Persist(c *Catalog, to int) error {
 
 // Close closes the file.
 func (cf *File) Close() error { return cf.f.Close() }
-
-// appendCatalogPayload appends the version 2 payload of entries:
-// compressed when that pays.
-func appendCatalogPayload(dst, entries []byte) ([]byte, error) {
-	if len(entries) >= catalogMinCompress {
-		enc, err := catalogEncoder()
-		if err != nil {
-			return nil, err
-		}
-		start := len(dst)
-		dst = append(dst, catalogZstd)
-		dst = binary.AppendUvarint(dst, uint64(len(entries)))
-		body := len(dst)
-		dst = enc.EncodeAll(entries, dst)
-		if c := len(dst) - body; c < len(entries) && uint64(len(entries)) <= catalogMaxRatio*uint64(c) {
-			return dst, nil
-		}
-		dst = dst[:start]
-	}
-	dst = append(dst, catalogRaw)
-	return append(dst, entries...), nil
-}
 
 // Loaded is what Parse found in a SERIES file, for the engine's recovery
 // to open the file (Open) once everything is validated.

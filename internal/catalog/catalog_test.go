@@ -186,7 +186,7 @@ func TestCatalogBadCompressedRecord(t *testing.T) {
 	for _, k := range catalogKeys(100) {
 		c.add(k, point.KindFloat)
 	}
-	payload, err := appendCatalogPayload(nil, c.appendCatalogEntries(nil, 0, 100))
+	payload, err := c.appendCatalogRecord(nil, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,11 +220,19 @@ func FuzzCatalogRecord(f *testing.F) {
 		c.add(k, point.KindFloat)
 	}
 	entries := c.appendCatalogEntries(nil, 0, 40)
-	zipped, err := appendCatalogPayload(nil, entries)
+	zipped, err := c.appendCatalogRecord(nil, 0, 40)
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Add(zipped)
+	// A record compressed in chunks: frames one after the other.
+	defer func(n int) { catalogChunk = n }(catalogChunk)
+	catalogChunk = 300
+	framed, err := c.appendCatalogRecord(nil, 0, 40)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(framed)
 	f.Add(append([]byte{catalogRaw}, entries...))
 	f.Add(entries)
 	f.Fuzz(func(t *testing.T, p []byte) {
