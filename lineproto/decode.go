@@ -39,7 +39,8 @@ func (w *writer) decodeChunk() error {
 		ok := false
 		if d == nil && e.series != nil {
 			var p point.Point
-			if p, ok = w.parseFast(w.chunk[start:e.end], e); ok {
+			// Past the placeholder measurement.
+			if p, ok = w.parseFast(w.chunk[start+1:e.end], e.series); ok {
 				w.addPoint(p, e)
 			}
 		}

@@ -1,17 +1,21 @@
 package lineproto
 
 import (
+	"bytes"
+
 	"github.com/influxdata/line-protocol/v2/lineprotocol"
 	"github.com/stratadb/strata/internal/point"
 )
 
 // The fast path parses the rest of a line whose series section the decoder
-// has parsed before (entry.series): the fields and the timestamp, written in
-// chunk after the one-byte placeholder measurement. It takes only the plain
-// form that collectors write, which it can recognise in one pass without
-// the decoder's per-section bookkeeping:
+// has parsed before (a series): the fields and the timestamp. addLine
+// hands it such a line at once when no entry waits in chunk (the usual
+// case once a client's series are known), and decodeChunk those it finds
+// in chunk after the one-byte placeholder measurement. It takes only the
+// plain form that collectors write, which it can recognise in one pass
+// without the decoder's per-section bookkeeping:
 //
-//	x␣+key=value(,key=value)*(␣+timestamp?)?␣*\r?
+//	␣+key=value(,key=value)*(␣+timestamp?)?␣*\r?
 //
 // with keys of printable ASCII other than the separators, escapes and
 // quotes, and values that start as the decoder's numbers and booleans do.
@@ -35,23 +39,22 @@ var fastKey = func() (t [256]bool) {
 // fastLineOff is a test hook: set, the fast path declines every line.
 var fastLineOff bool
 
-// parseFast parses line, an entry whose series section is e.series, written
-// as the placeholder 'x' and the rest of the line (without its newline). It
-// reports false, with the batch's tags and fields as they were, for anything
-// it does not take; the decoder then parses the line.
-func (w *writer) parseFast(line []byte, e entry) (point.Point, bool) {
+// parseFast parses line, the rest of a line after its series section s
+// (from the space that ends the section, without the newline). It reports
+// false, with the batch's tags and fields as they were, for anything it
+// does not take; the decoder then parses the line.
+func (w *writer) parseFast(line []byte, s *series) (point.Point, bool) {
 	var p point.Point
-	if fastLineOff || len(line) < 2 || line[0] != 'x' || line[1] != ' ' {
+	if fastLineOff || len(line) < 2 || line[0] != ' ' {
 		return p, false
 	}
 	if n := len(line); line[n-1] == '\r' {
-		line = line[:n-1] // a CRLF ending: the newline follows in chunk
+		line = line[:n-1] // a CRLF ending
 	}
-	i := 2
+	i := 1
 	for i < len(line) && line[i] == ' ' {
 		i++
 	}
-	s := e.series
 	t0, f0 := len(w.tags), len(w.fields)
 	slot := 1 + 2*len(s.tags)
 	for {
@@ -101,9 +104,16 @@ func (w *writer) parseFast(line []byte, e entry) (point.Point, bool) {
 	for i < len(line) && line[i] == ' ' {
 		i++
 	}
+	// The timestamp runs to the next space: parseTime takes only digits
+	// after a sign, and the decoder has no '+' in a timestamp.
+	if i < len(line) && line[i] == '+' {
+		return w.declineFast(t0, f0)
+	}
 	ts := i
-	for i < len(line) && (line[i] >= '0' && line[i] <= '9' || line[i] == '-') {
-		i++
+	if j := bytes.IndexByte(line[i:], ' '); j >= 0 {
+		i += j
+	} else {
+		i = len(line)
 	}
 	tb := line[ts:i]
 	for i < len(line) && line[i] == ' ' {
@@ -162,4 +172,16 @@ func fastKind(b []byte) (lineprotocol.ValueKind, []byte) {
 		return lineprotocol.Float, b
 	}
 	return lineprotocol.Unknown, nil
+}
+
+// addFastLine adds the point of a line that addLine parsed on the fast
+// path, as endEntry and decodeChunk would have.
+func (w *writer) addFastLine(p point.Point, s *series) error {
+	w.res.Lines++
+	w.addPoint(p, entry{line: w.phys, series: s})
+	if len(w.points) >= w.opts.BatchSize {
+		return w.flush()
+	}
+	w.pending()
+	return nil
 }

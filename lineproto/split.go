@@ -133,6 +133,12 @@ func (w *writer) addLine(body []byte) error {
 	e := entry{line: w.phys, shift: lead, off: len(w.chunk)}
 	if n := seriesEnd(t); n > 0 && n <= maxSeriesLen {
 		if s := w.series[string(t[:n])]; s != nil {
+			if len(w.entries) == 0 {
+				// Nothing waits in chunk: the line need not go there.
+				if p, ok := w.parseFast(t[n:], s); ok {
+					return w.addFastLine(p, s)
+				}
+			}
 			// The decoder has seen this series section: let it parse a
 			// one-byte measurement instead.
 			e.series, e.shift = s, lead+n-1
