@@ -38,11 +38,8 @@ func (w *writer) decodeChunk() error {
 		at = e.end + 1
 		ok := false
 		if d == nil && e.series != nil {
-			var p point.Point
 			// Past the placeholder measurement.
-			if p, ok = w.parseFast(w.chunk[start+1:e.end], e.series); ok {
-				w.addPoint(p, e)
-			}
+			ok = w.addFast(w.chunk[start+1:e.end], e.series, e.line)
 		}
 		if !ok {
 			if d == nil {

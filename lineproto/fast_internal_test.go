@@ -7,12 +7,11 @@ import (
 	"github.com/stratadb/strata/internal/point"
 )
 
-// TestParseFastTakesPlainLines checks that the fast path takes the forms
+// TestFastPathTakesPlainLines checks that the fast path takes the forms
 // collectors write, so that FuzzFastPath compares it with the decoder on
 // them, and declines what it leaves to the decoder.
-func TestParseFastTakesPlainLines(t *testing.T) {
-	w := getWriter()
-	defer putWriter(w)
+func TestFastPathTakesPlainLines(t *testing.T) {
+	w := getWriter() // not given back: it holds this test's points
 	w.opts.Now = func() time.Time { return time.Unix(0, 0) }
 	w.unit = 1
 	s := &series{measurement: "cpu", tags: []point.Tag{{Key: "host", Value: "a"}}}
@@ -28,25 +27,28 @@ func TestParseFastTakesPlainLines(t *testing.T) {
 		{" v=1", 1, 0},
 		{" v=1 ", 1, 0},
 	} {
-		p, ok := w.parseFast([]byte(c.line), s)
-		if !ok {
+		if !w.addFast([]byte(c.line), s, 7) {
 			t.Errorf("%q declined", c.line)
 			continue
+		}
+		p := w.points[len(w.points)-1]
+		if w.lines[len(w.lines)-1] != 7 {
+			t.Errorf("%q: line %d", c.line, w.lines[len(w.lines)-1])
 		}
 		if p.Measurement != "cpu" || len(p.Tags) != 1 || len(p.Fields) != c.fields || p.Time != c.time {
 			t.Errorf("%q: %+v", c.line, p)
 		}
 	}
-	tags, fields := len(w.tags), len(w.fields)
+	tags, fields, points := len(w.tags), len(w.fields), len(w.points)
 	for _, line := range []string{
 		" v=\"s\" 1", " v\\ w=1 1", " é=1 1", " v=1,", " v=1,,w=2", " v=1, w=2",
 		" =1", " v", " v=", " v=i 1", " v=1.2.3 1", " v=1e999 1", " v=1 1-2",
 		" v=1 1 2", " v=1 abc", " v=1\r 2", " v=1\x01 1", "v=1 1", " v=1 99999999999999999999", " v=1 +5", " v=1 5+",
 	} {
-		if _, ok := w.parseFast([]byte(line), s); ok {
+		if w.addFast([]byte(line), s, 8) {
 			t.Errorf("%q taken", line)
 		}
-		if len(w.tags) != tags || len(w.fields) != fields {
+		if len(w.tags) != tags || len(w.fields) != fields || len(w.points) != points {
 			t.Fatalf("%q left %d tags and %d fields behind", line, len(w.tags)-tags, len(w.fields)-fields)
 		}
 	}

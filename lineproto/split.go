@@ -135,8 +135,8 @@ func (w *writer) addLine(body []byte) error {
 		if s := w.series[string(t[:n])]; s != nil {
 			if len(w.entries) == 0 {
 				// Nothing waits in chunk: the line need not go there.
-				if p, ok := w.parseFast(t[n:], s); ok {
-					return w.addFastLine(p, s)
+				if w.addFast(t[n:], s, w.phys) {
+					return w.fastLineAdded()
 				}
 			}
 			// The decoder has seen this series section: let it parse a
