@@ -1,6 +1,7 @@
 package lineproto
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -53,6 +54,14 @@ func (w *writer) decodeChunk() error {
 			}
 			if err := w.decodeEntry(d, e); err != nil {
 				w.reject(e.line, err)
+				// The decoder may have stopped inside the entry, which
+				// the splitter ended at its newline: skipping the rest,
+				// it would take a quote there for the start of a string
+				// running into the lines after it. Then the next entry
+				// gets a decoder of its own, where the splitter put it.
+				if bytes.IndexByte(w.chunk[start:e.end], '"') >= 0 {
+					d = nil
+				}
 				continue
 			}
 		}

@@ -64,3 +64,29 @@ func FuzzFastPath(f *testing.F) {
 		}
 	})
 }
+
+// TestRejectedLineKeepsTheNext: a line rejected for a value the decoder
+// reads but Write refuses ends at its newline, as the splitter cut it, even
+// when a quote follows the bad value: the lines after it are stored, by the
+// decoder and by the fast path alike.
+func TestRejectedLineKeepsTheNext(t *testing.T) {
+	in := "m v=1 1\nm v=.,w=\" 2\nm v=3 3\nm v=4,s=\"x\" 4\nm v=5 5\n"
+	for _, fast := range []bool{true, false} {
+		if !fast {
+			defer lineproto.DisableFastPath()()
+		}
+		db := newMemDB()
+		res, err := lineproto.Write(context.Background(), db, bytes.NewReader([]byte(in)), lineproto.Options{Now: fixedNow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Points != 4 || res.RejectedCount != 1 || res.Rejected[0].Line != 2 {
+			t.Fatalf("fast path %v: %d points, rejected %v", fast, res.Points, res.Rejected)
+		}
+		for i, want := range []int64{1, 3, 4, 5} {
+			if db.points[i].Time != want {
+				t.Fatalf("fast path %v: point %d at %d, want %d", fast, i, db.points[i].Time, want)
+			}
+		}
+	}
+}
