@@ -172,19 +172,8 @@ func (w *writer) parse(d *lineprotocol.Decoder, e entry) (point.Point, error) {
 			}
 			return p, invalidf("field %q: %v", k, valueError(kind, b, err))
 		}
-		key := w.name(slot, k)
+		w.setField(f0, w.name(slot, k), v)
 		slot++
-		dup := false
-		for i := f0; i < len(w.fields); i++ {
-			if w.fields[i].Key == key {
-				w.fields[i].Value = v // the last value wins, as in InfluxDB
-				dup = true
-				break
-			}
-		}
-		if !dup {
-			w.fields = append(w.fields, point.Field{Key: key, Value: v})
-		}
 	}
 	if n := len(w.fields); n > f0 {
 		p.Fields = w.fields[f0:n:n]
@@ -199,6 +188,19 @@ func (w *writer) parse(d *lineprotocol.Decoder, e entry) (point.Point, error) {
 	}
 	p.Time, err = w.parseTime(tb)
 	return p, err
+}
+
+// setField adds the field key=v to the point whose fields start at f0 in
+// the batch's fields; of two fields with one key, the last value wins, as
+// in InfluxDB.
+func (w *writer) setField(f0 int, key string, v point.Value) {
+	for i := f0; i < len(w.fields); i++ {
+		if w.fields[i].Key == key {
+			w.fields[i].Value = v
+			return
+		}
+	}
+	w.fields = append(w.fields, point.Field{Key: key, Value: v})
 }
 
 // decodeError turns a decoder error into a reason with the column in the

@@ -82,19 +82,8 @@ func (w *writer) addFast(line []byte, s *series, lineNo int) bool {
 		if err != nil {
 			return w.declineFast(t0, f0)
 		}
-		name := w.name(slot, key)
+		w.setField(f0, w.name(slot, key), val)
 		slot++
-		dup := false
-		for j := f0; j < len(w.fields); j++ {
-			if w.fields[j].Key == name {
-				w.fields[j].Value = val // the last value wins, as in InfluxDB
-				dup = true
-				break
-			}
-		}
-		if !dup {
-			w.fields = append(w.fields, point.Field{Key: name, Value: val})
-		}
 		if i == len(line) || line[i] == ' ' {
 			break
 		}
