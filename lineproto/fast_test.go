@@ -3,6 +3,7 @@ package lineproto_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"reflect"
 	"testing"
 
@@ -12,7 +13,8 @@ import (
 // FuzzFastPath holds the fast path for lines of known series to the
 // decoder's answers: the input, written twice so that its second copy
 // meets every series section again, gives the same points, counts and
-// rejections, word for word, with the fast path and without it.
+// rejections, word for word, with the fast path and without it, and read
+// in place from a *bytes.Buffer.
 func FuzzFastPath(f *testing.F) {
 	for _, s := range []string{
 		"m,t=a v=1 1\nm,t=a v=2 2\n",
@@ -36,9 +38,9 @@ func FuzzFastPath(f *testing.F) {
 			Precision:   lineproto.Precision(len(in) % 4),
 			MaxRejected: len(in)%5 + 1,
 		}
-		run := func() (lineproto.Result, []string, *memDB) {
+		run := func(r io.Reader) (lineproto.Result, []string, *memDB) {
 			db := newMemDB()
-			res, err := lineproto.Write(context.Background(), db, bytes.NewReader(input), opts)
+			res, err := lineproto.Write(context.Background(), db, r, opts)
 			if err != nil {
 				t.Fatalf("Write: %v", err)
 			}
@@ -48,10 +50,16 @@ func FuzzFastPath(f *testing.F) {
 			}
 			return res, reasons, db
 		}
-		fast, fastWhy, fastDB := run()
+		fast, fastWhy, fastDB := run(bytes.NewReader(input))
 		restore := lineproto.DisableFastPath()
-		slow, slowWhy, slowDB := run()
+		slow, slowWhy, slowDB := run(bytes.NewReader(input))
 		restore()
+		// A *bytes.Buffer is read in place: the same again.
+		buf, bufWhy, bufDB := run(bytes.NewBuffer(bytes.Clone(input)))
+		if buf.Lines != fast.Lines || buf.Points != fast.Points || !reflect.DeepEqual(bufWhy, fastWhy) ||
+			!reflect.DeepEqual(bufDB.points, fastDB.points) {
+			t.Fatalf("from a buffer: %+v; from a reader: %+v", buf, fast)
+		}
 		if fast.Lines != slow.Lines || fast.Points != slow.Points || fast.RejectedCount != slow.RejectedCount {
 			t.Fatalf("fast path: %d lines, %d points, %d rejected; decoder: %d, %d, %d",
 				fast.Lines, fast.Points, fast.RejectedCount, slow.Lines, slow.Points, slow.RejectedCount)

@@ -50,6 +50,14 @@ type input struct {
 	reading  bool // the goroutine is inside a Read of r
 	draining bool // the writer's view of stopped
 
+	// mem is the rest of an input already in memory (src, a *bytes.Buffer
+	// of total unread bytes), read in place a window at a time, with no
+	// goroutine and no copy; close takes the windows handed over from src.
+	mem   []byte
+	inMem bool
+	src   *bytes.Buffer
+	total int
+
 	cur   []byte // the unread rest of buf
 	buf   []byte // the buffer being read by the writer, to give back
 	carry []byte // the start of a line that continues in the next buffer
@@ -62,6 +70,10 @@ type input struct {
 }
 
 func newInput(ctx context.Context, r io.Reader) *input {
+	if b, ok := r.(*bytes.Buffer); ok {
+		// Nothing to wait for: a server's request body, read whole.
+		return &input{ctx: ctx, mem: b.Bytes(), inMem: true, src: b, total: b.Len()}
+	}
 	in := &input{
 		ctx:  ctx,
 		data: make(chan []byte, inputBufs),
@@ -124,6 +136,10 @@ func (in *input) readLoop(r io.Reader) {
 // close tells the reading goroutine to end. It ends at once unless it is
 // inside a Read of r; then it ends when that Read returns.
 func (in *input) close() {
+	if in.inMem {
+		in.src.Next(in.total - len(in.mem))
+		return
+	}
 	in.mu.Lock()
 	in.stopped = true // no Read of r starts after Write returns
 	in.mu.Unlock()
@@ -242,6 +258,9 @@ func (in *input) drain() {
 
 // next gives back the buffer just read and waits for the next filled one.
 func (in *input) next() error {
+	if in.inMem {
+		return in.nextWindow()
+	}
 	if in.buf != nil {
 		in.free <- in.buf // never blocks: there are inputBufs slots
 		in.buf = nil
@@ -278,6 +297,28 @@ func (in *input) next() error {
 	case <-linger:
 		return errLinger
 	}
+}
+
+// nextWindow makes the next window of an input in memory the buffer being
+// read: up to inputBufSize bytes, cut after a newline when there is one,
+// so that lines rarely straddle two windows. Windows stand for the reads
+// of a reader: a cancelled Write stops at the end of one (errStop).
+func (in *input) nextWindow() error {
+	switch {
+	case in.draining:
+		return errStop
+	case len(in.mem) == 0:
+		return io.EOF
+	}
+	n := len(in.mem)
+	if n > inputBufSize {
+		n = inputBufSize
+		if i := bytes.LastIndexByte(in.mem[:n], '\n'); i >= 0 {
+			n = i + 1
+		}
+	}
+	in.cur, in.mem = in.mem[:n], in.mem[n:]
+	return nil
 }
 
 // nextDraining returns a buffer read before the input started draining or

@@ -231,7 +231,9 @@ var errNotKept = &invalidError{err: errors.New("lineproto: invalid entry (reason
 // in a goroutine of their own; when ctx is cancelled during a Read that
 // blocks, Write returns without waiting for it, the goroutine ends when that
 // Read returns, and what it read is discarded: do not use r after a
-// cancelled Write.
+// cancelled Write. A *bytes.Buffer is read in place instead, 64 KiB at a
+// time, with no goroutine and no copy: a server's request body read whole
+// costs no more than its parse.
 func Write(ctx context.Context, db DB, r io.Reader, opts Options) (Result, error) {
 	o, err := opts.withDefaults()
 	if err != nil {

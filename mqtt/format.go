@@ -77,7 +77,8 @@ func (c *collector) Write(points []engine.Point) error {
 
 func (d *lpDecoder) decode(_ string, payload []byte, recv time.Time, dst []engine.Point) ([]engine.Point, error) {
 	d.c.points = dst
-	res, err := lineproto.Write(context.Background(), &d.c, bytes.NewReader(payload), lineproto.Options{
+	// A buffer is read in place, without the reading goroutine a reader gets.
+	res, err := lineproto.Write(context.Background(), &d.c, bytes.NewBuffer(payload), lineproto.Options{
 		Precision: d.precision,
 		Now:       func() time.Time { return recv },
 	})

@@ -79,7 +79,7 @@ func (s *Server) influxWrite(w http.ResponseWriter, r *http.Request, api influxA
 		opts.Now = func() time.Time { return time.Unix(0, now().UnixNano()/u) }
 		db = &scaledDB{db: s.db, unit: u}
 	}
-	res, err := lineproto.Write(r.Context(), db, bytes.NewReader(buf.Bytes()), opts)
+	res, err := lineproto.Write(r.Context(), db, buf, opts) // read in place
 	s.metrics.pointsWritten.Add(float64(res.Points))
 	s.metrics.linesRejected.Add(float64(res.RejectedCount))
 	if err != nil {
