@@ -2,7 +2,6 @@ package segment
 
 import (
 	"bytes"
-	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
 	"testing"
@@ -59,14 +58,6 @@ func TestSectionBufChunks(t *testing.T) {
 func TestStreamedIndexChunked(t *testing.T) {
 	defer func(at, n int) { indexStreamAt, sectionChunkLen = at, n }(indexStreamAt, sectionChunkLen)
 	rng := rand.New(rand.NewPCG(17, 4))
-	repetitive := func(n int) []testSeries {
-		out := make([]testSeries, n)
-		for i := range out {
-			key := fmt.Appendf(bytes.Repeat([]byte("a"), 4<<10), "%06d", i)
-			out[i] = testSeries{key: key, kind: point.KindUint, samples: []point.Sample{{Time: 1, Value: point.Uint(7)}}}
-		}
-		return out
-	}
 	noisy := func(n int) []testSeries {
 		out := make([]testSeries, n)
 		for i := range out {
@@ -86,7 +77,7 @@ func TestStreamedIndexChunked(t *testing.T) {
 	}{
 		{"compressible", randomSeries(rng, 600, 30), false},
 		{"compressible kept", randomSeries(rng, 300, 30), true},
-		{"too compressible", repetitive(600), false},
+		{"too compressible", repetitiveSeries(600), false},
 		{"incompressible kept", noisy(400), true},
 	}
 	for _, tc := range cases {
@@ -94,18 +85,7 @@ func TestStreamedIndexChunked(t *testing.T) {
 		write := func(name string, chunk int) []byte {
 			sectionChunkLen = chunk
 			fs := newMemFS()
-			w, err := Create(name, WriterOptions{FS: fs, BlockSamples: 8, KeepIndex: tc.keep, Series: len(tc.series)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range tc.series {
-				if err := w.Add(s.key, s.kind, s.samples); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if w.zindex == nil {
-				t.Fatalf("%s: the index was not streamed", tc.name)
-			}
+			w := writeStreamed(t, name, WriterOptions{FS: fs, BlockSamples: 8, KeepIndex: tc.keep, Series: len(tc.series)}, tc.series)
 			if _, err := w.Finish(); err != nil {
 				t.Fatal(err)
 			}

@@ -907,6 +907,38 @@ func TestCopyBlock(t *testing.T) {
 	openAndCheck(t, fs, "/db/out2.seg", []testSeries{{key: []byte("m f"), kind: point.KindFloat, samples: src[:2]}})
 }
 
+// repetitiveSeries returns n series whose keys differ only at the end of
+// 4 KiB: they compress past the ratio a reader accepts (maxRatio), so an
+// index of them must be stored raw.
+func repetitiveSeries(n int) []testSeries {
+	out := make([]testSeries, n)
+	for i := range out {
+		key := fmt.Appendf(bytes.Repeat([]byte("a"), 4<<10), "%06d", i)
+		out[i] = testSeries{key: key, kind: point.KindUint, samples: []point.Sample{{Time: 1, Value: point.Uint(7)}}}
+	}
+	return out
+}
+
+// writeStreamed creates name with opts and adds series, whose index must
+// be large enough for the Writer to stream it; it returns the Writer
+// before Finish.
+func writeStreamed(t *testing.T, name string, opts WriterOptions, series []testSeries) *Writer {
+	t.Helper()
+	w, err := Create(name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range series {
+		if err := w.Add(s.key, s.kind, s.samples); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w.zindex == nil {
+		t.Fatalf("%s: the index was not streamed", name)
+	}
+	return w
+}
+
 // TestStreamedIndex writes indexes past the point where the Writer starts
 // compressing them as a stream: compressible ones (sent as the count's
 // frame and the entries' frame) and ones that compress too well for a
@@ -914,41 +946,20 @@ func TestCopyBlock(t *testing.T) {
 // by key, as the same series written with the index compressed whole.
 func TestStreamedIndex(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 8))
-	// Keys that differ only at the end of 4 KiB compress past the ratio a
-	// reader accepts (maxRatio), so the index must be stored raw.
-	repetitive := func(n int) []testSeries {
-		out := make([]testSeries, n)
-		for i := range out {
-			key := fmt.Appendf(bytes.Repeat([]byte("a"), 4<<10), "%06d", i)
-			out[i] = testSeries{key: key, kind: point.KindUint, samples: []point.Sample{{Time: 1, Value: point.Uint(7)}}}
-		}
-		return out
-	}
 	for _, tc := range []struct {
 		name       string
 		series     []testSeries
 		compressed bool
 	}{
 		{"compressible", randomSeries(rng, 2000, 30), true},
-		{"too compressible", repetitive(2000), false},
+		{"too compressible", repetitiveSeries(2000), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := newMemFS()
 			whole := writeSegment(t, fs, "whole.seg", 8, tc.series)
 			defer func(at int) { indexStreamAt = at }(indexStreamAt)
 			indexStreamAt = 4 << 10
-			w, err := Create("streamed.seg", WriterOptions{FS: fs, BlockSamples: 8})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range tc.series {
-				if err := w.Add(s.key, s.kind, s.samples); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if w.zindex == nil {
-				t.Fatal("the index was not streamed")
-			}
+			w := writeStreamed(t, "streamed.seg", WriterOptions{FS: fs, BlockSamples: 8}, tc.series)
 			streamed, err := w.Finish()
 			if err != nil {
 				t.Fatal(err)
