@@ -164,11 +164,13 @@ func budgetRollupAggs(db, raw *DB, floor, every, end int64) string {
 
 // TestDiskBudgetWithRollups writes three times the disk budget to a
 // database that also rolls its floats up to one-minute buckets after ten
-// minutes, compacting after every 100 seconds: the directory never passes
-// 1.1x the budget, the budget's floor rises, and every state keeps the
-// newest data whole, buckets equal to the reduction of the samples
-// written, nothing shown twice or half (budgetRollupProblem), and
-// aggregates above the floor equal those of a database of every sample.
+// minutes, flushing and compacting after every 100 seconds (so that the
+// layout the budget sees does not hang on the flusher's timing): the
+// directory never passes 1.1x the budget, the budget's floor rises, and
+// every state keeps the newest data whole, buckets equal to the reduction
+// of the samples written, nothing shown twice or half
+// (budgetRollupProblem), and aggregates above the floor equal those of a
+// database of every sample.
 func TestDiskBudgetWithRollups(t *testing.T) {
 	const limit = 1 << 20
 	const devices = 8
@@ -203,6 +205,7 @@ func TestDiskBudgetWithRollups(t *testing.T) {
 			now.Store(ts)
 		}
 		peak = max(peak, dirBytes(t, dir))
+		mustFlush(t, db)
 		mustCompact(t, db)
 		written = db.Stats().FlushedBytes
 		size := dirBytes(t, dir)
