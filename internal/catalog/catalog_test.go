@@ -284,8 +284,8 @@ func indexDump(c *Catalog) string {
 		for _, k := range slices.Sorted(maps.Keys(mi.keys)) {
 			ki := mi.keys[k]
 			fmt.Fprintf(&b, "  %s n=%d\n", k, ki.n)
-			for _, v := range slices.Sorted(maps.Keys(ki.postings)) {
-				fmt.Fprintf(&b, "    %s %v\n", v, ki.postings[v].ids)
+			for _, p := range ki.values() {
+				fmt.Fprintf(&b, "    %s %v\n", p.value, p.ids)
 			}
 		}
 	}

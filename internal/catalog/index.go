@@ -3,6 +3,7 @@ package catalog
 import (
 	"cmp"
 	"context"
+	"hash/maphash"
 	"math"
 	"math/bits"
 	"slices"
@@ -58,9 +59,14 @@ type measIndex struct {
 }
 
 type keyIndex struct {
-	key      string
-	postings map[string]*posting // by value
-	n        int                 // series holding the key
+	key string
+	// postings holds the values by their hash (valueHash), colliding
+	// values chained through posting.next. Keyed by the hash rather than
+	// the value, the map grows without hashing every value again: at a
+	// million values (a device id), growing a map keyed by string spent
+	// more time re-reading and re-hashing the values than adding them.
+	postings map[uint64]*posting
+	n        int // series holding the key
 
 	mu     sync.Mutex
 	sorted []*posting  // by value; the slice is never modified once published
@@ -72,6 +78,34 @@ type keyIndex struct {
 type posting struct {
 	value string
 	ids   []uint64 // ascending
+	next  *posting // the next value of the same hash
+}
+
+// valueSeed seeds valueHash; the hashes are never stored.
+var valueSeed = maphash.MakeSeed()
+
+// valueHash is the key of a value in keyIndex.postings.
+func valueHash(v string) uint64 { return maphash.String(valueSeed, v) }
+
+// posting returns the posting of value v, or nil.
+func (ki *keyIndex) posting(v string) *posting {
+	return ki.postingOf(valueHash(v), v)
+}
+
+// insert adds p, a value not yet in ki, under its hash h.
+func (ki *keyIndex) insert(h uint64, p *posting) {
+	p.next = ki.postings[h]
+	ki.postings[h] = p
+}
+
+// postingOf is posting with v's hash h computed.
+func (ki *keyIndex) postingOf(h uint64, v string) *posting {
+	for p := ki.postings[h]; p != nil; p = p.next {
+		if p.value == v {
+			return p
+		}
+	}
+	return nil
 }
 
 func newIndex() index { return index{measurements: make(map[string]*measIndex)} }
@@ -98,7 +132,7 @@ func (x *index) add(id uint64, measurement string, tags []point.Tag) {
 		} else {
 			ki = mi.keys[t.Key]
 			if ki == nil {
-				ki = &keyIndex{key: t.Key, postings: make(map[string]*posting)}
+				ki = &keyIndex{key: t.Key, postings: make(map[uint64]*posting)}
 				mi.keys[t.Key] = ki
 			}
 			if j < len(mi.recent) {
@@ -107,10 +141,11 @@ func (x *index) add(id uint64, measurement string, tags []point.Tag) {
 				mi.recent = append(mi.recent, ki)
 			}
 		}
-		p := ki.postings[t.Value]
+		h := valueHash(t.Value)
+		p := ki.postingOf(h, t.Value)
 		if p == nil {
 			p = x.newPosting(t.Value, id)
-			ki.postings[t.Value] = p
+			ki.insert(h, p)
 			ki.mu.Lock()
 			ki.fresh.push(p)
 			ki.mu.Unlock()
@@ -185,7 +220,7 @@ func (ki *keyIndex) matching(m *Matcher, want bool, visit func(p *posting)) {
 		// Only the one value differs between "matched" and "not matched".
 		eq := m.op == point.MatchEqual
 		if eq == want {
-			if p := ki.postings[m.value]; p != nil {
+			if p := ki.posting(m.value); p != nil {
 				visit(p)
 			}
 			return
@@ -282,7 +317,7 @@ func (mi *measIndex) selectIDs(ms []Matcher, nseries int) []uint64 {
 			return nil // no series has the key, and m needs a value
 		}
 		if m.op == point.MatchEqual {
-			p := ki.postings[m.value]
+			p := ki.posting(m.value)
 			if p == nil {
 				return nil
 			}
@@ -314,7 +349,7 @@ func (mi *measIndex) selectIDs(ms []Matcher, nseries int) []uint64 {
 		}
 		var drop []uint64
 		if m.op == point.MatchNotEqual {
-			if p := ki.postings[m.value]; p != nil {
+			if p := ki.posting(m.value); p != nil {
 				drop = p.ids
 			}
 		} else {

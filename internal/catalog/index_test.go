@@ -51,3 +51,29 @@ func TestSortByKey(t *testing.T) {
 	add(5000) // a rebuild
 	check("after many additions")
 }
+
+// Values whose hashes collide share a map entry and are told apart by
+// value: each is found, and a value of that hash not added is not.
+func TestPostingHashCollision(t *testing.T) {
+	ki := &keyIndex{postings: make(map[uint64]*posting)}
+	const h = 42
+	a := &posting{value: "a", ids: []uint64{1}}
+	b := &posting{value: "b", ids: []uint64{2}}
+	ki.insert(h, a)
+	ki.insert(h, b)
+	ki.insert(valueHash("c"), &posting{value: "c", ids: []uint64{3}})
+	for _, want := range []*posting{a, b} {
+		if got := ki.postingOf(h, want.value); got != want {
+			t.Fatalf("postingOf(%d, %q) = %v, want %v", h, want.value, got, want)
+		}
+	}
+	if got := ki.postingOf(h, "c"); got != nil {
+		t.Fatalf("postingOf(%d, \"c\") = %v, want nil: c has another hash", h, got)
+	}
+	if got := ki.posting("c"); got == nil || got.ids[0] != 3 {
+		t.Fatalf("posting(\"c\") = %v", got)
+	}
+	if got := ki.posting("d"); got != nil {
+		t.Fatalf("posting(\"d\") = %v, want nil", got)
+	}
+}
