@@ -26,10 +26,8 @@ func TestKeptBloom(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, s := range series {
-			if err := w.Add(s.key, s.kind, s.samples); err != nil {
-				t.Fatal(err)
-			}
+		if err := addAll(series)(w); err != nil {
+			t.Fatal(err)
 		}
 		if opts.KeepIndex && opts.Series > 0 && (w.hashes != nil || w.bloomWords == nil) {
 			t.Fatalf("hint %d: the Writer kept %d hashes", opts.Series, len(w.hashes))
