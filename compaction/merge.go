@@ -124,8 +124,12 @@ func Merge(ctx context.Context, inputs []Input, opts MergeOptions) ([]segment.Me
 	if opts.BlockSamples <= 0 {
 		opts.BlockSamples = segment.DefaultBlockSamples
 	}
-	m := newMerger(inputs, opts)
-	if err := m.run(ctx); err != nil {
+	m, err := newMerger(inputs, opts)
+	if err == nil {
+		err = m.run(ctx)
+	}
+	m.closeInputs()
+	if err != nil {
 		m.cleanup()
 		return nil, MergeStats{}, err
 	}
@@ -139,9 +143,8 @@ type inputState struct {
 	r    *segment.Reader
 	drop func(key []byte) []TimeRange
 	path string
+	it   *segment.Entries     // the input's series entries, in key order
 	cur  *segment.SeriesIndex // current series
-	next int                  // index of the series after cur
-	n    int                  // number of series
 
 	// Cursor over cur, reset by startSeries.
 	block   int                  // next block to load
@@ -170,19 +173,38 @@ type merger struct {
 	roll    rollupState
 }
 
-func newMerger(inputs []Input, opts MergeOptions) *merger {
+// newMerger starts an iteration over every input's entries (streamed from
+// the file when the input's index is not loaded) and places each input's
+// first series on the heap.
+func newMerger(inputs []Input, opts MergeOptions) (*merger, error) {
 	m := &merger{opts: opts, out: make([]point.Sample, 0, opts.BlockSamples)}
 	for i, in := range inputs {
-		s := &inputState{idx: i, r: in.Reader, drop: in.Drop, n: in.Reader.NumSeries(), path: in.Reader.Meta().Path}
+		s := &inputState{idx: i, r: in.Reader, drop: in.Drop, path: in.Reader.Meta().Path}
 		m.ins = append(m.ins, s)
-		if s.n > 0 {
-			s.cur = s.r.Series(0)
-			s.next = 1
+		it, err := s.r.Entries()
+		if err != nil {
+			return m, err
+		}
+		s.it, s.cur, s.spare = it, new(segment.SeriesIndex), new(segment.SeriesIndex)
+		ok, err := it.Next(s.cur)
+		if err != nil {
+			return m, err
+		}
+		if ok {
 			m.heap = append(m.heap, s)
 		}
 	}
 	m.heapInit()
-	return m
+	return m, nil
+}
+
+// closeInputs ends the inputs' iterations.
+func (m *merger) closeInputs() {
+	for _, s := range m.ins {
+		if s.it != nil {
+			s.it.Close()
+		}
+	}
 }
 
 func (m *merger) run(ctx context.Context) error {
@@ -205,16 +227,16 @@ func (m *merger) run(ctx context.Context) error {
 		}
 		// Move the inputs to their next series.
 		for _, s := range m.active {
-			if s.next < s.n {
-				if s.spare == nil {
-					s.spare = new(segment.SeriesIndex)
+			// The entry Next decodes into spare leaves cur intact.
+			ok, err := s.it.Next(s.spare)
+			if err != nil {
+				return err
+			}
+			if ok {
+				if bytes.Compare(s.spare.Key, s.cur.Key) <= 0 {
+					return base.Corruptf(s.path, 0, "series key %q not after %q", s.spare.Key, s.cur.Key)
 				}
-				nxt := s.r.SeriesInto(s.next, s.spare)
-				if bytes.Compare(nxt.Key, s.cur.Key) <= 0 {
-					return base.Corruptf(s.path, 0, "series %d key %q not after %q", s.next, nxt.Key, s.cur.Key)
-				}
-				s.cur, s.spare = nxt, s.cur
-				s.next++
+				s.cur, s.spare = s.spare, s.cur
 				m.heapPush(s)
 			}
 		}

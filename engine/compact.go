@@ -256,7 +256,8 @@ func (db *DB) compactOnce() (bool, error) {
 		}
 		st = mst
 		for _, m := range metas {
-			r, err := segment.Open(db.fs, m.Path)
+			// Lazily: the index is read when a read first needs it.
+			r, err := segment.OpenLazy(db.fs, m.Path, m)
 			if err == nil {
 				num, _ := parseSegName(filepath.Base(m.Path))
 				outputs = append(outputs, manifest.NewHandle(num, plan.OutputLevel, tombApplied, r))

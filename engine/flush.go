@@ -194,9 +194,11 @@ func (db *DB) writeFlushSegment(m *memRef, snap *snapshot) (*segHandle, error) {
 	}
 	num := db.files.Alloc()
 	path := filepath.Join(db.dir, segName(num))
-	// The Writer keeps its index, and hands it to the segment's Reader:
-	// the segment just written is not read back.
-	w, err := segment.Create(path, segment.WriterOptions{FS: db.fs, BlockSamples: db.opts.BlockSamples, Series: len(ids), KeepIndex: true})
+	// The segment's Reader loads its index when a read first needs it
+	// (FinishReader opens it lazily): a flush of a million series would
+	// otherwise hold an index of about a hundred megabytes that only
+	// compaction, which streams it, may ever read.
+	w, err := segment.Create(path, segment.WriterOptions{FS: db.fs, BlockSamples: db.opts.BlockSamples, Series: len(ids)})
 	if err != nil {
 		return nil, err
 	}

@@ -230,7 +230,31 @@ func (db *DB) beginRead(ctx context.Context, s *Selector) (snap *snapshot, mint,
 		db.releaseSnapshot(snap)
 		return nil, 0, 0, nil, nil
 	}
+	if err := loadIndexes(snap.v, mint, maxt); err != nil {
+		db.releaseSnapshot(snap)
+		return nil, 0, 0, nil, err
+	}
 	return snap, mint, maxt, cuts, nil
+}
+
+// loadIndexes loads the index of every segment of v with samples in
+// [mint, maxt], the segments a read of that range may look up series in.
+// Flushes and compactions open their outputs without it
+// (segment.OpenLazy), so that a segment nothing reads costs no memory for
+// its index; the first read that needs one loads it here, where a damaged
+// index fails the read with a corruption error.
+func loadIndexes(v *version, mint, maxt int64) error {
+	for _, level := range v.Levels {
+		for _, h := range level {
+			if h.Meta.MaxTime < mint || h.Meta.MinTime > maxt || h.Reader.Loaded() {
+				continue
+			}
+			if err := h.Reader.Load(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // withVisibility validates s, takes a snapshot and runs f with a
@@ -480,6 +504,9 @@ func (v *visibility) memVisible(m *memRef, id uint64) (bool, error) {
 // order. ok is false when some series is unknown to the catalog (then
 // callers look keys up).
 func (db *DB) segSeriesIDs(h *segHandle) ([]uint64, bool) {
+	if h.Reader.Load() != nil {
+		return nil, false // a read of h reports the error (loadIndexes)
+	}
 	return h.IDs.Get(func() ([]uint64, bool) {
 		return db.cat.LookupKeys(h.Reader.NumSeries(), h.Reader.Key)
 	})

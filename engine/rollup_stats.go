@@ -46,8 +46,9 @@ func (e *rollupExtents) levels(v *version) []RollupLevelStats {
 			live[h.FileNum] = true
 			ls, ok := e.bySeg[h.FileNum]
 			if !ok {
-				ls = segRollupLevels(h.Reader)
-				e.bySeg[h.FileNum] = ls
+				if ls, ok = segRollupLevels(h.Reader); ok {
+					e.bySeg[h.FileNum] = ls
+				}
 			}
 			for _, l := range ls {
 				out = addRollupLevel(out, l)
@@ -62,12 +63,24 @@ func (e *rollupExtents) levels(v *version) []RollupLevelStats {
 	return out
 }
 
-// segRollupLevels reads the rollup levels of one segment from its index.
-func segRollupLevels(r *segment.Reader) []RollupLevelStats {
-	var out []RollupLevelStats
+// segRollupLevels reads the rollup levels of one segment from its index,
+// streamed when it is not loaded. ok is false when the index cannot be
+// read: a read of the segment reports why.
+func segRollupLevels(r *segment.Reader) (out []RollupLevelStats, ok bool) {
+	it, err := r.Entries()
+	if err != nil {
+		return nil, false
+	}
+	defer it.Close()
 	var si segment.SeriesIndex
-	for i := range r.NumSeries() {
-		r.SeriesInto(i, &si)
+	for {
+		more, err := it.Next(&si)
+		if err != nil {
+			return nil, false
+		}
+		if !more {
+			return out, true
+		}
 		for _, rm := range si.Rollups {
 			// MaxTime is the latest sample of the block's buckets: its
 			// bucket is the block's last.
@@ -75,7 +88,6 @@ func segRollupLevels(r *segment.Reader) []RollupLevelStats {
 			out = addRollupLevel(out, RollupLevelStats{Every: time.Duration(rm.Every), Buckets: int64(rm.Count), End: end})
 		}
 	}
-	return out
 }
 
 // addRollupLevel adds l to ls, sorted by Every.

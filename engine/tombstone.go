@@ -212,8 +212,8 @@ func (db *DB) tombstoneAffects(h *segHandle, t *tombstone) bool {
 		return false
 	}
 	ids := db.cat.Match(&t.sel)
-	if len(ids) > maxAffectCheck {
-		return true
+	if len(ids) > maxAffectCheck || h.Reader.Load() != nil {
+		return true // the compaction this asks for reports a damaged index
 	}
 	for _, key := range db.cat.Keys(ids) {
 		if key < string(h.Meta.FirstKey) || key > string(h.Meta.LastKey) {

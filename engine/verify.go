@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+
+	"github.com/stratadb/strata/segment"
 )
 
 // VerifyReport counts what Verify read.
@@ -44,11 +46,24 @@ func (db *DB) Verify(ctx context.Context) (VerifyReport, error) {
 		for _, h := range level {
 			rep.Segments++
 			rep.Bytes += h.Meta.Size
-			for i := range h.Reader.NumSeries() {
+			// Streamed: Verify loads no index it did not find loaded.
+			it, err := h.Reader.Entries()
+			if err != nil {
+				return rep, err
+			}
+			defer it.Close()
+			var s segment.SeriesIndex
+			for i := 0; ; i++ {
 				if i%checkContextEvery == 0 && ctx.Err() != nil {
 					return rep, ctx.Err()
 				}
-				s := h.Reader.Series(i)
+				ok, err := it.Next(&s)
+				if err != nil {
+					return rep, err
+				}
+				if !ok {
+					break
+				}
 				rep.Series++
 				id, ok := db.cat.Lookup(string(s.Key))
 				var kind Kind
@@ -63,7 +78,7 @@ func (db *DB) Verify(ctx context.Context) (VerifyReport, error) {
 					return rep, fmt.Errorf("%w: segment %s stores series %q as %s, the catalog says %s", ErrCorrupt, name, s.Key, s.Kind, kind)
 				}
 				for b := range s.Blocks {
-					buf, err = db.decodeBlock(ctx, h.Reader, s, b, buf[:0])
+					buf, err = db.decodeBlock(ctx, h.Reader, &s, b, buf[:0])
 					if err != nil {
 						return rep, err
 					}
@@ -71,7 +86,7 @@ func (db *DB) Verify(ctx context.Context) (VerifyReport, error) {
 					rep.Samples += int64(len(buf))
 				}
 				for b := range s.Rollups {
-					if err := h.Reader.CheckRollupHours(s, b); err != nil {
+					if err := h.Reader.CheckRollupHours(&s, b); err != nil {
 						return rep, err
 					}
 					rep.Blocks++

@@ -191,8 +191,8 @@ func TestCopyOldBlocks(t *testing.T) {
 		r.Close()
 		out := openAndCheck(t, fs, "/db/new.seg", fixtureSeries())
 		checkStats(t, out) // every float block has its exact sum
-		if copied == 0 || out.table.version != formatVersion {
-			t.Fatalf("%s: %d blocks copied, version %d", v, copied, out.table.version)
+		if copied == 0 || out.tab().version != formatVersion {
+			t.Fatalf("%s: %d blocks copied, version %d", v, copied, out.tab().version)
 		}
 	}
 }
@@ -266,7 +266,7 @@ func writeRawSeeds(t *testing.T, version string, data []byte) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	writeSeed(t, "FuzzParseIndex", version, r.index)
+	writeSeed(t, "FuzzParseIndex", version, r.tab().raw)
 	for i := range r.NumSeries() {
 		s := r.Series(i)
 		b := s.Blocks[len(s.Blocks)-1]
@@ -446,12 +446,45 @@ func FuzzReader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fs := newMemFS()
 		fs.put("/db/c.seg", data)
+		withStreaming(t, 64)
 		r, err := Open(fs, "/db/c.seg")
 		if err != nil {
 			checkCorrupt(t, "open", err)
+			// Opened lazily, as flushes and compactions open their
+			// outputs, the damage shows when the index is read.
+			if lr, err := OpenLazy(fs, "/db/c.seg", Meta{Size: int64(len(data))}); err != nil {
+				checkCorrupt(t, "open lazily", err)
+			} else {
+				if err := readEntries(lr); err != nil {
+					checkCorrupt(t, "entries", err)
+				}
+				if err := lr.Load(); err != nil {
+					checkCorrupt(t, "load", err)
+				}
+				lr.Close()
+			}
 			return
 		}
 		defer r.Close()
+		lr, err := OpenLazy(fs, "/db/c.seg", r.Meta())
+		if err != nil {
+			t.Fatalf("open lazily what Open opened: %v", err)
+		}
+		defer lr.Close()
+		it, err := lr.Entries()
+		if err != nil {
+			t.Fatalf("entries of what Open opened: %v", err)
+		}
+		var e SeriesIndex
+		for i := 0; ; i++ {
+			ok, err := it.Next(&e)
+			if err != nil || ok != (i < r.NumSeries()) || ok && !sameEntry(&e, r.Series(i)) {
+				t.Fatalf("entry %d: %v, %v; want %v", i, ok, err, i < r.NumSeries())
+			}
+			if !ok {
+				break
+			}
+		}
 		for i := range r.NumSeries() {
 			s := r.Series(i)
 			if got, ok := r.Find(s.Key); !ok || !reflect.DeepEqual(got, s) {

@@ -192,11 +192,11 @@ func checkStats(t testing.TB, r *Reader) {
 				if math.IsNaN(sum.Float()) {
 					sum = point.Float(math.NaN())
 				}
-				if r.table.version >= exactSumVersion {
+				if r.tab().version >= exactSumVersion {
 					checkPartial(t, s.Key, b, &bm, samples)
 					sum = point.Value{}
 				} else if bm.Partial != nil {
-					t.Fatalf("%q block %d: a partial sum in format %d", s.Key, b, r.table.version)
+					t.Fatalf("%q block %d: a partial sum in format %d", s.Key, b, r.tab().version)
 				}
 			}
 			if !sameValue(bm.Min, mn) || !sameValue(bm.Max, mx) || !sameValue(bm.Sum, sum) {

@@ -173,6 +173,14 @@ type indexTable struct {
 
 func (t *indexTable) len() int { return len(t.offs) }
 
+// firstLast returns the first and the last key, nil when there are none.
+func (t *indexTable) firstLast() (first, last []byte) {
+	if n := t.len(); n > 0 {
+		return t.key(0), t.key(n - 1)
+	}
+	return nil, nil
+}
+
 // key returns the key of series i without decoding the rest of its entry.
 func (t *indexTable) key(i int) []byte {
 	b := t.raw[t.offs[i]:]

@@ -87,8 +87,9 @@ func (k *keptIndex) finish(n int, index []byte, indexOff int64, m Meta, bf *bloo
 // returns a Reader of it. With WriterOptions.KeepIndex the Reader is built
 // from what the Writer holds: the file is opened but neither its index nor
 // its bloom filter is read back, and the Reader is the one Open would
-// return. Without it, FinishReader is Finish then Open. An error from
-// opening the published file leaves the file in place.
+// return. Without it, FinishReader is Finish then OpenLazy: the index is
+// read back when it is first needed. An error from opening the published
+// file leaves the file in place.
 func (w *Writer) FinishReader() (*Reader, error) {
 	meta, err := w.Finish()
 	if err != nil {
@@ -97,17 +98,15 @@ func (w *Writer) FinishReader() (*Reader, error) {
 	k := w.kept
 	w.kept = nil
 	if k == nil || k.t == nil {
-		return Open(w.fs, w.path)
+		return OpenLazy(w.fs, w.path, meta)
 	}
 	f, err := w.fs.Open(w.path)
 	if err != nil {
 		return nil, fmt.Errorf("segment: %w", err)
 	}
-	r := &Reader{f: f, path: w.path, table: k.t, bloom: k.bf, index: k.t.raw}
+	r := &Reader{f: f, path: w.path, bloom: k.bf, version: formatVersion}
+	r.table.Store(k.t)
 	r.meta = Meta{Path: w.path, Size: meta.Size, Series: k.t.len(), MinTime: meta.MinTime, MaxTime: meta.MaxTime, Samples: meta.Samples}
-	if n := k.t.len(); n > 0 {
-		r.meta.FirstKey = k.t.key(0)
-		r.meta.LastKey = k.t.key(n - 1)
-	}
+	r.meta.FirstKey, r.meta.LastKey = k.t.firstLast()
 	return r, nil
 }

@@ -21,13 +21,13 @@ func sameReader(t *testing.T, what string, a, b *Reader) {
 	if a.path != b.path || !reflect.DeepEqual(a.meta, b.meta) {
 		t.Fatalf("%s: meta\n%+v\nwant\n%+v", what, a.meta, b.meta)
 	}
-	if !reflect.DeepEqual(a.table, b.table) {
-		t.Fatalf("%s: index tables differ:\n%+v\nwant\n%+v", what, a.table, b.table)
+	if !reflect.DeepEqual(a.tab(), b.tab()) {
+		t.Fatalf("%s: index tables differ:\n%+v\nwant\n%+v", what, a.tab(), b.tab())
 	}
 	if !reflect.DeepEqual(a.bloom, b.bloom) {
 		t.Fatalf("%s: bloom filters differ", what)
 	}
-	if !bytes.Equal(a.index, b.index) {
+	if !bytes.Equal(a.tab().raw, b.tab().raw) {
 		t.Fatalf("%s: raw indexes differ", what)
 	}
 	for i := range b.NumSeries() {
@@ -92,11 +92,11 @@ func checkFinishReader(t *testing.T, what string, opts WriterOptions, fill func(
 			t.Fatalf("%s: %v", what, err)
 		}
 		sameReader(t, what, r, opened)
-		if n := len(r.index); keep && cap(r.index) > n+n/16+indexReserve {
-			t.Fatalf("%s: the kept index of %d bytes holds %d", what, n, cap(r.index))
+		if n := len(r.tab().raw); keep && cap(r.tab().raw) > n+n/16+indexReserve {
+			t.Fatalf("%s: the kept index of %d bytes holds %d", what, n, cap(r.tab().raw))
 		}
 		if keep {
-			index = r.index
+			index = r.tab().raw
 		}
 		r.Close()
 		opened.Close()

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -17,15 +18,23 @@ import (
 )
 
 // Reader reads a segment. Open loads its index and bloom filter into
-// memory; blocks are read on demand with positional reads. A Reader is safe
-// for concurrent use by several goroutines.
+// memory; OpenLazy loads the bloom filter only, and the index when it is
+// first needed (Load). Blocks are read on demand with positional reads. A
+// Reader is safe for concurrent use by several goroutines.
 type Reader struct {
-	f     vfs.File
-	path  string
-	meta  Meta
-	table *indexTable
-	bloom *bloom.BloomFilter
-	index []byte // raw index; series keys point into it
+	f       vfs.File
+	path    string
+	meta    Meta
+	bloom   *bloom.BloomFilter
+	version byte
+	foot    footer
+
+	// table is the parsed index, nil until it is loaded. loadMu
+	// serialises loads; loadErr is the error of a failed one, returned by
+	// every later Load.
+	table   atomic.Pointer[indexTable]
+	loadMu  sync.Mutex
+	loadErr error
 
 	nextFind atomic.Int64 // series after the one Find found last: a hint
 }
@@ -33,6 +42,53 @@ type Reader struct {
 // Open opens the segment at path and validates its header, footer, index
 // and bloom filter. Damaged bytes give a *base.CorruptionError.
 func Open(fs vfs.FS, path string) (*Reader, error) {
+	r, err := openFile(fs, path)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.loadAll(); err != nil {
+		r.f.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// OpenLazy opens the segment at path, whose Writer returned m, and reads
+// its header, footer and bloom filter; its index is read, validated and
+// checked against m when it is first needed. A flush or compaction opens
+// its outputs this way: a segment of a million series has an index of
+// about a hundred megabytes, which nothing may read before the segment is
+// compacted away (Entries streams it). Load reports an index that cannot
+// be read; the methods that need the index and cannot return an error
+// load it themselves and panic if that fails, so callers that may meet a
+// damaged file call Load first.
+func OpenLazy(fs vfs.FS, path string, m Meta) (*Reader, error) {
+	r, err := openFile(fs, path)
+	if err != nil {
+		return nil, err
+	}
+	if m.Size != r.meta.Size {
+		r.f.Close()
+		return nil, r.corrupt(0, fmt.Errorf("file of %d bytes, written as %d", r.meta.Size, m.Size))
+	}
+	sec := make([]byte, r.foot.bloomLen)
+	if err := r.readAt(sec, int64(r.foot.bloomOff)); err != nil {
+		r.f.Close()
+		return nil, err
+	}
+	bf, err := parseBloom(sec)
+	if err != nil {
+		r.f.Close()
+		return nil, r.corrupt(int64(r.foot.bloomOff), err)
+	}
+	r.bloom = bf
+	m.Path = r.path
+	r.meta = m
+	return r, nil
+}
+
+// openFile opens the file and checks its header and footer.
+func openFile(fs vfs.FS, path string) (*Reader, error) {
 	if fs == nil {
 		fs = vfs.Default
 	}
@@ -41,7 +97,7 @@ func Open(fs vfs.FS, path string) (*Reader, error) {
 		return nil, fmt.Errorf("segment: %w", err)
 	}
 	r := &Reader{f: f, path: path}
-	if err := r.load(); err != nil {
+	if err := r.readFooter(); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -65,7 +121,9 @@ func (r *Reader) readAt(p []byte, off int64) error {
 	return fmt.Errorf("segment: read %s at %d: %w", r.path, off, err)
 }
 
-func (r *Reader) load() error {
+// readFooter checks the header and the footer and records the file's
+// size, format version and sections.
+func (r *Reader) readFooter() error {
 	st, err := r.f.Stat()
 	if err != nil {
 		return fmt.Errorf("segment: stat %s: %w", r.path, err)
@@ -100,40 +158,117 @@ func (r *Reader) load() error {
 		return r.corrupt(footOff, fmt.Errorf("footer: sections index %d+%d, bloom %d+%d do not tile %d..%d",
 			ft.indexOff, ft.indexLen, ft.bloomOff, ft.bloomLen, headerLen, end))
 	}
-	indexOff := int64(ft.indexOff)
-	sec := make([]byte, ft.indexLen+ft.bloomLen)
+	r.version, r.foot = version, ft
+	r.meta = Meta{Path: r.path, Size: size}
+	return nil
+}
+
+// loadAll reads and validates the index and the bloom filter, and derives
+// the Meta from them.
+func (r *Reader) loadAll() error {
+	indexOff := int64(r.foot.indexOff)
+	sec := make([]byte, r.foot.indexLen+r.foot.bloomLen)
 	if err := r.readAt(sec, indexOff); err != nil {
 		return err
 	}
-	var sc blockScratch
-	raw, err := unframe(sec[:ft.indexLen], maxSectionRaw, &sc)
-	if err != nil {
-		return r.corrupt(indexOff, fmt.Errorf("index: %w", err))
-	}
-	table, err := parseIndex(raw, version, headerLen, indexOff)
-	if err != nil {
-		return r.corrupt(indexOff, fmt.Errorf("index: %w", err))
-	}
-	bloomOff := int64(ft.bloomOff)
-	bf, err := parseBloom(sec[ft.indexLen:])
+	bloomOff := int64(r.foot.bloomOff)
+	bf, err := parseBloom(sec[r.foot.indexLen:])
 	if err != nil {
 		return r.corrupt(bloomOff, err)
 	}
-	r.meta = Meta{Path: r.path, Size: size, Series: table.len()}
-	for i := range table.len() {
-		key := table.key(i)
-		if !bloomTest(bf, keyHash(key)) {
-			return r.corrupt(bloomOff, fmt.Errorf("bloom filter lacks series %q", key))
-		}
+	table, err := r.parseSection(sec[:r.foot.indexLen], bf)
+	if err != nil {
+		return err
 	}
+	r.meta.Series = table.len()
 	r.meta.MinTime, r.meta.MaxTime, r.meta.Samples = table.minTime, table.maxTime, table.samples
 	if n := table.len(); n > 0 {
 		r.meta.FirstKey = table.key(0)
 		r.meta.LastKey = table.key(n - 1)
 	}
-	r.table, r.bloom, r.index = table, bf, raw
+	r.bloom = bf
+	r.table.Store(table)
 	return nil
 }
+
+// parseSection unframes and parses the index section sec and checks that
+// bloom filter bf holds every key.
+func (r *Reader) parseSection(sec []byte, bf *bloom.BloomFilter) (*indexTable, error) {
+	indexOff := int64(r.foot.indexOff)
+	var sc blockScratch
+	raw, err := unframe(sec, maxSectionRaw, &sc)
+	if err != nil {
+		return nil, r.corrupt(indexOff, fmt.Errorf("index: %w", err))
+	}
+	table, err := parseIndex(raw, r.version, headerLen, indexOff)
+	if err != nil {
+		return nil, r.corrupt(indexOff, fmt.Errorf("index: %w", err))
+	}
+	for i := range table.len() {
+		key := table.key(i)
+		if !bloomTest(bf, keyHash(key)) {
+			return nil, r.corrupt(int64(r.foot.bloomOff), fmt.Errorf("bloom filter lacks series %q", key))
+		}
+	}
+	return table, nil
+}
+
+// Load reads and validates the index of a Reader from OpenLazy, if it is
+// not loaded yet, and checks it against the Meta its Writer returned. It is
+// a no-op for a Reader from Open. A failed Load fails every later one the
+// same way.
+func (r *Reader) Load() error {
+	if r.table.Load() != nil {
+		return nil
+	}
+	r.loadMu.Lock()
+	defer r.loadMu.Unlock()
+	if r.table.Load() != nil || r.loadErr != nil {
+		return r.loadErr
+	}
+	sec := make([]byte, r.foot.indexLen)
+	if err := r.readAt(sec, int64(r.foot.indexOff)); err != nil {
+		return err // an I/O error may pass: not sticky
+	}
+	table, err := r.parseSection(sec, r.bloom)
+	if err == nil {
+		err = r.checkMeta(table.len(), table.minTime, table.maxTime, table.samples, table.firstLast)
+	}
+	if err != nil {
+		r.loadErr = err
+		return err
+	}
+	r.table.Store(table)
+	return nil
+}
+
+// checkMeta checks what an index holds against the Meta the Reader was
+// opened with.
+func (r *Reader) checkMeta(series int, minTime, maxTime, samples int64, firstLast func() ([]byte, []byte)) error {
+	m := r.meta
+	first, last := firstLast()
+	if series != m.Series || samples != m.Samples || minTime != m.MinTime || maxTime != m.MaxTime ||
+		!bytes.Equal(first, m.FirstKey) || !bytes.Equal(last, m.LastKey) {
+		return r.corrupt(int64(r.foot.indexOff), fmt.Errorf("index of %d series, %d samples in %d..%d, keys %q..%q; written as %d, %d in %d..%d, %q..%q",
+			series, samples, minTime, maxTime, first, last, m.Series, m.Samples, m.MinTime, m.MaxTime, m.FirstKey, m.LastKey))
+	}
+	return nil
+}
+
+// tab returns the index table, loading it if needed. A caller that may
+// meet a damaged file calls Load first: tab panics if the load fails.
+func (r *Reader) tab() *indexTable {
+	if t := r.table.Load(); t != nil {
+		return t
+	}
+	if err := r.Load(); err != nil {
+		panic(fmt.Sprintf("segment: the index of %s is used without a successful Load: %v", r.path, err))
+	}
+	return r.table.Load()
+}
+
+// Loaded reports whether the index is in memory.
+func (r *Reader) Loaded() bool { return r.table.Load() != nil }
 
 // Meta describes the segment. Its key slices belong to the Reader.
 func (r *Reader) Meta() Meta { return r.meta }
@@ -141,40 +276,40 @@ func (r *Reader) Meta() Meta { return r.meta }
 // Close closes the file. Blocks read from it must not be used afterwards.
 func (r *Reader) Close() error { return r.f.Close() }
 
-// NumSeries returns the number of series.
-func (r *Reader) NumSeries() int { return r.table.len() }
+// NumSeries returns the number of series. It needs no index.
+func (r *Reader) NumSeries() int { return r.meta.Series }
 
 // Series returns the i-th series in key order, decoded from the index into
 // a new SeriesIndex on every call.
-func (r *Reader) Series(i int) *SeriesIndex { return r.table.entry(i) }
+func (r *Reader) Series(i int) *SeriesIndex { return r.tab().entry(i) }
 
 // SeriesInto decodes the index entry of series i into s, reusing the
 // storage of s.Blocks, and returns s. A caller that visits many series and
 // keeps none of them decodes them all without allocating; what s held
 // before is overwritten.
 func (r *Reader) SeriesInto(i int, s *SeriesIndex) *SeriesIndex {
-	r.table.entryInto(i, s)
+	r.tab().entryInto(i, s)
 	return s
 }
 
 // Key returns the key of series i (in key order) without decoding the rest
 // of its entry. The bytes belong to the reader: do not modify them.
-func (r *Reader) Key(i int) []byte { return r.table.key(i) }
+func (r *Reader) Key(i int) []byte { return r.tab().key(i) }
 
 // MayContain consults the bloom filter only: false means the segment
 // certainly lacks key.
 func (r *Reader) MayContain(key []byte) bool { return bloomTest(r.bloom, keyHash(key)) }
 
 // Find returns the index entry of key, consulting the bloom filter and then
-// binary searching the index. It does no I/O. Lookups in increasing key
-// order (a query's series) are cheap: Find first tries the series after
-// the one it found last.
+// binary searching the index. It does no I/O once the index is loaded.
+// Lookups in increasing key order (a query's series) are cheap: Find first
+// tries the series after the one it found last.
 func (r *Reader) Find(key []byte) (*SeriesIndex, bool) {
 	i, ok := r.search(key)
 	if !ok {
 		return nil, false
 	}
-	return r.table.entry(i), true
+	return r.tab().entry(i), true
 }
 
 // FindInto is Find decoding into s, reusing the storage of s.Blocks (see
@@ -183,18 +318,21 @@ func (r *Reader) Find(key []byte) (*SeriesIndex, bool) {
 func (r *Reader) FindInto(key []byte, s *SeriesIndex) bool {
 	i, ok := r.search(key)
 	if ok {
-		r.table.entryInto(i, s)
+		r.tab().entryInto(i, s)
 	}
 	return ok
 }
 
 // search returns the position of key.
 func (r *Reader) search(key []byte) (int, bool) {
-	t := r.table
-	n := t.len()
+	n := r.meta.Series
 	if n == 0 {
 		return 0, false
 	}
+	if !r.Loaded() && !r.MayContain(key) {
+		return 0, false // no load for a key the segment lacks
+	}
+	t := r.tab()
 	next := int(r.nextFind.Load()) // a hint only: any value in 0..n is fine
 	if next < n && string(t.key(next)) == string(key) {
 		r.nextFind.Store(int64(next + 1))

@@ -59,7 +59,7 @@ func TestRollupHours(t *testing.T) {
 	}
 	defer rd.Close()
 	if os.Getenv("STRATA_WRITE_SEEDS") != "" {
-		writeSeed(t, "FuzzParseIndex", "v4-hours", rd.index)
+		writeSeed(t, "FuzzParseIndex", "v4-hours", rd.tab().raw)
 	}
 	for i := range all {
 		si := rd.Series(i)

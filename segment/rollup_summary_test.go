@@ -47,7 +47,7 @@ func TestRollupSummaries(t *testing.T) {
 	}
 	defer rd.Close()
 	if os.Getenv("STRATA_WRITE_SEEDS") != "" {
-		writeSeed(t, "FuzzParseIndex", "v4-summaries", rd.index)
+		writeSeed(t, "FuzzParseIndex", "v4-summaries", rd.tab().raw)
 	}
 	for i := range kinds {
 		si := rd.Series(i)
