@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"os/exec"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -43,19 +46,16 @@ func BenchmarkScale(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, eng := range []struct {
-			name   string
-			insert func(dir string, ds *bench.Dataset) error
-		}{{"strata", insertStrata}, {"strata-appender", insertStrataAppender},
-			{"strata-freshtags", insertStrataFreshTags}, {"prometheus", insertPrometheus}} {
-			b.Run(fmt.Sprintf("%s/series=%d/points=%d", eng.name, sh.series, sh.points), func(b *testing.B) {
+		for _, name := range []string{"strata", "strata-appender", "strata-freshtags", "prometheus"} {
+			insert := scaleInserts[name]
+			b.Run(fmt.Sprintf("%s/series=%d/points=%d", name, sh.series, sh.points), func(b *testing.B) {
 				var dir string
 				var before, after runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&before)
 				for b.Loop() {
 					dir = b.TempDir()
-					if err := eng.insert(dir, ds); err != nil {
+					if err := insert(dir, ds); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -67,6 +67,79 @@ func BenchmarkScale(b *testing.B) {
 			})
 		}
 	}
+}
+
+// scaleInserts are BenchmarkScale's inserts by engine name.
+var scaleInserts = map[string]func(dir string, ds *bench.Dataset) error{
+	"strata": insertStrata, "strata-appender": insertStrataAppender,
+	"strata-freshtags": insertStrataFreshTags, "prometheus": insertPrometheus,
+}
+
+// rssChildEnv names the variable that makes BenchmarkScaleRSS the child
+// that runs one insert: "engine series points".
+const rssChildEnv = "STRATA_SCALE_RSS_CHILD"
+
+// BenchmarkScaleRSS measures the peak resident memory (VmHWM) of
+// BenchmarkScale's inserts at 200k and 1M series, each in a child process
+// of its own (this test binary again), since a process' peak cannot be
+// reset between engines. It reports the child's peak and its resident
+// memory once the dataset, which every child builds alike, is made:
+//
+//	go test -run '^$' -bench ScaleRSS -benchtime 1x -count 3 ./bench/
+func BenchmarkScaleRSS(b *testing.B) {
+	if spec := os.Getenv(rssChildEnv); spec != "" {
+		scaleRSSChild(b, spec)
+		return
+	}
+	for _, sh := range scaleShapes[1:] {
+		for _, eng := range []string{"strata", "strata-appender", "prometheus"} {
+			b.Run(fmt.Sprintf("%s/series=%d/points=%d", eng, sh.series, sh.points), func(b *testing.B) {
+				var base, peak float64
+				for b.Loop() {
+					cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^BenchmarkScaleRSS$", "-test.benchtime=1x")
+					cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %d", rssChildEnv, eng, sh.series, sh.points))
+					out, err := cmd.CombinedOutput()
+					if err != nil {
+						b.Fatalf("child: %v\n%s", err, out)
+					}
+					_, line, ok := strings.Cut(string(out), "rss-child ")
+					if !ok {
+						b.Fatalf("child printed no figures:\n%s", out)
+					}
+					if _, err := fmt.Sscanf(line, "%g %g", &base, &peak); err != nil {
+						b.Fatalf("child figures %q: %v", line, err)
+					}
+				}
+				b.ReportMetric(peak/(1<<20), "peak-RSS-MiB")
+				b.ReportMetric(base/(1<<20), "dataset-RSS-MiB")
+			})
+		}
+	}
+}
+
+// scaleRSSChild runs one insert of spec and prints the resident memory
+// with the dataset made and the peak.
+func scaleRSSChild(b *testing.B, spec string) {
+	var eng string
+	var series, points int
+	if _, err := fmt.Sscanf(spec, "%s %d %d", &eng, &series, &points); err != nil {
+		b.Fatalf("%s=%q: %v", rssChildEnv, spec, err)
+	}
+	insert := scaleInserts[eng]
+	if insert == nil {
+		b.Fatalf("%s: no engine %q", rssChildEnv, eng)
+	}
+	ds, err := bench.IoT(series*points, series, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	runtime.GC()
+	base := bench.PeakRSS()
+	if err := insert(b.TempDir(), ds); err != nil {
+		b.Fatal(err)
+	}
+	fmt.Printf("rss-child %d %d\n", base, bench.PeakRSS())
+	runtime.KeepAlive(ds)
 }
 
 func insertStrata(dir string, ds *bench.Dataset) error {

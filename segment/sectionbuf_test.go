@@ -52,9 +52,9 @@ func TestSectionBufChunks(t *testing.T) {
 
 // TestStreamedIndexChunked: the compressed index collected in chunks of
 // any size gives the file that one buffer gave, byte for byte, read back
-// exactly, whether it is written compressed, recovered raw from the
-// stream (too compressible) or taken raw from the kept index
-// (incompressible), for sizes around the chunk boundaries.
+// exactly, whether it is written compressed or recovered raw from the
+// stream (too compressible, or incompressible), for sizes around the
+// chunk boundaries.
 func TestStreamedIndexChunked(t *testing.T) {
 	defer func(at, n int) { indexStreamAt, sectionChunkLen = at, n }(indexStreamAt, sectionChunkLen)
 	rng := rand.New(rand.NewPCG(17, 4))
@@ -73,19 +73,17 @@ func TestStreamedIndexChunked(t *testing.T) {
 	cases := []struct {
 		name   string
 		series []testSeries
-		keep   bool
 	}{
-		{"compressible", randomSeries(rng, 600, 30), false},
-		{"compressible kept", randomSeries(rng, 300, 30), true},
-		{"too compressible", repetitiveSeries(600), false},
-		{"incompressible kept", noisy(400), true},
+		{"compressible", randomSeries(rng, 600, 30)},
+		{"too compressible", repetitiveSeries(600)},
+		{"incompressible", noisy(400)},
 	}
 	for _, tc := range cases {
 		indexStreamAt = 4 << 10
 		write := func(name string, chunk int) []byte {
 			sectionChunkLen = chunk
 			fs := newMemFS()
-			w := writeStreamed(t, name, WriterOptions{FS: fs, BlockSamples: 8, KeepIndex: tc.keep, Series: len(tc.series)}, tc.series)
+			w := writeStreamed(t, name, WriterOptions{FS: fs, BlockSamples: 8, Series: len(tc.series)}, tc.series)
 			if _, err := w.Finish(); err != nil {
 				t.Fatal(err)
 			}

@@ -168,7 +168,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/cespare/xxhash/v2"
 	"github.com/klauspost/compress/zstd"
 
@@ -256,11 +255,6 @@ type WriterOptions struct {
 	// their size instead of doubling their way there, which in a flush of
 	// a million series copied hundreds of megabytes. 0 means unknown.
 	Series int
-	// KeepIndex makes the Writer keep its raw index and where each series
-	// starts, so that FinishReader hands them to the Reader it returns
-	// instead of reading the index back from the file. It costs the raw
-	// index in memory while the Writer runs (the Reader holds it anyway).
-	KeepIndex bool
 }
 
 // Meta describes a finished segment.
@@ -309,20 +303,13 @@ type Writer struct {
 	inlineTotal int64 // raw bytes of every inline block so far
 
 	index    []byte        // raw index entries of finished series, from indexReserve
-	streamed int           // index[indexReserve:streamed] is streamed (kept with KeepIndex)
 	indexRaw int64         // raw bytes of the entries already streamed
 	zindex   *zstd.Encoder // compresses the entries once they pass indexStreamAt
 	zout     *sectionBuf   // what zindex wrote
 	hashes   []uint64      // xxhash of every key, for the bloom filter
-	kept     *keptIndex    // with KeepIndex: what FinishReader needs (kept.go)
 	meta     Meta
 	scratch  blockScratch
 	copyBuf  []byte // a block CopyBlock read, before it joins buf
-
-	// With KeepIndex and a Series hint, the bloom filter's words for as
-	// many keys as the hint, set as series end instead of hashes (bloom.go).
-	bloomWords     []uint64
-	bloomM, bloomK uint
 }
 
 // Create starts a segment that will be published at path. It writes to
@@ -350,17 +337,12 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 		putEncoder(enc)
 		return nil, fmt.Errorf("segment: %w", err)
 	}
-	w := &Writer{fs: opts.FS, path: path, tmp: tmp, f: f, opts: opts, enc: enc, index: getIndexBuf(), streamed: indexReserve}
+	w := &Writer{fs: opts.FS, path: path, tmp: tmp, f: f, opts: opts, enc: enc, index: getIndexBuf()}
 	if want := indexReserve + min(opts.Series*64, indexStreamAt) + 64<<10; opts.Series > 0 && cap(w.index) < want {
 		w.index = make([]byte, indexReserve, want)
 	}
-	if opts.Series > 0 && opts.KeepIndex {
-		w.startBloom(min(opts.Series, maxSeriesHint))
-	} else if opts.Series > 0 {
+	if opts.Series > 0 {
 		w.hashes = make([]uint64, 0, min(opts.Series, maxSeriesHint))
-	}
-	if opts.KeepIndex {
-		w.kept = newKeptIndex(opts.Series)
 	}
 	w.meta.Path = path
 	// Room for a full write buffer and the block that passes it: zstd
@@ -378,7 +360,7 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 func (w *Writer) Size() int64 { return w.dataSize() + w.inlineTotal }
 
 // indexLen returns the raw bytes of the index entries so far.
-func (w *Writer) indexLen() int64 { return w.indexRaw + int64(len(w.index)-w.streamed) }
+func (w *Writer) indexLen() int64 { return w.indexRaw + int64(len(w.index)-indexReserve) }
 
 // dataSize returns the bytes written so far, buffered ones included: the
 // offset of the next block.
@@ -632,11 +614,8 @@ func (w *Writer) endSeries() error {
 			start = end
 		}
 	}
-	if w.kept != nil {
-		w.kept.series(w.indexLen(), w.dataSize())
-	}
 	w.index = appendSeriesEntry(w.index, w.key, w.kind, w.rollups, w.blocks)
-	if len(w.index)-w.streamed >= indexStreamAt {
+	if len(w.index)-indexReserve >= indexStreamAt {
 		if err := w.streamIndex(); err != nil {
 			return err
 		}
@@ -644,11 +623,7 @@ func (w *Writer) endSeries() error {
 	w.inline = w.inline[:0]
 	w.inlineEnds = w.inlineEnds[:0]
 	w.partials = w.partials[:0]
-	if h := xxhash.Sum64(w.key); w.bloomWords != nil {
-		bloomSet(w.bloomWords, w.bloomM, w.bloomK, h)
-	} else {
-		w.hashes = append(w.hashes, h)
-	}
+	w.hashes = append(w.hashes, xxhash.Sum64(w.key))
 	si := SeriesIndex{Blocks: w.blocks, Rollups: w.rollups}
 	first, last := si.MinTime(), si.MaxTime()
 	if w.meta.Series == 0 {
@@ -703,30 +678,12 @@ func (w *Writer) streamIndex() error {
 		enc.Reset(w.zout)
 		w.zindex = enc
 	}
-	entries := w.index[w.streamed:]
+	entries := w.index[indexReserve:]
 	if _, err := w.zindex.Write(entries); err != nil {
 		return fmt.Errorf("segment: compress index of %s: %w", w.path, err)
 	}
 	w.indexRaw += int64(len(entries))
-	if w.kept == nil {
-		w.index = w.index[:indexReserve]
-		return nil
-	}
-	// The entries stay and the next ones follow them, in a buffer sized
-	// for the whole index from the entries so far whenever the next ones
-	// may not fit: not grown step by step, and not much larger than the
-	// index the Reader keeps.
-	if cap(w.index)-len(w.index) < indexStreamAt {
-		// With 1/32 more room: sized again only if the estimate was low.
-		if size := w.kept.size(len(w.index)); size > cap(w.index) {
-			b := append(make([]byte, 0, size+size/32), w.index...)
-			if w.streamed == indexReserve {
-				putIndexBuf(w.index) // the pool's; later ones are the Writer's own
-			}
-			w.index = b
-		}
-	}
-	w.streamed = len(w.index)
+	w.index = w.index[:indexReserve]
 	return nil
 }
 
@@ -759,17 +716,10 @@ func (w *Writer) appendIndex() error {
 	head := w.enc.EncodeAll(count[:n], nil)
 	c := int64(len(head) + w.zout.n)
 	if c >= rawLen || rawLen > maxRatio*c {
-		var raw []byte
-		if w.kept != nil {
-			// Every entry is still in index.
-			raw = w.index[indexReserve-n:]
-			copy(raw, count[:n])
-		} else {
-			var err error
-			raw = append(make([]byte, 0, rawLen), count[:n]...)
-			if raw, err = decodeStream(w.zout.bytes(), raw); err != nil {
-				return fmt.Errorf("segment: recover index of %s: %w", w.path, err)
-			}
+		raw := append(make([]byte, 0, rawLen), count[:n]...)
+		raw, err := decodeStream(w.zout.bytes(), raw)
+		if err != nil {
+			return fmt.Errorf("segment: recover index of %s: %w", w.path, err)
 		}
 		w.buf = appendFramed(w.buf, w.enc, raw)
 		return nil
@@ -795,7 +745,7 @@ func (w *Writer) appendIndex() error {
 // releaseIndex returns the index buffers and the stream compressor.
 func (w *Writer) releaseIndex() {
 	putIndexBuf(w.index)
-	w.index, w.indexRaw, w.streamed = nil, 0, indexReserve
+	w.index, w.indexRaw = nil, 0
 	if w.zindex != nil {
 		w.zindex.Reset(nil)
 		streamEncoderPool.Put(w.zindex)
@@ -837,15 +787,11 @@ func (w *Writer) finish() error {
 	indexLen := w.dataSize() - indexOff
 	bloomOff := indexOff + indexLen
 	start := len(w.buf)
-	var bf *bloom.BloomFilter
-	w.buf, bf = w.appendBloom(w.buf)
+	w.buf, _ = appendBloom(w.buf, w.hashes)
 	bloomLen := int64(len(w.buf) - start)
 	w.buf = appendFooter(w.buf, footer{uint64(indexOff), uint64(indexLen), uint64(bloomOff), uint64(bloomLen)})
-	if w.kept != nil && w.kept.finish(w.meta.Series, w.index, indexOff, w.meta, bf) {
-		w.index = nil // the Reader's now
-	}
 	w.releaseIndex()
-	w.hashes, w.bloomWords, w.inlineTotal = nil, nil, 0
+	w.hashes, w.inlineTotal = nil, 0
 	w.meta.Size = w.Size()
 	if err := w.writeOut(); err != nil {
 		return err
@@ -870,6 +816,17 @@ func (w *Writer) finish() error {
 		return fmt.Errorf("segment: sync directory of %s: %w", w.path, err)
 	}
 	return nil
+}
+
+// FinishReader finishes the segment as Finish does and returns a Reader of
+// it from OpenLazy: the index is read back when a read first needs it. An
+// error from opening the published file leaves the file in place.
+func (w *Writer) FinishReader() (*Reader, error) {
+	meta, err := w.Finish()
+	if err != nil {
+		return nil, err
+	}
+	return OpenLazy(w.fs, w.path, meta)
 }
 
 // Abort closes and removes the temporary file. It is a no-op after a

@@ -3,7 +3,6 @@ package segment
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"reflect"
@@ -51,19 +50,19 @@ func sameReader(t *testing.T, what string, a, b *Reader) {
 	}
 }
 
-// checkFinishReader writes a segment with fill three ways (Finish;
-// FinishReader with KeepIndex; FinishReader without) and requires the same
-// file each time, and from both FinishReaders the Reader that Open of that
-// file returns. It returns the file and the raw index of the Reader built
-// with KeepIndex.
-func checkFinishReader(t *testing.T, what string, opts WriterOptions, fill func(w *Writer) error) (file, index []byte) {
+// checkFinishReader writes a segment with fill two ways (Finish;
+// FinishReader) and requires the same file both times, and from
+// FinishReader a Reader that has not read the index, whose entries
+// (streamed, then loaded) are those of the Reader Open returns. It returns
+// the file.
+func checkFinishReader(t *testing.T, what string, opts WriterOptions, fill func(w *Writer) error) []byte {
 	t.Helper()
 	const name = "/db/k.seg"
-	write := func(keep bool, finish func(w *Writer) (*Reader, error)) (*memFS, *Reader) {
+	write := func(finish func(w *Writer) (*Reader, error)) (*memFS, *Reader) {
 		t.Helper()
 		fs := newMemFS()
 		o := opts
-		o.FS, o.KeepIndex = fs, keep
+		o.FS = fs
 		w, err := Create(name, o)
 		if err != nil {
 			t.Fatal(err)
@@ -77,31 +76,41 @@ func checkFinishReader(t *testing.T, what string, opts WriterOptions, fill func(
 		}
 		return fs, r
 	}
-	plain, _ := write(false, func(w *Writer) (*Reader, error) {
+	plain, _ := write(func(w *Writer) (*Reader, error) {
 		_, err := w.Finish()
 		return nil, err
 	})
 	want := plain.bytes(t, name)
-	for _, keep := range []bool{true, false} {
-		fs, r := write(keep, (*Writer).FinishReader)
-		if got := fs.bytes(t, name); !bytes.Equal(got, want) {
-			t.Fatalf("%s (keep %v): FinishReader wrote another file", what, keep)
-		}
-		opened, err := Open(fs, name)
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		sameReader(t, what, r, opened)
-		if n := len(r.tab().raw); keep && cap(r.tab().raw) > n+n/16+indexReserve {
-			t.Fatalf("%s: the kept index of %d bytes holds %d", what, n, cap(r.tab().raw))
-		}
-		if keep {
-			index = r.tab().raw
-		}
-		r.Close()
-		opened.Close()
+	fs, r := write((*Writer).FinishReader)
+	defer r.Close()
+	if got := fs.bytes(t, name); !bytes.Equal(got, want) {
+		t.Fatalf("%s: FinishReader wrote another file", what)
 	}
-	return want, index
+	opened, err := Open(fs, name)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	defer opened.Close()
+	if r.Loaded() {
+		t.Fatalf("%s: FinishReader read the index", what)
+	}
+	it, err := r.Entries()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	defer it.Close()
+	var e SeriesIndex
+	for i := 0; ; i++ {
+		ok, err := it.Next(&e)
+		if err != nil || ok != (i < opened.NumSeries()) || ok && !sameEntry(&e, opened.Series(i)) {
+			t.Fatalf("%s: entry %d: %v, %v", what, i, ok, err)
+		}
+		if !ok {
+			break
+		}
+	}
+	sameReader(t, what, r, opened)
+	return want
 }
 
 // addAll adds series whole with Writer.Add.
@@ -127,9 +136,8 @@ func indexCompressed(t *testing.T, data []byte) bool {
 	return data[ft.indexOff]&flagZstd != 0
 }
 
-// TestFinishReaderMatchesOpen: the Reader FinishReader builds from the
-// Writer's own index and bloom filter is the one Open builds from the
-// file, for indexes held whole and streamed to the compressor, compressed
+// TestFinishReaderMatchesOpen: the Reader FinishReader returns, once it
+// has loaded its index, is the one Open builds from the file, for indexes held whole and streamed to the compressor, compressed
 // or stored raw; inline and stored blocks of every kind; rollups; copied
 // blocks; the Parallel encoder; and an empty segment.
 func TestFinishReaderMatchesOpen(t *testing.T) {
@@ -160,7 +168,7 @@ func TestFinishReaderMatchesOpen(t *testing.T) {
 	checkFinishReader(t, "empty", WriterOptions{}, func(*Writer) error { return nil })
 
 	// Random keys and times, and no stats: the streamed index does not
-	// compress and is stored raw, from the kept entries.
+	// compress and is stored raw, recovered from the stream.
 	var noisy []testSeries
 	for i := range 400 {
 		key := make([]byte, 40)
@@ -170,22 +178,9 @@ func TestFinishReaderMatchesOpen(t *testing.T) {
 		key[0], key[1] = byte(i>>8), byte(i)
 		noisy = append(noisy, testSeries{key: key, kind: point.KindString, samples: []point.Sample{{Time: rng.Int64(), Value: point.String("v")}}})
 	}
-	if file, _ := checkFinishReader(t, "incompressible", WriterOptions{InlineBytes: -1}, addAll(noisy)); indexCompressed(t, file) {
+	if file := checkFinishReader(t, "incompressible", WriterOptions{InlineBytes: -1}, addAll(noisy)); indexCompressed(t, file) {
 		t.Fatal("the incompressible index was compressed: the raw path is not tested")
 	}
-
-	// Series alike, as many as the hint says: the index kept while it
-	// streams is sized from its first entries and becomes the Reader's
-	// as it is, with room to spare.
-	var alike []testSeries
-	for i := range 3000 {
-		alike = append(alike, testSeries{key: fmt.Appendf(nil, "m,host=h%05d f", i), kind: point.KindFloat, samples: []point.Sample{{Time: int64(i), Value: point.Float(float64(i))}}})
-	}
-	indexStreamAt = 4 << 10
-	if _, index := checkFinishReader(t, "alike", WriterOptions{Series: len(alike)}, addAll(alike)); cap(index) == len(index) {
-		t.Fatalf("the kept index of %d bytes was copied", len(index))
-	}
-	indexStreamAt = 64
 
 	// Rollups before samples, and a series of rollups alone.
 	kinds := []point.Kind{point.KindFloat, point.KindInt, point.KindUint}
@@ -260,7 +255,7 @@ func TestFinishReaderErrors(t *testing.T) {
 			}
 			return nil
 		})
-		w, err := Create("/db/e.seg", WriterOptions{FS: fs, KeepIndex: true})
+		w, err := Create("/db/e.seg", WriterOptions{FS: fs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -280,18 +275,17 @@ func TestFinishReaderErrors(t *testing.T) {
 		}
 	}
 
-	// Aborted after streaming part of its kept index, a Writer leaves no
-	// file.
+	// Aborted after streaming part of its index, a Writer leaves no file.
 	mem := newMemFS()
-	w, err := Create("/db/a.seg", WriterOptions{FS: mem, KeepIndex: true})
+	w, err := Create("/db/a.seg", WriterOptions{FS: mem})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := addAll(series)(w); err != nil {
 		t.Fatal(err)
 	}
-	if w.indexRaw == 0 || w.streamed != len(w.index) {
-		t.Fatalf("streamed %d bytes, %d of %d kept", w.indexRaw, w.streamed, len(w.index))
+	if w.indexRaw == 0 {
+		t.Fatal("nothing of the index was streamed")
 	}
 	if err := w.Abort(); err != nil {
 		t.Fatal(err)

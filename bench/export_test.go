@@ -1,0 +1,4 @@
+package bench
+
+// PeakRSS exports peakRSS to the package's external tests.
+var PeakRSS = peakRSS
