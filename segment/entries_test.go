@@ -55,6 +55,23 @@ func entriesSegment(t testing.TB, fs *memFS, name string, rng *rand.Rand, n int,
 	return meta
 }
 
+// lazyEntries opens name lazily with meta and starts its Entries, both
+// closed when the test ends.
+func lazyEntries(t *testing.T, fs *memFS, name string, meta Meta) (*Reader, *Entries) {
+	t.Helper()
+	r, err := OpenLazy(fs, name, meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	it, err := r.Entries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(it.Close)
+	return r, it
+}
+
 // TestEntriesMatchIndex reads segments through Entries, streamed with
 // buffers from smaller than one entry to larger than the index, and
 // checks that every entry equals what the loaded index gives, that each
@@ -74,16 +91,7 @@ func TestEntriesMatchIndex(t *testing.T) {
 		for _, bufLen := range []int{16, 100, 4 << 10, 1 << 20} {
 			t.Run(fmt.Sprintf("stream=%v/buf=%d", stream, bufLen), func(t *testing.T) {
 				withStreaming(t, bufLen)
-				r, err := OpenLazy(fs, name, meta)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer r.Close()
-				it, err := r.Entries()
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer it.Close()
+				r, it := lazyEntries(t, fs, name, meta)
 				if it.t != nil {
 					t.Fatal("the index was decoded whole, not streamed")
 				}
@@ -297,15 +305,7 @@ func TestEntriesClosed(t *testing.T) {
 	fs := newMemFS()
 	meta := entriesSegment(t, fs, "/db/x.seg", rng, 50, false)
 	withStreaming(t, 64)
-	r, err := OpenLazy(fs, "/db/x.seg", meta)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	it, err := r.Entries()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, it := lazyEntries(t, fs, "/db/x.seg", meta)
 	var s SeriesIndex
 	if ok, err := it.Next(&s); !ok || err != nil {
 		t.Fatalf("first entry: %v, %v", ok, err)
