@@ -37,11 +37,12 @@ var streamMinRaw = 1 << 20
 // it points to, stay valid until the second call of Next after it: a
 // caller may hold the current entry while it decodes the next one.
 type Entries struct {
-	r    *Reader
-	n    int // series in the index
-	i    int // entries returned
-	err  error
-	done bool
+	r      *Reader
+	derive bool // OpenChecked: the index gives the Meta rather than being checked against it
+	n      int  // series in the index
+	i      int  // entries returned
+	err    error
+	done   bool
 
 	// Over a table (loaded, or a small index decoded whole).
 	t *indexTable
@@ -66,8 +67,14 @@ type Entries struct {
 var streamDecoderPool sync.Pool
 
 // Entries returns an iterator over the series entries. Close it when done.
-func (r *Reader) Entries() (*Entries, error) {
-	e := &Entries{r: r, n: r.meta.Series}
+func (r *Reader) Entries() (*Entries, error) { return r.entries(false) }
+
+// entries starts an iteration. With derive (OpenChecked, whose Reader has
+// no Meta yet) every key is also checked against the bloom filter, and the
+// last entry sets the Reader's Meta instead of being checked against it; a
+// small index is kept loaded rather than iterated.
+func (r *Reader) entries(derive bool) (*Entries, error) {
+	e := &Entries{r: r, n: r.meta.Series, derive: derive}
 	if t := r.table.Load(); t != nil {
 		e.t = t
 		return e, nil
@@ -82,15 +89,19 @@ func (r *Reader) Entries() (*Entries, error) {
 		return nil, r.corrupt(indexOff, fmt.Errorf("index: %w", err))
 	}
 	if flags&flagZstd == 0 || rawLen < uint64(streamMinRaw) {
-		// Decoded whole and parsed as Load does, without keeping it.
+		// Decoded whole and parsed as Load does, without keeping it
+		// (OpenChecked keeps it: it is small).
 		t, err := r.parseSection(sec, r.bloom)
-		if err == nil {
+		if err == nil && derive {
+			r.setMeta(t)
+			r.table.Store(t)
+		} else if err == nil {
 			err = r.checkMeta(t.len(), t.minTime, t.maxTime, t.samples, t.firstLast)
 		}
 		if err != nil {
 			return nil, err
 		}
-		e.t = t
+		e.t, e.n = t, t.len()
 		return e, nil
 	}
 	dec, _ := streamDecoderPool.Get().(*zstd.Decoder)
@@ -117,7 +128,13 @@ func (r *Reader) Entries() (*Entries, error) {
 	}
 	c := decbuf.New(e.bufs[e.cur][:e.end])
 	n := c.Uvarint("series count")
-	if c.Err() == nil && n != uint64(e.n) {
+	switch {
+	case c.Err() != nil:
+	case derive && n > uint64(rawLen/minSeriesEntry):
+		err = fmt.Errorf("%d series in %d bytes", n, rawLen)
+	case derive:
+		e.n = int(n)
+	case n != uint64(e.n):
 		err = fmt.Errorf("%d series, written as %d", n, e.n)
 	}
 	if err = errors.Join(c.Err(), err); err != nil {
@@ -183,6 +200,9 @@ func (e *Entries) next(s *SeriesIndex) error {
 func (e *Entries) took(s *SeriesIndex, next int64) error {
 	if e.i > 0 && bytes.Compare(s.Key, e.prevKey) <= 0 {
 		return fmt.Errorf("key %q not after %q", s.Key, e.prevKey)
+	}
+	if e.derive && !bloomTest(e.r.bloom, keyHash(s.Key)) {
+		return fmt.Errorf("the bloom filter lacks series %q", s.Key)
 	}
 	first, last := s.MinTime(), s.MaxTime()
 	if e.i == 0 {
@@ -266,6 +286,12 @@ func (e *Entries) finish() error {
 	var last []byte
 	if e.n > 0 {
 		last = e.prevKey
+	}
+	if e.derive {
+		m := &r.meta
+		m.Series, m.MinTime, m.MaxTime, m.Samples = e.n, e.minTime, e.maxTime, e.samples
+		m.FirstKey, m.LastKey = e.first, bytes.Clone(last)
+		return nil
 	}
 	return r.checkMeta(e.n, e.minTime, e.maxTime, e.samples, func() ([]byte, []byte) { return e.first, last })
 }
