@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"math"
+	"runtime"
 	"slices"
 	"sort"
 	"sync"
@@ -243,15 +244,39 @@ func (db *DB) beginRead(ctx context.Context, s *Selector) (snap *snapshot, mint,
 // (segment.OpenLazy), so that a segment nothing reads costs no memory for
 // its index; the first read that needs one loads it here, where a damaged
 // index fails the read with a corruption error.
+//
+// Several indexes load on every core: after Open of a database of 1M
+// series left with seven L0 segments, the first read loads seven indexes
+// of 440,000 series, a quarter of a second each.
 func loadIndexes(v *version, mint, maxt int64) error {
+	var todo []*segment.Reader
 	for _, level := range v.Levels {
 		for _, h := range level {
-			if h.Meta.MaxTime < mint || h.Meta.MinTime > maxt || h.Reader.Loaded() {
-				continue
+			if h.Meta.MaxTime >= mint && h.Meta.MinTime <= maxt && !h.Reader.Loaded() {
+				todo = append(todo, h.Reader)
 			}
-			if err := h.Reader.Load(); err != nil {
-				return err
+		}
+	}
+	if len(todo) <= 1 {
+		for _, r := range todo {
+			return r.Load()
+		}
+		return nil
+	}
+	errs := make([]error, len(todo))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(todo)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(todo); i = int(next.Add(1) - 1) {
+				errs[i] = todo[i].Load()
 			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
 	}
 	return nil
