@@ -432,18 +432,15 @@ type leftover struct {
 // opens the WAL for appending: nothing is changed before every check has
 // passed.
 func (db *DB) recover(m *manifest.Manifest) error {
-	// The segments are checked while the catalog loads: with a million
-	// series each takes about as long as the other. A large index is
-	// checked as it streams by and read again when a read first needs it
-	// (segment.OpenChecked), so that an index nothing reads costs no
-	// memory.
+	// The segments' indexes load while the catalog does: with a million
+	// series each takes about as long as the other.
 	readers, errs := make([]*segment.Reader, len(m.Segments)), make([]error, len(m.Segments))
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), len(m.Segments)) {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < len(m.Segments); i = int(next.Add(1) - 1) {
-				readers[i], errs[i] = segment.OpenChecked(db.fs, filepath.Join(db.dir, segName(m.Segments[i].FileNum)))
+				readers[i], errs[i] = segment.Open(db.fs, filepath.Join(db.dir, segName(m.Segments[i].FileNum)))
 			}
 		})
 	}

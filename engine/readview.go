@@ -245,9 +245,9 @@ func (db *DB) beginRead(ctx context.Context, s *Selector) (snap *snapshot, mint,
 // its index; the first read that needs one loads it here, where a damaged
 // index fails the read with a corruption error.
 //
-// Several indexes load on every core: after Open of a database of 1M
-// series left with seven L0 segments, the first read loads seven indexes
-// of 440,000 series, a quarter of a second each.
+// Several indexes load on every core: after an insert of 1M series that
+// flushed seven times, the first read loads seven indexes of 440,000
+// series, a quarter of a second each.
 func loadIndexes(v *version, mint, maxt int64) error {
 	var todo []*segment.Reader
 	for _, level := range v.Levels {

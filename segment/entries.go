@@ -37,12 +37,11 @@ var streamMinRaw = 1 << 20
 // it points to, stay valid until the second call of Next after it: a
 // caller may hold the current entry while it decodes the next one.
 type Entries struct {
-	r      *Reader
-	derive bool // OpenChecked: the index gives the Meta rather than being checked against it
-	n      int  // series in the index
-	i      int  // entries returned
-	err    error
-	done   bool
+	r    *Reader
+	n    int // series in the index
+	i    int // entries returned
+	err  error
+	done bool
 
 	// Over a table (loaded, or a small index decoded whole).
 	t *indexTable
@@ -67,14 +66,8 @@ type Entries struct {
 var streamDecoderPool sync.Pool
 
 // Entries returns an iterator over the series entries. Close it when done.
-func (r *Reader) Entries() (*Entries, error) { return r.entries(false) }
-
-// entries starts an iteration. With derive (OpenChecked, whose Reader has
-// no Meta yet) every key is also checked against the bloom filter, and the
-// last entry sets the Reader's Meta instead of being checked against it; a
-// small index is kept loaded rather than iterated.
-func (r *Reader) entries(derive bool) (*Entries, error) {
-	e := &Entries{r: r, n: r.meta.Series, derive: derive}
+func (r *Reader) Entries() (*Entries, error) {
+	e := &Entries{r: r, n: r.meta.Series}
 	if t := r.table.Load(); t != nil {
 		e.t = t
 		return e, nil
@@ -89,19 +82,15 @@ func (r *Reader) entries(derive bool) (*Entries, error) {
 		return nil, r.corrupt(indexOff, fmt.Errorf("index: %w", err))
 	}
 	if flags&flagZstd == 0 || rawLen < uint64(streamMinRaw) {
-		// Decoded whole and parsed as Load does, without keeping it
-		// (OpenChecked keeps it: it is small).
+		// Decoded whole and parsed as Load does, without keeping it.
 		t, err := r.parseSection(sec, r.bloom)
-		if err == nil && derive {
-			r.setMeta(t)
-			r.table.Store(t)
-		} else if err == nil {
+		if err == nil {
 			err = r.checkMeta(t.len(), t.minTime, t.maxTime, t.samples, t.firstLast)
 		}
 		if err != nil {
 			return nil, err
 		}
-		e.t, e.n = t, t.len()
+		e.t = t
 		return e, nil
 	}
 	dec, _ := streamDecoderPool.Get().(*zstd.Decoder)
@@ -128,13 +117,7 @@ func (r *Reader) entries(derive bool) (*Entries, error) {
 	}
 	c := decbuf.New(e.bufs[e.cur][:e.end])
 	n := c.Uvarint("series count")
-	switch {
-	case c.Err() != nil:
-	case derive && n > uint64(rawLen/minSeriesEntry):
-		err = fmt.Errorf("%d series in %d bytes", n, rawLen)
-	case derive:
-		e.n = int(n)
-	case n != uint64(e.n):
+	if c.Err() == nil && n != uint64(e.n) {
 		err = fmt.Errorf("%d series, written as %d", n, e.n)
 	}
 	if err = errors.Join(c.Err(), err); err != nil {
@@ -200,9 +183,6 @@ func (e *Entries) next(s *SeriesIndex) error {
 func (e *Entries) took(s *SeriesIndex, next int64) error {
 	if e.i > 0 && bytes.Compare(s.Key, e.prevKey) <= 0 {
 		return fmt.Errorf("key %q not after %q", s.Key, e.prevKey)
-	}
-	if e.derive && !bloomTest(e.r.bloom, keyHash(s.Key)) {
-		return fmt.Errorf("the bloom filter lacks series %q", s.Key)
 	}
 	first, last := s.MinTime(), s.MaxTime()
 	if e.i == 0 {
@@ -286,12 +266,6 @@ func (e *Entries) finish() error {
 	var last []byte
 	if e.n > 0 {
 		last = e.prevKey
-	}
-	if e.derive {
-		m := &r.meta
-		m.Series, m.MinTime, m.MaxTime, m.Samples = e.n, e.minTime, e.maxTime, e.samples
-		m.FirstKey, m.LastKey = e.first, bytes.Clone(last)
-		return nil
 	}
 	return r.checkMeta(e.n, e.minTime, e.maxTime, e.samples, func() ([]byte, []byte) { return e.first, last })
 }

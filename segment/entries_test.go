@@ -295,21 +295,6 @@ func TestLazyCorruptionEveryByte(t *testing.T) {
 			t.Fatalf("byte %d: loaded a different index without an error", i)
 		}
 		r.Close()
-		// OpenChecked, streaming, fails exactly where Open fails.
-		eager, errE := Open(fs, "/db/c.seg")
-		checked, errC := OpenChecked(fs, "/db/c.seg")
-		switch {
-		case errE != nil && errC != nil:
-			checkCorrupt(t, fmt.Sprintf("open checked, byte %d", i), errC)
-		case errE != nil || errC != nil:
-			t.Fatalf("byte %d: Open: %v; OpenChecked: %v", i, errE, errC)
-		default:
-			if checked.Loaded() || !reflect.DeepEqual(checked.Meta(), eager.Meta()) {
-				t.Fatalf("byte %d: OpenChecked meta %+v (loaded %v), Open's %+v", i, checked.Meta(), checked.Loaded(), eager.Meta())
-			}
-			eager.Close()
-			checked.Close()
-		}
 	}
 }
 
@@ -328,38 +313,5 @@ func TestEntriesClosed(t *testing.T) {
 	it.Close()
 	if ok, err := it.Next(&s); ok || !errors.Is(err, errEntriesClosed) {
 		t.Fatalf("after Close: %v, %v", ok, err)
-	}
-}
-
-// TestOpenChecked opens segments with OpenChecked, with small and large
-// indexes, compressed or stored raw: the Meta equals Open's, a small index
-// is loaded and a large one is not, and once loaded the Reader is Open's.
-func TestOpenChecked(t *testing.T) {
-	rng := rand.New(rand.NewPCG(8, 3))
-	fs := newMemFS()
-	entriesSegment(t, fs, "/db/big.seg", rng, 1500, true)
-	entriesSegment(t, fs, "/db/small.seg", rng, 20, false)
-	writeSegment(t, fs, "/db/raw.seg", 8, repetitiveSeries(300))
-	writeSegment(t, fs, "/db/empty.seg", 8, nil)
-	for _, tc := range []struct {
-		name   string
-		loaded bool
-	}{{"/db/big.seg", false}, {"/db/small.seg", true}, {"/db/raw.seg", true}, {"/db/empty.seg", true}} {
-		withStreaming(t, 64)
-		streamMinRaw = 64 << 10 // the small index is under it, the large one over
-		want, err := Open(fs, tc.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := OpenChecked(fs, tc.name)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		if r.Loaded() != tc.loaded || !reflect.DeepEqual(r.Meta(), want.Meta()) {
-			t.Fatalf("%s: loaded %v, meta %+v, want %+v", tc.name, r.Loaded(), r.Meta(), want.Meta())
-		}
-		sameReader(t, tc.name, r, want)
-		r.Close()
-		want.Close()
 	}
 }

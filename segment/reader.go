@@ -71,59 +71,20 @@ func OpenLazy(fs vfs.FS, path string, m Meta) (*Reader, error) {
 		r.f.Close()
 		return nil, r.corrupt(0, fmt.Errorf("file of %d bytes, written as %d", r.meta.Size, m.Size))
 	}
-	if err := r.readBloom(); err != nil {
-		r.f.Close()
-		return nil, err
-	}
-	m.Path = r.path
-	r.meta = m
-	return r, nil
-}
-
-// OpenChecked opens the segment at path and validates it as Open does,
-// but keeps its index in memory only when it is small (under 1 MiB raw):
-// a larger one is streamed to check it and to derive the Meta (see
-// Entries), then read again when it is first needed (Load). A database
-// opens its segments this way, so that an index nothing reads costs no
-// memory.
-func OpenChecked(fs vfs.FS, path string) (*Reader, error) {
-	r, err := openFile(fs, path)
-	if err != nil {
-		return nil, err
-	}
-	if err := r.readBloom(); err != nil {
-		r.f.Close()
-		return nil, err
-	}
-	it, err := r.entries(true)
-	if err == nil && !r.Loaded() {
-		var s SeriesIndex
-		for {
-			var more bool
-			if more, err = it.Next(&s); err != nil || !more {
-				break
-			}
-		}
-	}
-	if err != nil {
-		r.f.Close()
-		return nil, err
-	}
-	return r, nil
-}
-
-// readBloom reads and checks the bloom filter.
-func (r *Reader) readBloom() error {
 	sec := make([]byte, r.foot.bloomLen)
 	if err := r.readAt(sec, int64(r.foot.bloomOff)); err != nil {
-		return err
+		r.f.Close()
+		return nil, err
 	}
 	bf, err := parseBloom(sec)
 	if err != nil {
-		return r.corrupt(int64(r.foot.bloomOff), err)
+		r.f.Close()
+		return nil, r.corrupt(int64(r.foot.bloomOff), err)
 	}
 	r.bloom = bf
-	return nil
+	m.Path = r.path
+	r.meta = m
+	return r, nil
 }
 
 // openFile opens the file and checks its header and footer.
@@ -219,17 +180,15 @@ func (r *Reader) loadAll() error {
 	if err != nil {
 		return err
 	}
-	r.setMeta(table)
+	r.meta.Series = table.len()
+	r.meta.MinTime, r.meta.MaxTime, r.meta.Samples = table.minTime, table.maxTime, table.samples
+	if n := table.len(); n > 0 {
+		r.meta.FirstKey = table.key(0)
+		r.meta.LastKey = table.key(n - 1)
+	}
 	r.bloom = bf
 	r.table.Store(table)
 	return nil
-}
-
-// setMeta sets the Meta that Open derives from the index.
-func (r *Reader) setMeta(t *indexTable) {
-	r.meta.Series = t.len()
-	r.meta.MinTime, r.meta.MaxTime, r.meta.Samples = t.minTime, t.maxTime, t.samples
-	r.meta.FirstKey, r.meta.LastKey = t.firstLast()
 }
 
 // parseSection unframes and parses the index section sec and checks that
