@@ -195,8 +195,7 @@ func (r *Reader) loadAll() error {
 // bloom filter bf holds every key.
 func (r *Reader) parseSection(sec []byte, bf *bloom.BloomFilter) (*indexTable, error) {
 	indexOff := int64(r.foot.indexOff)
-	var sc blockScratch
-	raw, err := unframe(sec, maxSectionRaw, &sc)
+	raw, err := unframeSection(sec)
 	if err != nil {
 		return nil, r.corrupt(indexOff, fmt.Errorf("index: %w", err))
 	}
