@@ -175,17 +175,13 @@ func feedResolve(subs []FeedSubscriber, seq uint64, kept bool) {
 // names it. Ids are never reused, so a record kept on disk resolves the
 // same way after a restart. It works after Close too.
 //
-// info.Tags is the catalog's own slice, shared by every caller asking for
-// the series (no copy is made, so a forwarder describing each series it
-// sends allocates nothing): it must not be modified. Appending to it is
-// safe, as its capacity ends at its length; slices.Clone it to change a
-// tag.
+// info.Tags is a slice of its own, its strings the catalog's.
 func (db *DB) FeedSeries(id uint64) (key string, info SeriesInfo, ok bool) {
 	m, ok := db.cat.Meta(id)
 	if !ok {
 		return "", SeriesInfo{}, false
 	}
-	return m.Key, SeriesInfo{Measurement: m.Set.Measurement, Tags: m.Set.Tags, Field: m.Field, Kind: m.Kind}, true
+	return m.Key, SeriesInfo{Measurement: m.Set.Measurement(), Tags: m.Set.Tags(), Field: m.Field, Kind: m.Kind}, true
 }
 
 // Dir returns the directory the database was opened in.

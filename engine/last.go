@@ -44,15 +44,15 @@ func (db *DB) Last(ctx context.Context, s Selector) ([]Series, error) {
 		metas := v.db.cat.Metas(found)
 		ntags := 0
 		for _, m := range metas {
-			ntags += len(m.Set.Tags)
+			ntags += m.Set.NumTags()
 		}
 		tags := make([]Tag, 0, ntags)
 		for n, id := range found {
 			m := metas[n]
 			t := len(tags)
-			tags = append(tags, m.Set.Tags...)
+			tags = m.Set.AppendTags(tags)
 			i, _ := slices.BinarySearch(ids, id) // ids is ascending
-			out[n] = Series{Measurement: m.Set.Measurement, Tags: tags[t:len(tags):len(tags)], Field: m.Field, Samples: best.samples[i : i+1 : i+1]}
+			out[n] = Series{Measurement: m.Set.Measurement(), Tags: tags[t:len(tags):len(tags)], Field: m.Field, Samples: best.samples[i : i+1 : i+1]}
 		}
 		return nil
 	})

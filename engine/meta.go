@@ -54,6 +54,7 @@ func (db *DB) TagKeys(ctx context.Context, s Selector) ([]string, error) {
 		}
 		seen := make(map[*catalog.Set]bool)
 		keys := make(map[string]bool)
+		var tags []Tag
 		for i, m := range v.db.cat.Metas(ids) {
 			if i%(16*checkContextEvery) == 0 && v.ctx.Err() != nil {
 				return v.ctx.Err()
@@ -63,7 +64,8 @@ func (db *DB) TagKeys(ctx context.Context, s Selector) ([]string, error) {
 				continue
 			}
 			seen[set] = true
-			for _, t := range set.Tags {
+			tags = set.AppendTags(tags[:0])
+			for _, t := range tags {
 				keys[t.Key] = true
 			}
 		}
@@ -126,7 +128,7 @@ func (db *DB) SeriesInfo(ctx context.Context, s Selector) ([]SeriesInfo, error) 
 			if i%(16*checkContextEvery) == 0 && v.ctx.Err() != nil {
 				return v.ctx.Err()
 			}
-			out[i] = SeriesInfo{Measurement: m.Set.Measurement, Tags: slices.Clone(m.Set.Tags), Field: m.Field, Kind: m.Kind}
+			out[i] = SeriesInfo{Measurement: m.Set.Measurement(), Tags: m.Set.Tags(), Field: m.Field, Kind: m.Kind}
 		}
 		return nil
 	})

@@ -152,7 +152,7 @@ func (db *DB) query(ctx context.Context, q Query, part int, emit func(Series) bo
 // seriesResult returns a query result of the series m holding samples;
 // its tags are the caller's.
 func seriesResult(m *catalog.Series, samples []point.Sample) Series {
-	return Series{Measurement: m.Set.Measurement, Tags: slices.Clone(m.Set.Tags), Field: m.Field, Samples: samples}
+	return Series{Measurement: m.Set.Measurement(), Tags: m.Set.Tags(), Field: m.Field, Samples: samples}
 }
 
 // readParts emits the visible raw samples of one series in [mint, maxt] in
@@ -294,16 +294,16 @@ func (r *seriesReader) queryGroups(ctx context.Context, q *Query, keys []string,
 	var groups []*group
 	byKey := make(map[string]*group)
 	var kbuf []byte
-	var tbuf []Tag
+	var tbuf, sbuf []Tag
 	for i := range metas {
 		m := &metas[i]
-		tbuf = tbuf[:0]
+		tbuf, sbuf = tbuf[:0], m.Set.AppendTags(sbuf[:0])
 		for _, k := range keys {
-			if v := catalog.TagValue(m.Set.Tags, k); v != "" {
+			if v := catalog.TagValue(sbuf, k); v != "" {
 				tbuf = append(tbuf, Tag{Key: k, Value: v})
 			}
 		}
-		kbuf = point.AppendSeriesKey(kbuf[:0], m.Set.Measurement, tbuf, m.Field)
+		kbuf = point.AppendSeriesKey(kbuf[:0], m.Set.Measurement(), tbuf, m.Field)
 		g := byKey[string(kbuf)]
 		if g == nil {
 			g = &group{key: string(kbuf), tags: slices.Clone(tbuf), field: m.Field}

@@ -34,7 +34,11 @@ func compileRuleSelector(what string, i int, measurement string, matchers []Matc
 
 // selects reports whether the rule's selector picks series s.
 func (r *ruleSelector) selects(s *catalog.Series) bool {
-	return (r.measurement == "" || r.measurement == s.Set.Measurement) && catalog.MatchTags(s.Set.Tags, r.ms)
+	if r.measurement != "" && !s.Set.MeasurementIs(r.measurement) {
+		return false
+	}
+	var buf [8]Tag
+	return catalog.MatchTags(s.Set.AppendTags(buf[:0]), r.ms)
 }
 
 // perSeries holds a value for each series of the catalog by id, computed

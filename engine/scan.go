@@ -30,7 +30,7 @@ type Columns struct {
 	Bools       []bool
 	Strings     []string
 
-	bools []bool // Bools' buffer, kept from run to run
+	bools []bool // Bools' buffer, kept from run to run (and Tags')
 }
 
 // Len returns the number of samples in c.
@@ -58,7 +58,7 @@ func (c *Columns) Sample(i int) Sample {
 // are cols.Bits seen as the kind's Go type: same size, and a value's bits
 // are its IEEE-754 or two's complement encoding.
 func (c *Columns) set(m *catalog.Series, cols *point.Columns) *Columns {
-	*c = Columns{Measurement: m.Set.Measurement, Tags: m.Set.Tags, Field: m.Field, Kind: m.Kind,
+	*c = Columns{Measurement: m.Set.Measurement(), Tags: m.Set.AppendTags(c.Tags[:0]), Field: m.Field, Kind: m.Kind,
 		Times: cols.Times, bools: c.bools}
 	bits := cols.Bits
 	switch m.Kind {

@@ -52,6 +52,7 @@ func (v *visibility) tombRanges(id uint64, applied uint64) []timeRange {
 // may call it.
 func (v *visibility) appendTombRanges(dst []timeRange, id uint64, applied uint64) []timeRange {
 	var s *catalog.Series
+	var tbuf [8]Tag
 	for i := range v.tombs {
 		t := &v.tombs[i]
 		if t.seq <= applied || !t.ok {
@@ -60,7 +61,7 @@ func (v *visibility) appendTombRanges(dst []timeRange, id uint64, applied uint64
 		if s == nil {
 			s, _ = v.db.cat.Meta(id)
 		}
-		if s.Set.Measurement != t.sel.Measurement || (t.sel.Field != "" && s.Field != t.sel.Field) || !catalog.MatchTags(s.Set.Tags, t.ms) {
+		if !s.Set.MeasurementIs(t.sel.Measurement) || (t.sel.Field != "" && s.Field != t.sel.Field) || !catalog.MatchTags(s.Set.AppendTags(tbuf[:0]), t.ms) {
 			continue
 		}
 		dst = append(dst, timeRange{t.mint, t.maxt})

@@ -76,9 +76,13 @@ func TestSetCacheAssociative(t *testing.T) {
 	n := len(w.sets) / 4
 	arrays := make([][]Tag, n)
 	sets := make([]*catalog.Set, n)
+	cat := catalog.New()
 	for i := range n {
 		arrays[i] = []Tag{{Key: "device_id", Value: fmt.Sprintf("dev-%05d", i)}}
-		sets[i] = &catalog.Set{Measurement: "m", Tags: slices.Clone(arrays[i])}
+		if _, err := cat.AddKey([]byte(point.SeriesKey("m", arrays[i], "f")), KindFloat); err != nil {
+			t.Fatal(err)
+		}
+		sets[i] = cat.FindSet(catalog.HashSet("m", arrays[i]), "m", arrays[i])
 	}
 	for round := range 3 {
 		hits := 0
@@ -88,7 +92,7 @@ func TestSetCacheAssociative(t *testing.T) {
 			case set == sets[i]:
 				hits++
 			case set != nil:
-				t.Fatalf("array %d: cached set %v, want %v", i, set.Tags, sets[i].Tags)
+				t.Fatalf("array %d: cached set %v, want %v", i, set.Tags(), sets[i].Tags())
 			default:
 				*slot = setCacheEntry{tags: uintptr(unsafe.Pointer(unsafe.SliceData(tags))), set: sets[i]}
 			}

@@ -120,8 +120,12 @@ type Series struct {
 // catalog first. Callers read Measurement and Tags and must not modify
 // them.
 type Set struct {
-	Measurement string
-	Tags        []point.Tag // sorted by key
+	// key is the canonical key of the set's first series. The set's
+	// measurement and tags are parsed from it when asked for
+	// (Measurement, Tags, AppendTags): held only in the key, they cost no
+	// memory of their own, where a slice of tags cost 24 bytes and 32 a
+	// tag (88 bytes a series at a million series of two tags).
+	key string
 	// last is the id of the set's latest series, n the number of its
 	// series (one per field): they are the chain of Series.prev from
 	// last, which keeps a set of one field (the common case) at 64 bytes
@@ -148,21 +152,17 @@ type Catalog struct {
 	idx    index    // by measurement and tag (index.go)
 	order  keyOrder // ids ranked by key (index.go)
 
-	// Slabs that new tag sets and their tags are carved from: one
-	// allocation per many series instead of two per series.
+	// The slab that new tag sets are carved from: one allocation per
+	// many series instead of one per series.
 	setSlab []Set
-	tagSlab []point.Tag
 
 	// indexLater: add leaves the index to whoever set it (Parse,
 	// which indexes the series on another goroutine while it decodes).
 	indexLater bool
 }
 
-// Slab sizes, in elements.
-const (
-	setSlabLen = 512
-	tagSlabLen = 2048
-)
+// setSlabLen is the size of a slab of sets, in sets.
+const setSlabLen = 512
 
 // New returns an empty catalog.
 func New() *Catalog {
@@ -187,21 +187,79 @@ func HashSet(measurement string, tags []point.Tag) uint64 {
 	return h
 }
 
-func tagsEqual(a, b []point.Tag) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
+// Is reports whether s is the tag set (measurement, sorted tags). It
+// compares them with s's key as it would be escaped, building nothing.
+func (s *Set) Is(measurement string, tags []point.Tag) bool {
+	i, ok := matchEscaped(s.key, 0, measurement, false)
+	for _, t := range tags {
+		if !ok || i >= len(s.key) || s.key[i] != ',' {
 			return false
 		}
+		if i, ok = matchEscaped(s.key, i+1, t.Key, true); !ok || i >= len(s.key) || s.key[i] != '=' {
+			return false
+		}
+		i, ok = matchEscaped(s.key, i+1, t.Value, true)
 	}
-	return true
+	return ok && i < len(s.key) && s.key[i] == ' '
 }
 
-// Is reports whether s is the tag set (measurement, sorted tags).
-func (s *Set) Is(measurement string, tags []point.Tag) bool {
-	return s.Measurement == measurement && tagsEqual(s.Tags, tags)
+// MeasurementIs reports whether s's measurement is m.
+func (s *Set) MeasurementIs(m string) bool {
+	i, ok := matchEscaped(s.key, 0, m, false)
+	return ok && i < len(s.key) && (s.key[i] == ',' || s.key[i] == ' ')
+}
+
+// matchEscaped reports whether key holds part, escaped as in a series key
+// (equals signs too when eq), from byte i on, and returns the index of the
+// byte after it.
+func matchEscaped(key string, i int, part string, eq bool) (int, bool) {
+	for j := 0; j < len(part); j++ {
+		c := part[j]
+		if c == ',' || c == ' ' || c == '\\' || (eq && c == '=') {
+			if i >= len(key) || key[i] != '\\' {
+				return i, false
+			}
+			i++
+		}
+		if i >= len(key) || key[i] != c {
+			return i, false
+		}
+		i++
+	}
+	return i, true
+}
+
+// Measurement returns s's measurement.
+func (s *Set) Measurement() string {
+	if strings.IndexByte(s.key, '\\') < 0 {
+		return s.key[:strings.IndexAny(s.key, ", ")]
+	}
+	m, _, _, _ := splitKey(s.key, nil)
+	return m
+}
+
+// AppendTags appends s's tags, sorted by key, to dst. Their strings are
+// s's (substrings of its key unless it has escapes).
+func (s *Set) AppendTags(dst []point.Tag) []point.Tag {
+	_, tags, _, err := splitKey(s.key, dst)
+	if err != nil {
+		panic(fmt.Sprintf("strata: catalog holds invalid key %q: %v", s.key, err))
+	}
+	return tags
+}
+
+// Tags returns s's tags, sorted by key, in a slice of their own.
+func (s *Set) Tags() []point.Tag {
+	return s.AppendTags(make([]point.Tag, 0, s.NumTags()))
+}
+
+// NumTags returns the number of s's tags.
+func (s *Set) NumTags() int {
+	if strings.IndexByte(s.key, '\\') >= 0 {
+		var buf [8]point.Tag
+		return len(s.AppendTags(buf[:0]))
+	}
+	return strings.Count(s.key[:strings.IndexByte(s.key, ' ')], ",")
 }
 
 // FindSet returns the Set for (measurement, sorted tags), hashed h by
@@ -335,26 +393,15 @@ func splitKey(key string, tags []point.Tag) (measurement string, _ []point.Tag, 
 
 var errBadSeriesKey = errors.New("malformed series key")
 
-// newSet returns a Set for (measurement, tags) carved from the slabs,
-// with its own copy of tags.
-func (c *Catalog) newSet(h uint64, measurement string, tags []point.Tag, first uint32) *Set {
+// newSet returns a Set, carved from the slab, whose first series is
+// series first of key key, hashed h.
+func (c *Catalog) newSet(h uint64, key string, first uint32) *Set {
 	if len(c.setSlab) == 0 {
 		c.setSlab = make([]Set, setSlabLen)
 	}
 	s := &c.setSlab[0]
 	c.setSlab = c.setSlab[1:]
-	// tags itself is never kept (not even when empty), so that callers'
-	// scratch tag arrays stay on their stacks.
-	var own []point.Tag
-	if len(tags) > 0 {
-		if len(tags) > len(c.tagSlab) {
-			c.tagSlab = make([]point.Tag, max(tagSlabLen, len(tags)))
-		}
-		own = c.tagSlab[:len(tags):len(tags)]
-		c.tagSlab = c.tagSlab[len(tags):]
-		copy(own, tags)
-	}
-	*s = Set{Measurement: measurement, Tags: own, last: first, n: 1, next: c.sets[h]}
+	*s = Set{key: key, last: first, n: 1, next: c.sets[h]}
 	c.sets[h] = s
 	return s
 }
@@ -377,7 +424,7 @@ func (c *Catalog) addParts(key string, kind point.Kind, measurement string, tags
 	id := uint64(c.series.n)
 	var prev uint32
 	if set == nil {
-		set = c.newSet(h, measurement, tags, uint32(id))
+		set = c.newSet(h, key, uint32(id))
 	} else {
 		prev = set.last
 		set.last = uint32(id)
@@ -396,7 +443,7 @@ func (c *Catalog) addParts(key string, kind point.Kind, measurement string, tags
 		}
 	}
 	if !c.indexLater {
-		c.idx.add(id, set.Measurement, set.Tags) // set's own strings; tags may be scratch
+		c.idx.add(id, measurement, tags) // substrings of key (or parsed from it); tags may be scratch
 	}
 	return id
 }
@@ -535,14 +582,15 @@ func (c *Catalog) MeasurementIDs(measurement string) []uint64 {
 // SelectedBy reports whether the series is selected by sel's series part
 // (measurement, field, tags and matchers).
 func (s *Series) SelectedBy(sel *point.Selector) bool {
-	if s.Set.Measurement != sel.Measurement || (sel.Field != "" && s.Field != sel.Field) {
+	if !s.Set.MeasurementIs(sel.Measurement) || (sel.Field != "" && s.Field != sel.Field) {
 		return false
 	}
 	if len(sel.Tags) == 0 && len(sel.Matchers) == 0 {
 		return true
 	}
 	ms, ok := CompileStoredSelector(sel)
-	return ok && MatchTags(s.Set.Tags, ms)
+	var buf [8]point.Tag
+	return ok && MatchTags(s.Set.AppendTags(buf[:0]), ms)
 }
 
 // appendCatalogEntries encodes series [from, to) as one record payload.
@@ -816,10 +864,15 @@ func Parse(path string, data []byte, c *Catalog) (version byte, valid, torn int6
 	var wg sync.WaitGroup
 	from := c.series.n
 	wg.Go(func() {
+		var tbuf [8]point.Tag
 		for series := range done {
 			for ; from < series.n; from++ {
 				m := series.at(uint64(from))
-				c.idx.add(uint64(from), m.Set.Measurement, m.Set.Tags)
+				meas, tags, _, err := splitKey(m.Key, tbuf[:0])
+				if err != nil { // keys are checked as they are added
+					panic(fmt.Sprintf("strata: catalog holds invalid key %q: %v", m.Key, err))
+				}
+				c.idx.add(uint64(from), meas, tags)
 			}
 		}
 	})

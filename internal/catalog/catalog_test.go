@@ -88,7 +88,7 @@ func TestCatalogLookup(t *testing.T) {
 			t.Fatalf("lookup(%q) = %d, %v; want %d", key, got, ok, id)
 		}
 		s := c.series.at(uint64(id))
-		if want := point.SeriesKey(s.Set.Measurement, s.Set.Tags, s.Field); want != key {
+		if want := point.SeriesKey(s.Set.Measurement(), s.Set.Tags(), s.Field); want != key {
 			t.Fatalf("series %d parts make %q, key %q", id, want, key)
 		}
 	}
@@ -364,7 +364,7 @@ func FuzzParse(f *testing.F) {
 			if got, ok := c.Lookup(s.Key); !ok || got != id {
 				t.Fatalf("series %d %q: lookup %d, %v", id, s.Key, got, ok)
 			}
-			if !slices.Contains(c.Match(&point.Selector{Measurement: s.Set.Measurement, Tags: s.Set.Tags, Field: s.Field}), id) {
+			if !slices.Contains(c.Match(&point.Selector{Measurement: s.Set.Measurement(), Tags: s.Set.Tags(), Field: s.Field}), id) {
 				t.Fatalf("series %d %q: not matched by its own tags", id, s.Key)
 			}
 		}
@@ -409,6 +409,87 @@ func TestUvarintLen(t *testing.T) {
 	for _, x := range []uint64{0, 1, 127, 128, 1<<14 - 1, 1 << 14, 1<<21 - 1, 1 << 21, 1<<63 - 1, 1 << 63, math.MaxUint64} {
 		if got, want := uvarintLen(x), len(binary.AppendUvarint(nil, x)); got != want {
 			t.Errorf("uvarintLen(%d) = %d, want %d", x, got, want)
+		}
+	}
+}
+
+// TestSetFromKey checks that a Set, which holds its measurement and tags
+// only in its first series' key, gives them back exactly, escapes and all,
+// and that Is and MeasurementIs tell it from every near miss: a tag set
+// that escaping would make look alike ("a=b,c=d" as one value or two
+// tags), a shorter or longer tag set, one byte changed.
+func TestSetFromKey(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	alphabet := "ab,= \\x"
+	str := func(min int) string {
+		b := make([]byte, min+r.IntN(5))
+		for i := range b {
+			b[i] = alphabet[r.IntN(len(alphabet))]
+		}
+		return string(b)
+	}
+	c := New()
+	type set struct {
+		m    string
+		tags []point.Tag
+	}
+	var sets []set
+	for range 2000 {
+		s := set{m: str(1)}
+		for range r.IntN(4) {
+			s.tags = append(s.tags, point.Tag{Key: str(1), Value: str(1)})
+		}
+		slices.SortFunc(s.tags, func(a, b point.Tag) int { return strings.Compare(a.Key, b.Key) })
+		s.tags = slices.CompactFunc(s.tags, func(a, b point.Tag) bool { return a.Key == b.Key })
+		key := point.SeriesKey(s.m, s.tags, "f")
+		if _, ok := c.Lookup(key); ok {
+			continue
+		}
+		if _, err := c.AddKey([]byte(key), point.KindFloat); err != nil {
+			t.Fatalf("AddKey(%q): %v", key, err)
+		}
+		sets = append(sets, s)
+	}
+	sets = append(sets, set{m: "m", tags: []point.Tag{{Key: "a", Value: "b,c=d"}}}, set{m: "m", tags: []point.Tag{{Key: "a", Value: "b"}, {Key: "c", Value: "d"}}})
+	for _, s := range sets[len(sets)-2:] {
+		if _, err := c.AddKey([]byte(point.SeriesKey(s.m, s.tags, "f")), point.KindFloat); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range sets {
+		got := c.FindSet(HashSet(s.m, s.tags), s.m, s.tags)
+		if got == nil {
+			t.Fatalf("set %q %v not found", s.m, s.tags)
+		}
+		if m := got.Measurement(); m != s.m {
+			t.Fatalf("Measurement() = %q, want %q", m, s.m)
+		}
+		if tags := got.Tags(); !slices.Equal(tags, s.tags) || got.NumTags() != len(s.tags) {
+			t.Fatalf("Tags() = %q (NumTags %d), want %q", tags, got.NumTags(), s.tags)
+		}
+		if !got.MeasurementIs(s.m) || got.MeasurementIs(s.m+"x") || got.MeasurementIs(s.m[:len(s.m)-1]) {
+			t.Fatalf("MeasurementIs wrong for %q", s.m)
+		}
+		// Near misses.
+		misses := [][]point.Tag{append(slices.Clone(s.tags), point.Tag{Key: "\xff", Value: "v"})}
+		if len(s.tags) > 0 {
+			misses = append(misses, s.tags[:len(s.tags)-1])
+			for i := range s.tags {
+				k := slices.Clone(s.tags)
+				k[i].Value += "x"
+				misses = append(misses, k)
+				k = slices.Clone(s.tags)
+				k[i].Key += "\\"
+				misses = append(misses, k)
+			}
+		}
+		for _, tags := range misses {
+			if got.Is(s.m, tags) {
+				t.Fatalf("set %q %q Is %q %q", s.m, s.tags, s.m, tags)
+			}
+		}
+		if got.Is(s.m+",", s.tags) || !got.Is(s.m, s.tags) {
+			t.Fatalf("Is wrong for %q %q", s.m, s.tags)
 		}
 	}
 }

@@ -43,7 +43,7 @@ func TestMetaPointersStable(t *testing.T) {
 		if !ok || s != held[i] || metas[i] != held[i] {
 			t.Fatalf("series %d: Meta %p, Metas %p, first returned %p: not the same object", i, s, metas[i], held[i])
 		}
-		if held[i].Key != k || held[i].Field != fmt.Sprintf("f%d", i%3) || held[i].Set.Measurement != "m" {
+		if held[i].Key != k || held[i].Field != fmt.Sprintf("f%d", i%3) || held[i].Set.Measurement() != "m" {
 			t.Fatalf("series %d changed: %+v, want key %q", i, *held[i], k)
 		}
 		if id, ok := c.Lookup(k); !ok || id != uint64(i) {
@@ -110,7 +110,7 @@ func TestSince(t *testing.T) {
 
 // TestCompactLayout checks the sizes the catalog's memory figures rest on:
 // a Series keeps its set chain in padding, and a Set of one field holds no
-// slice or map of its own.
+// slice or map of its own, its measurement and tags only in its key.
 func TestCompactLayout(t *testing.T) {
 	unchained := unsafe.Sizeof(struct {
 		Key   string
@@ -122,8 +122,8 @@ func TestCompactLayout(t *testing.T) {
 		t.Errorf("Series is %d bytes, %d without its set chain", got, unchained)
 	}
 	if word := unsafe.Sizeof(uintptr(0)); word == 8 {
-		if got := unsafe.Sizeof(Set{}); got != 64 {
-			t.Errorf("Set is %d bytes, want 64", got)
+		if got := unsafe.Sizeof(Set{}); got != 40 {
+			t.Errorf("Set is %d bytes, want 40", got)
 		}
 	}
 }
