@@ -66,6 +66,45 @@ func FuzzSplitKey(f *testing.F) {
 	})
 }
 
+// FuzzSetKey adds any valid key to a catalog and checks that its tag set
+// gives back the key's parts, is found by them, and is not found by the
+// parts with one byte more.
+func FuzzSetKey(f *testing.F) {
+	for _, s := range []string{"m f", "sensor,device_id=dev-0001,site=site-01 temperature", "m\\ x,k\\==v f\\,g", "m,a=b\\,c\\=d f", "m\\\\,k=\\  f"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		m, tags, field, err := point.ParseSeriesKey([]byte(key))
+		if err != nil || point.SeriesKey(m, tags, field) != key {
+			return // not canonical: AddKey's callers build keys with SeriesKey
+		}
+		c := New()
+		if _, err := c.AddKey([]byte(key), point.KindFloat); err != nil {
+			return
+		}
+		set := c.FindSet(HashSet(m, tags), m, tags)
+		if set == nil {
+			t.Fatalf("%q: set not found by its parts", key)
+		}
+		if got := set.Measurement(); got != m || !set.MeasurementIs(m) {
+			t.Fatalf("%q: Measurement() = %q, want %q", key, got, m)
+		}
+		if got := set.Tags(); !slices.Equal(got, tags) || set.NumTags() != len(tags) {
+			t.Fatalf("%q: Tags() = %q (NumTags %d), want %q", key, got, set.NumTags(), tags)
+		}
+		if set.Is(m+"x", tags) || set.MeasurementIs(m+"x") {
+			t.Fatalf("%q: Is a longer measurement", key)
+		}
+		for i := range tags {
+			more := slices.Clone(tags)
+			more[i].Value += ","
+			if set.Is(m, more) {
+				t.Fatalf("%q: Is %q", key, more)
+			}
+		}
+	})
+}
+
 // TestCatalogLookup checks lookup and field against the series added.
 func TestCatalogLookup(t *testing.T) {
 	c := New()
