@@ -202,7 +202,6 @@ type counters struct {
 	droppedBacklog, droppedRejected      atomic.Int64
 	droppedQueue                         atomic.Int64
 	requests, retries, batches, rejected atomic.Int64
-	held                                 atomic.Int64 // samples in the sender's memory
 	headTime, lastSuccess                atomic.Int64 // Unix ns
 	lastErr                              atomic.Pointer[string]
 	unforwarded                          atomic.Int64
@@ -421,12 +420,14 @@ func (f *Forwarder) sendLoop() {
 				}
 				if ok {
 					if fr.seq < skip.seq {
+						f.q.setInHand(int64(batch.n))
 						continue // delivered before a restart
 					}
 					samples, err := dec.Decode(fr.format, fr.seq, fr.payload)
 					if err != nil {
 						f.logger.Error("forward: undecodable queued batch dropped", "seq", fr.seq, "samples", fr.samples, "err", err)
 						f.st.droppedQueue.Add(int64(fr.samples))
+						f.q.setInHand(int64(batch.n))
 						continue
 					}
 					start := 0
@@ -435,7 +436,7 @@ func (f *Forwarder) sendLoop() {
 					}
 					cur, curIdx, curSeq, curTime = samples, start, fr.seq, fr.time
 					curCount, curCountOK = fr.count, fr.hdrOK
-					f.st.held.Store(int64(batch.n + len(cur) - curIdx))
+					f.q.setInHand(int64(batch.n + len(cur) - curIdx))
 					continue
 				}
 			}
@@ -471,7 +472,7 @@ func (f *Forwarder) sendLoop() {
 			f.logger.Error("forward: remove queue files", "err", err)
 		}
 		skip = cursor{}
-		f.st.held.Store(int64(len(cur) - curIdx))
+		f.q.setInHand(int64(len(cur) - curIdx))
 		if curIdx < len(cur) {
 			f.st.headTime.Store(curTime)
 		} else {

@@ -513,3 +513,29 @@ func TestDeliveryUnderWrites(t *testing.T) {
 		t.Fatalf("%d samples of %d series, want %d of %d", len(got), len(bySeries), devices*steps, devices)
 	}
 }
+
+// BacklogSamples counts a sample from the moment its write returns until
+// the remote has accepted it, with no gap while the sender reads and
+// decodes a frame: a caller that waits for a zero backlog before it closes
+// (as a process about to exit does) never leaves a sample behind.
+func TestBacklogHasNoGap(t *testing.T) {
+	r := newFakeRemote(t, Prometheus)
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	f := newForwarder(t, db, Options{URL: r.srv.URL, Protocol: Prometheus, BatchSize: 50_000, Linger: time.Millisecond})
+	defer f.Close()
+	const devices, steps = 5000, 4 // one frame of 5000 samples a step
+	for s := range steps {
+		pts := sensorPoints(devices, s+1, t0)[s*devices:]
+		if err := db.Write(pts); err != nil {
+			t.Fatal(err)
+		}
+		want := (s + 1) * devices
+		// Spin (no sleep) so that a gap of microseconds is seen.
+		for f.Stats().BacklogSamples != 0 {
+		}
+		if n := len(r.received()); n != want {
+			t.Fatalf("step %d: the backlog read 0 with %d of %d samples at the remote", s, n, want)
+		}
+	}
+}

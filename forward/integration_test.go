@@ -250,13 +250,18 @@ func checkExport(t testing.TB, v *vm, devices, steps int) (dups int) {
 	return dups
 }
 
-// waitVM polls VictoriaMetrics (an export per poll) for up to a minute.
-func waitVM(t testing.TB, what string, cond func() bool) {
+// waitVM polls VictoriaMetrics (an export per poll) for up to a minute,
+// until it holds at least want samples of the sensor metric.
+func waitVM(t testing.TB, v *vm, what string, want int) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
-	for !cond() {
+	for {
+		n := v.count()
+		if n >= want {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("timed out waiting for %s: victoria-metrics holds %d of %d samples", what, n, want)
 		}
 		time.Sleep(100 * time.Millisecond) // polling interval, not synchronisation
 	}
@@ -287,7 +292,7 @@ func TestVictoriaMetrics(t *testing.T) {
 			start := time.Now()
 			writeBatches(t, db, vmPoints(devices, 0, steps/2), 10_000)
 			waitSent(t, f, devices*steps/2, 2*time.Minute)
-			waitVM(t, "the first half in victoria-metrics", func() bool { return v.count() == devices*steps/2 })
+			waitVM(t, v, "the first half in victoria-metrics", devices*steps/2)
 			t.Logf("first 100k points delivered and visible in %v", time.Since(start).Round(time.Millisecond))
 
 			// Outage: writes go on locally, delivery retries.
@@ -300,7 +305,7 @@ func TestVictoriaMetrics(t *testing.T) {
 			}
 			v.start()
 			waitSent(t, f, devices*steps, 2*time.Minute)
-			waitVM(t, "every point in victoria-metrics", func() bool { return v.count() >= devices*steps })
+			waitVM(t, v, "every point in victoria-metrics", devices*steps)
 			if dups := checkExport(t, v, devices, steps); dups != 0 {
 				t.Errorf("%d duplicates without a crash", dups)
 			}
@@ -362,7 +367,7 @@ func TestVictoriaMetricsKill9(t *testing.T) {
 	sent := run(devices * steps / 4)
 	t.Logf("killed the forwarding process after it reported %d samples sent; victoria-metrics shows %d so far", sent, v.count())
 	run(0)
-	waitVM(t, "every point in victoria-metrics", func() bool { return v.count() >= devices*steps })
+	waitVM(t, v, "every point in victoria-metrics", devices*steps)
 	dups := checkExport(t, v, devices, steps)
 	t.Logf("every one of %d points arrived; %d duplicates (at least once: batches in flight at the kill)", devices*steps, dups)
 }
@@ -412,6 +417,11 @@ func TestForwardChild(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond) // progress report interval
 	}
+	st := f.Stats()
+	fmt.Printf("stats sent %d, dropped %d, queued %d\n", st.SamplesSent, st.SamplesDropped, st.SamplesQueued)
+	if st.SamplesDropped != 0 {
+		t.Errorf("dropped %d samples: %+v", st.SamplesDropped, st)
+	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +467,7 @@ func TestVictoriaMetricsBacklogBound(t *testing.T) {
 		return s.SamplesSent+s.DroppedBacklog == devices*steps && s.BacklogSamples == 0
 	})
 	st = f.Stats()
-	waitVM(t, "victoria-metrics to show what was sent", func() bool { return int64(v.count()) >= st.SamplesSent })
+	waitVM(t, v, "victoria-metrics to show what was sent", int(st.SamplesSent))
 	if c := int64(v.count()); c != st.SamplesSent {
 		t.Fatalf("victoria-metrics holds %d points, stats say %d sent", c, st.SamplesSent)
 	}

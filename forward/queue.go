@@ -134,8 +134,12 @@ type queue struct {
 	rd        readPos
 	acked     cursor // the last acknowledged position removeDone was given
 	// backlog counts the samples queued and not yet read by the sender;
-	// damaged those lost to damage found while reading.
+	// inHand those the sender read and has not delivered yet (next moves
+	// a frame's samples from one to the other under mu, so that their sum
+	// never misses a sample in between); damaged those lost to damage
+	// found while reading.
 	backlog int64
+	inHand  int64
 	damaged int64
 	// The counts the cursor file records besides the acknowledged position
 	// (see the cursor's format): settled, and the count and seq after the
@@ -1151,6 +1155,9 @@ func (q *queue) next(rb *readBuf) (fr frame, ok bool, err error) {
 		q.backlog -= int64(fr.samples)
 		_, undone := q.aborted[fr.seq]
 		delete(q.aborted, fr.seq)
+		if !undone {
+			q.inHand += int64(fr.samples)
+		}
 		q.mu.Unlock()
 		if undone {
 			continue // the database does not hold it
@@ -1182,6 +1189,15 @@ func holeAt(holes []hole, off int64) *hole {
 		}
 	}
 	return nil
+}
+
+// setInHand records how many samples read from the queue the sender
+// holds undelivered: set after each delivery, and when it takes fewer of
+// a frame than next counted (delivered before a restart, undecodable).
+func (q *queue) setInHand(n int64) {
+	q.mu.Lock()
+	q.inHand = n
+	q.mu.Unlock()
 }
 
 // advance moves the reader from pos to to, unless someone moved it since.

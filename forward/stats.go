@@ -50,13 +50,12 @@ func (f *Forwarder) Stats() Stats {
 		Unforwarded:     f.st.unforwarded.Load(),
 	}
 	f.q.mu.Lock()
-	s.BacklogSamples = f.q.backlog
+	s.BacklogSamples = f.q.backlog + f.q.inHand
 	s.BacklogBytes = f.q.unreadBytesLocked()
 	damaged := f.q.damaged
 	f.q.mu.Unlock()
 	s.DroppedQueue = f.st.droppedQueue.Load() + damaged
 	s.SamplesDropped = s.DroppedBacklog + s.DroppedRejected + s.DroppedQueue
-	s.BacklogSamples += f.st.held.Load()
 	if h := f.st.headTime.Load(); h != 0 {
 		s.Lag = max(f.opts.Now().Sub(time.Unix(0, h)), 0)
 	}
