@@ -115,7 +115,7 @@ type Series struct {
 // Set is a measurement with a sorted tag set: the identity that the
 // fields of a point share. Points are resolved to a Set by hashing their
 // parts, so the hot write path builds no key strings for known series.
-// Sets and their tags are carved from slabs (see Catalog.newSet). Ids
+// Sets are carved from slabs (see Catalog.newSet). Ids
 // are held in 32 bits here: 4 billion series would need a terabyte of
 // catalog first. Callers read Measurement and Tags and must not modify
 // them.
@@ -128,14 +128,13 @@ type Set struct {
 	key string
 	// last is the id of the set's latest series, n the number of its
 	// series (one per field): they are the chain of Series.prev from
-	// last, which keeps a set of one field (the common case) at 64 bytes
+	// last, which keeps a set of one field (the common case) at 32 bytes
 	// with no slice of ids of its own.
 	last, n uint32
 	// byField holds every series of the set by field name once it has
 	// more than fieldScanMax, so that resolving the fields of a wide point
 	// costs O(1) per field, not O(fields): nil for narrow sets.
 	byField map[string]uint32
-	next    *Set // hash collision chain
 }
 
 // fieldScanMax is the most series of a tag set that field scans; a set
@@ -148,13 +147,14 @@ const fieldScanMax = 8
 type Catalog struct {
 	mu     sync.RWMutex
 	series seriesList // by id (series.go)
-	sets   map[uint64]*Set
-	idx    index    // by measurement and tag (index.go)
-	order  keyOrder // ids ranked by key (index.go)
+	sets   refTable   // the tag sets by HashSet: a reference is a set's number + 1
+	idx    index      // by measurement and tag (index.go)
+	order  keyOrder   // ids ranked by key (index.go)
 
-	// The slab that new tag sets are carved from: one allocation per
-	// many series instead of one per series.
-	setSlab []Set
+	// The tag sets, numbered in the order they were added, in slabs of
+	// setSlabLen: one allocation per many sets instead of one per set.
+	setDir []*[setSlabLen]Set
+	nsets  uint32
 
 	// indexLater: add leaves the index to whoever set it (Parse,
 	// which indexes the series on another goroutine while it decodes).
@@ -166,10 +166,7 @@ const setSlabLen = 512
 
 // New returns an empty catalog.
 func New() *Catalog {
-	return &Catalog{
-		sets: make(map[uint64]*Set),
-		idx:  newIndex(),
-	}
+	return &Catalog{idx: newIndex()}
 }
 
 // tagSetSeed seeds the in-memory tag-set hash. Hashes are never stored, so
@@ -266,33 +263,39 @@ func (s *Set) NumTags() int {
 // HashSet, or nil. The caller holds mu or is the single writer, which
 // alone adds series: it reads without mu.
 func (c *Catalog) FindSet(h uint64, measurement string, tags []point.Tag) *Set {
-	for s := c.sets[h]; s != nil; s = s.next {
-		if s.Is(measurement, tags) {
+	for r, i := c.sets.first(h); r != 0; r, i = c.sets.next(h, i) {
+		if s := c.setAt(r); s.Is(measurement, tags) {
 			return s
 		}
 	}
 	return nil
 }
 
+// setAt returns the set of reference r (its number + 1).
+func (c *Catalog) setAt(r uint32) *Set {
+	i := r - 1
+	return &c.setDir[i/setSlabLen][i%setSlabLen]
+}
+
 // FindSets looks up many tag sets at once: out[i] is the set of
 // (measurements[i], sorted tags[i]) hashed hs[i] by HashSet, or nil; a
 // point whose hs[i] is 0 is skipped (out[i] nil). It does what FindSet
-// does point by point, in two passes (every map lookup, then every
+// does point by point, in two passes (every table lookup, then every
 // comparison), so that the CPU overlaps the cache misses of different
 // points: at high cardinality each lookup and each set compared is a miss.
 func (c *Catalog) FindSets(hs []uint64, measurements []string, tags [][]point.Tag, out []*Set) {
 	for i, h := range hs {
+		out[i] = nil
 		if h != 0 {
-			out[i] = c.sets[h]
-		} else {
-			out[i] = nil
+			if r, _ := c.sets.first(h); r != 0 {
+				out[i] = c.setAt(r)
+			}
 		}
 	}
 	for i, s := range out {
-		for s != nil && !s.Is(measurements[i], tags[i]) {
-			s = s.next
+		if s != nil && !s.Is(measurements[i], tags[i]) {
+			out[i] = c.FindSet(hs[i], measurements[i], tags[i]) // another set of the same hash tag
 		}
-		out[i] = s
 	}
 }
 
@@ -393,16 +396,17 @@ func splitKey(key string, tags []point.Tag) (measurement string, _ []point.Tag, 
 
 var errBadSeriesKey = errors.New("malformed series key")
 
-// newSet returns a Set, carved from the slab, whose first series is
-// series first of key key, hashed h.
+// newSet returns a new Set, from the slabs, whose first series is series
+// first of key key, hashed h.
 func (c *Catalog) newSet(h uint64, key string, first uint32) *Set {
-	if len(c.setSlab) == 0 {
-		c.setSlab = make([]Set, setSlabLen)
+	i := c.nsets
+	if i%setSlabLen == 0 {
+		c.setDir = append(c.setDir, new([setSlabLen]Set))
 	}
-	s := &c.setSlab[0]
-	c.setSlab = c.setSlab[1:]
-	*s = Set{key: key, last: first, n: 1, next: c.sets[h]}
-	c.sets[h] = s
+	s := &c.setDir[i/setSlabLen][i%setSlabLen]
+	*s = Set{key: key, last: first, n: 1}
+	c.nsets++
+	c.sets.insert(h, i+1)
 	return s
 }
 
@@ -713,9 +717,7 @@ func catalogRecordEntries(p []byte, version byte) ([]byte, error) {
 // million series does not grow its directory and maps step by step.
 func (c *Catalog) reserve(n int) {
 	c.series.reserve(n)
-	if len(c.sets) == 0 {
-		c.sets = make(map[uint64]*Set, n)
-	}
+	c.sets.reserve(c.sets.len() + n)
 }
 
 func decodeCatalogPayload(p []byte, c *Catalog) error {

@@ -36,11 +36,14 @@ type index struct {
 	measurements map[string]*measIndex
 	sorted       []string // measurement names, sorted; rebuilt when one is added
 
-	// Slabs that new postings and their first id are carved from: most
-	// values of a high-cardinality key (a device id) have one series, and
-	// two heap objects per value made loading a million series slow.
-	postSlab []posting
-	idSlab   []uint64
+	// The postings of every key, numbered in the order they were added,
+	// in slabs of slabLen, and the slab their first ids are carved from:
+	// most values of a high-cardinality key (a device id) have one
+	// series, and two heap objects per value made loading a million
+	// series slow.
+	postDir []*[slabLen]posting
+	npost   uint32
+	idSlab  []uint64
 
 	lastName string // the measurement add saw last, and its index
 	lastMeas *measIndex
@@ -61,12 +64,13 @@ type measIndex struct {
 
 type keyIndex struct {
 	key string
-	// postings holds the values by their hash (valueHash), colliding
-	// values chained through posting.next. Keyed by the hash rather than
-	// the value, the map grows without hashing every value again: at a
-	// million values (a device id), growing a map keyed by string spent
-	// more time re-reading and re-hashing the values than adding them.
-	postings map[uint64]*posting
+	x   *index // whose postDir the references of postings are to
+	// postings holds the values by their hash (valueHash). Keyed by the
+	// hash rather than the value, the table grows without hashing every
+	// value again: at a million values (a device id), growing a map
+	// keyed by string spent more time re-reading and re-hashing the
+	// values than adding them.
+	postings refTable
 	n        int // series holding the key
 
 	mu     sync.Mutex
@@ -79,7 +83,6 @@ type keyIndex struct {
 type posting struct {
 	value string
 	ids   []uint64 // ascending
-	next  *posting // the next value of the same hash
 }
 
 // valueSeed seeds valueHash; the hashes are never stored.
@@ -93,20 +96,20 @@ func (ki *keyIndex) posting(v string) *posting {
 	return ki.postingOf(valueHash(v), v)
 }
 
-// insert adds p, a value not yet in ki, under its hash h.
-func (ki *keyIndex) insert(h uint64, p *posting) {
-	p.next = ki.postings[h]
-	ki.postings[h] = p
-}
-
 // postingOf is posting with v's hash h computed.
 func (ki *keyIndex) postingOf(h uint64, v string) *posting {
-	for p := ki.postings[h]; p != nil; p = p.next {
-		if p.value == v {
+	for r, i := ki.postings.first(h); r != 0; r, i = ki.postings.next(h, i) {
+		if p := ki.x.postingAt(r); p.value == v {
 			return p
 		}
 	}
 	return nil
+}
+
+// postingAt returns the posting of reference r (its number + 1).
+func (x *index) postingAt(r uint32) *posting {
+	i := r - 1
+	return &x.postDir[i/slabLen][i%slabLen]
 }
 
 func newIndex() index { return index{measurements: make(map[string]*measIndex)} }
@@ -133,7 +136,7 @@ func (x *index) add(id uint64, measurement string, tags []point.Tag) {
 		} else {
 			ki = mi.keys[t.Key]
 			if ki == nil {
-				ki = &keyIndex{key: t.Key, postings: make(map[uint64]*posting)}
+				ki = &keyIndex{key: t.Key, x: x}
 				mi.keys[t.Key] = ki
 			}
 			if j < len(mi.recent) {
@@ -145,8 +148,9 @@ func (x *index) add(id uint64, measurement string, tags []point.Tag) {
 		h := valueHash(t.Value)
 		p := ki.postingOf(h, t.Value)
 		if p == nil {
-			p = x.newPosting(t.Value, id)
-			ki.insert(h, p)
+			var r uint32
+			p, r = x.newPosting(t.Value, id)
+			ki.postings.insert(h, r)
 			ki.mu.Lock()
 			ki.fresh.push(p)
 			ki.mu.Unlock()
@@ -168,19 +172,21 @@ func appendID(ids []uint64, id uint64) []uint64 {
 	return append(ids, id)
 }
 
-// newPosting returns a posting of value holding id, from the slabs. Its
-// ids have capacity 1, so a second id moves them to a slice of their own.
-func (x *index) newPosting(value string, id uint64) *posting {
-	if len(x.postSlab) == 0 {
-		x.postSlab = make([]posting, slabLen)
+// newPosting returns a posting of value holding id, from the slabs, and
+// its reference. Its ids have capacity 1, so a second id moves them to a
+// slice of their own.
+func (x *index) newPosting(value string, id uint64) (*posting, uint32) {
+	i := x.npost
+	if i%slabLen == 0 {
+		x.postDir = append(x.postDir, new([slabLen]posting))
 		x.idSlab = make([]uint64, slabLen)
 	}
-	p := &x.postSlab[0]
-	x.postSlab = x.postSlab[1:]
+	p := &x.postDir[i/slabLen][i%slabLen]
+	x.npost++
 	x.idSlab[0] = id
 	p.value, p.ids = value, x.idSlab[0:1:1]
 	x.idSlab = x.idSlab[1:]
-	return p
+	return p, i + 1
 }
 
 // values returns the key's distinct values with their postings, sorted by

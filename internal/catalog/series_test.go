@@ -110,7 +110,8 @@ func TestSince(t *testing.T) {
 
 // TestCompactLayout checks the sizes the catalog's memory figures rest on:
 // a Series keeps its set chain in padding, and a Set of one field holds no
-// slice or map of its own, its measurement and tags only in its key.
+// slice or map of its own, its measurement and tags only in its key, and
+// neither a set nor a posting chains to another of the same hash.
 func TestCompactLayout(t *testing.T) {
 	unchained := unsafe.Sizeof(struct {
 		Key   string
@@ -122,8 +123,11 @@ func TestCompactLayout(t *testing.T) {
 		t.Errorf("Series is %d bytes, %d without its set chain", got, unchained)
 	}
 	if word := unsafe.Sizeof(uintptr(0)); word == 8 {
-		if got := unsafe.Sizeof(Set{}); got != 40 {
-			t.Errorf("Set is %d bytes, want 40", got)
+		if got := unsafe.Sizeof(Set{}); got != 32 {
+			t.Errorf("Set is %d bytes, want 32", got)
+		}
+		if got := unsafe.Sizeof(posting{}); got != 40 {
+			t.Errorf("posting is %d bytes, want 40", got)
 		}
 	}
 }
