@@ -324,7 +324,7 @@ func indexDump(c *Catalog) string {
 			ki := mi.keys[k]
 			fmt.Fprintf(&b, "  %s n=%d\n", k, ki.n)
 			for _, p := range ki.values() {
-				fmt.Fprintf(&b, "    %s %v\n", p.value, p.ids)
+				fmt.Fprintf(&b, "    %s %v\n", p.value, p.ids())
 			}
 		}
 	}

@@ -37,19 +37,17 @@ type index struct {
 	sorted       []string // measurement names, sorted; rebuilt when one is added
 
 	// The postings of every key, numbered in the order they were added,
-	// in slabs of slabLen, and the slab their first ids are carved from:
-	// most values of a high-cardinality key (a device id) have one
-	// series, and two heap objects per value made loading a million
-	// series slow.
+	// in slabs of slabLen: most values of a high-cardinality key (a
+	// device id) have one series, and a heap object per value made
+	// loading a million series slow.
 	postDir []*[slabLen]posting
 	npost   uint32
-	idSlab  []uint64
 
 	lastName string // the measurement add saw last, and its index
 	lastMeas *measIndex
 }
 
-// slabLen is the number of postings (and first ids) per slab.
+// slabLen is the number of postings per slab.
 const slabLen = 1024
 
 type measIndex struct {
@@ -82,7 +80,31 @@ type keyIndex struct {
 // Catalog.mu.
 type posting struct {
 	value string
-	ids   []uint64 // ascending
+	// The ids, ascending (see ids): first holds the one id of a value of
+	// one series, the common case of a high-cardinality key, and more
+	// every id once there are two or more. A posting is 32 bytes; with
+	// a slice of its own for one id it was 48.
+	first [1]uint64
+	more  *[]uint64
+}
+
+// ids returns p's ids, ascending. The caller holds Catalog.mu (for
+// reading, unless it is the writer) while it reads them.
+func (p *posting) ids() []uint64 {
+	if p.more != nil {
+		return *p.more
+	}
+	return p.first[:]
+}
+
+// add appends id, above every id p holds.
+func (p *posting) add(id uint64) {
+	if p.more == nil {
+		more := make([]uint64, 1, 4)
+		more[0] = p.first[0]
+		p.more = &more
+	}
+	*p.more = appendID(*p.more, id)
 }
 
 // valueSeed seeds valueHash; the hashes are never stored.
@@ -155,7 +177,7 @@ func (x *index) add(id uint64, measurement string, tags []point.Tag) {
 			ki.fresh.push(p)
 			ki.mu.Unlock()
 		} else {
-			p.ids = appendID(p.ids, id)
+			p.add(id)
 		}
 		ki.n++
 	}
@@ -173,19 +195,15 @@ func appendID(ids []uint64, id uint64) []uint64 {
 }
 
 // newPosting returns a posting of value holding id, from the slabs, and
-// its reference. Its ids have capacity 1, so a second id moves them to a
-// slice of their own.
+// its reference.
 func (x *index) newPosting(value string, id uint64) (*posting, uint32) {
 	i := x.npost
 	if i%slabLen == 0 {
 		x.postDir = append(x.postDir, new([slabLen]posting))
-		x.idSlab = make([]uint64, slabLen)
 	}
 	p := &x.postDir[i/slabLen][i%slabLen]
 	x.npost++
-	x.idSlab[0] = id
-	p.value, p.ids = value, x.idSlab[0:1:1]
-	x.idSlab = x.idSlab[1:]
+	p.value, p.first[0] = value, id
 	return p, i + 1
 }
 
@@ -328,7 +346,7 @@ func (mi *measIndex) selectIDs(ms []Matcher, nseries int) []uint64 {
 			if p == nil {
 				return nil
 			}
-			sets = append(sets, p.ids)
+			sets = append(sets, p.ids())
 			continue
 		}
 		sets = append(sets, ki.union(m, true, nseries))
@@ -357,7 +375,7 @@ func (mi *measIndex) selectIDs(ms []Matcher, nseries int) []uint64 {
 		var drop []uint64
 		if m.op == point.MatchNotEqual {
 			if p := ki.posting(m.value); p != nil {
-				drop = p.ids
+				drop = p.ids()
 			}
 		} else {
 			drop = ki.union(m, false, nseries)
@@ -379,8 +397,9 @@ func (ki *keyIndex) union(m *Matcher, want bool, nseries int) []uint64 {
 	var lists [][]uint64
 	total := 0
 	ki.matching(m, want, func(p *posting) {
-		lists = append(lists, p.ids)
-		total += len(p.ids)
+		ids := p.ids()
+		lists = append(lists, ids)
+		total += len(ids)
 	})
 	switch len(lists) {
 	case 0:
@@ -660,7 +679,7 @@ func (c *Catalog) TagValues(ctx context.Context, measurement, field, key string,
 				c.mu.RUnlock()
 				return nil, ctx.Err()
 			}
-			if slices.ContainsFunc(p.ids, visible.has) {
+			if slices.ContainsFunc(p.ids(), visible.has) {
 				vals = append(vals, p.value)
 			}
 		}

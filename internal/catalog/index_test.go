@@ -74,7 +74,7 @@ func TestPostingHashCollision(t *testing.T) {
 	if got := ki.postingOf(h, "c"); got != nil {
 		t.Fatalf("postingOf(%d, \"c\") = %v, want nil: c has another hash", h, got)
 	}
-	if got := ki.posting("c"); got == nil || got.ids[0] != 3 {
+	if got := ki.posting("c"); got == nil || got.ids()[0] != 3 {
 		t.Fatalf("posting(\"c\") = %v", got)
 	}
 }

@@ -126,8 +126,8 @@ func TestCompactLayout(t *testing.T) {
 		if got := unsafe.Sizeof(Set{}); got != 32 {
 			t.Errorf("Set is %d bytes, want 32", got)
 		}
-		if got := unsafe.Sizeof(posting{}); got != 40 {
-			t.Errorf("posting is %d bytes, want 40", got)
+		if got := unsafe.Sizeof(posting{}); got != 32 {
+			t.Errorf("posting is %d bytes, want 32", got)
 		}
 	}
 }
