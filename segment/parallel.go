@@ -329,9 +329,7 @@ func (b *parBatch) encodeBlock(pw *parWorker, kind point.Kind, times []int64, va
 	pb.outEnd = len(b.out)
 	pb.bm.Min, pb.bm.Max, pb.bm.Sum = blockStats(kind, vals)
 	if kind == point.KindFloat {
-		var acc xsum.Acc
-		acc.AddBits(vals)
-		b.partials = acc.AppendBinary(b.partials)
+		b.partials = xsum.AppendSum(b.partials, vals)
 	}
 	pb.partialEnd = len(b.partials)
 	b.blocks = append(b.blocks, pb)

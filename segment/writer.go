@@ -861,10 +861,8 @@ func (w *Writer) Abort() error {
 // appendPartial appends the encoded exact sum of float values (as bits) to
 // the series' partials and returns it.
 func (w *Writer) appendPartial(vals []uint64) []byte {
-	var acc xsum.Acc
-	acc.AddBits(vals)
 	start := len(w.partials)
-	w.partials = acc.AppendBinary(w.partials)
+	w.partials = xsum.AppendSum(w.partials, vals)
 	// Full slice expression: a later append never writes into it.
 	return w.partials[start:len(w.partials):len(w.partials)]
 }

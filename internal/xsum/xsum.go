@@ -165,19 +165,19 @@ const (
 	fastMaxExp = 1900
 )
 
-// addNarrow adds bs when their biased exponents lie within fastSpan of
-// each other and none is NaN or infinite, reporting whether it did.
-func (a *Acc) addNarrow(bs []uint64) bool {
+// narrowSum sums bs (at most fastChunk values) exactly when their biased
+// exponents lie within fastSpan of each other and none is NaN or
+// infinite: the sum is the signed 128-bit hi:lo times 2^(emin-1) in units
+// of 2^-1074. ok is false when it cannot.
+func narrowSum(bs []uint64) (hi int64, lo uint64, emin uint, ok bool) {
 	emin, emax := uint(0x7ff), uint(0)
 	for _, b := range bs {
 		e := max(uint(b>>52)&0x7ff, 1) // subnormals share exponent 1
 		emin, emax = min(emin, e), max(emax, e)
 	}
 	if emax-emin > fastSpan || emax > fastMaxExp {
-		return false // also when a NaN or an infinity (0x7ff) is present
+		return 0, 0, 0, false // also when a NaN or an infinity (0x7ff) is present, or bs is empty
 	}
-	var hi int64
-	var lo uint64
 	for _, b := range bs {
 		e := uint(b>>52) & 0x7ff
 		m := b & (1<<52 - 1)
@@ -192,6 +192,72 @@ func (a *Acc) addNarrow(bs []uint64) bool {
 		var c uint64
 		lo, c = bits.Add64(lo, uint64(x), 0)
 		hi += x>>63 + int64(c)
+	}
+	return hi, lo, emin, true
+}
+
+// AppendSum appends the encoding of the exact sum of the float64 values
+// whose IEEE-754 bit patterns are bs: the bytes that AddBits on an empty
+// Acc and then AppendBinary append. When the values' exponents lie within
+// fastSpan of each other (a block of sensor readings) it encodes their
+// 128-bit sum directly, building no Acc.
+func AppendSum(dst []byte, bs []uint64) []byte {
+	if len(bs) <= fastChunk {
+		if hi, lo, emin, ok := narrowSum(bs); ok {
+			return appendNarrow(dst, hi, lo, emin-1)
+		}
+	}
+	var a Acc
+	a.AddBits(bs)
+	return a.AppendBinary(dst)
+}
+
+// appendNarrow appends the encoding of hi:lo * 2^p in units of 2^-1074,
+// hi:lo a signed 128-bit integer below 2^(63+fastChunkBits) in magnitude
+// and p at most fastMaxExp: no NaN or infinity, and far below the carry
+// limb, so the encoding is the sign and the nonzero bytes of the
+// magnitude, as AppendBinary writes them.
+func appendNarrow(dst []byte, hi int64, lo uint64, p uint) []byte {
+	if hi == 0 && lo == 0 {
+		return append(dst, encVersion, 0, 0, 0)
+	}
+	var flags byte
+	mhi, mlo := uint64(hi), lo
+	if hi < 0 {
+		flags = flagNeg
+		var b uint64
+		mlo, b = bits.Sub64(0, mlo, 0)
+		mhi, _ = bits.Sub64(0, mhi, b)
+	}
+	// Byte k of the magnitude is worth 2^(8k-1074): shift it by p's bits
+	// within a byte (it stays below 2^128) and start at byte p/8.
+	s := p % 8
+	if s > 0 {
+		mhi = mhi<<s | mlo>>(64-s)
+		mlo <<= s
+	}
+	var buf [16]byte
+	binary.LittleEndian.PutUint64(buf[:8], mlo)
+	binary.LittleEndian.PutUint64(buf[8:], mhi)
+	first, end := 0, len(buf)
+	for buf[first] == 0 {
+		first++
+	}
+	for buf[end-1] == 0 {
+		end--
+	}
+	dst = append(dst, encVersion, flags)
+	dst = binary.AppendUvarint(dst, uint64(int(p/8)+first))
+	dst = binary.AppendUvarint(dst, uint64(end-first))
+	return append(dst, buf[first:end]...)
+}
+
+// addNarrow adds bs when their biased exponents lie within fastSpan of
+// each other and none is NaN or infinite, reporting whether it did.
+func (a *Acc) addNarrow(bs []uint64) bool {
+	hi, lo, emin, ok := narrowSum(bs)
+	if !ok {
+		return false
 	}
 	// The sum is hi:lo * 2^(emin-1) in units of 2^-1074: deposit its four
 	// 32-bit digits (the top one signed), shifted into place.

@@ -551,3 +551,102 @@ func TestAddBitsLong(t *testing.T) {
 		}
 	}
 }
+
+// viaAcc is what AppendSum must append: AddBits on an empty Acc, then
+// AppendBinary.
+func viaAcc(bs []uint64) []byte {
+	var a Acc
+	a.AddBits(bs)
+	return a.AppendBinary([]byte{0xee})
+}
+
+func bitsOf(xs []float64) []uint64 {
+	bs := make([]uint64, len(xs))
+	for i, x := range xs {
+		bs[i] = math.Float64bits(x)
+	}
+	return bs
+}
+
+// AppendSum appends exactly what an Acc would, on its direct path (narrow
+// exponents: short decimals, values of one binade, exact cancellation to
+// zero, subnormals, every bit offset within a byte) and off it (wide
+// spans, NaN and infinities), and the encoding decodes to the same sum.
+func TestAppendSum(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	check := func(what string, xs []float64) {
+		t.Helper()
+		bs := bitsOf(xs)
+		want := viaAcc(bs)
+		got := AppendSum([]byte{0xee}, bs)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s %v: AppendSum % x, Acc % x", what, xs, got, want)
+		}
+	}
+	check("empty", nil)
+	check("zero", []float64{0, math.Copysign(0, -1)})
+	check("cancel", []float64{1.5, 2.25, -1.5, -2.25})
+	check("negative", []float64{-0.1, -0.2, -0.3})
+	check("one", []float64{1})
+	check("subnormals", []float64{math.SmallestNonzeroFloat64, 3 * math.SmallestNonzeroFloat64, -math.SmallestNonzeroFloat64})
+	check("nan", []float64{1, math.NaN()})
+	check("inf", []float64{1, math.Inf(-1)})
+	check("wide", []float64{1, 1e-10})
+	check("top of the fast range", []float64{math.Ldexp(1, fastMaxExp-1075), math.Ldexp(1.75, fastMaxExp-1075)})
+	// Every bit offset within a byte, both signs.
+	for e := -1074; e < -1074+64; e++ {
+		check("offset", []float64{math.Ldexp(1, e), math.Ldexp(-3, e)})
+	}
+	for round := range 3000 {
+		kind := round % 6
+		n := 1 + rng.IntN(40)
+		if round%100 == 0 {
+			n = fastChunk + rng.IntN(3) - 1 // around the chunk bound
+		}
+		check("random", gen(rng, kind, n))
+		// Values of one binade with random signs: the direct path.
+		xs := make([]float64, n)
+		e := rng.IntN(2000) - 1074
+		for i := range xs {
+			xs[i] = math.Ldexp(1+rng.Float64(), e+rng.IntN(fastSpan+1))
+			if rng.IntN(3) == 0 {
+				xs[i] = -xs[i]
+			}
+		}
+		check("binade", xs)
+	}
+}
+
+func FuzzAppendSum(f *testing.F) {
+	f.Add([]byte{})
+	f.Add(binary.LittleEndian.AppendUint64(nil, math.Float64bits(21.5)))
+	f.Add(binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, math.Float64bits(0.1)), math.Float64bits(-0.1)))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		bs := bitsOf(floatsOf(data))
+		if got, want := AppendSum([]byte{0xee}, bs), viaAcc(bs); !bytes.Equal(got, want) {
+			t.Fatalf("%x: AppendSum % x, Acc % x", bs, got, want)
+		}
+	})
+}
+
+func BenchmarkAppendSum(b *testing.B) {
+	for _, n := range []int{1, 3, 120} {
+		bs := bitsOf(gen(rand.New(rand.NewPCG(1, 1)), 4, n)[:n])
+		b.Run(fmt.Sprintf("n=%d/acc", n), func(b *testing.B) {
+			b.ReportAllocs()
+			dst := make([]byte, 0, 64)
+			for b.Loop() {
+				var a Acc
+				a.AddBits(bs)
+				dst = a.AppendBinary(dst[:0])
+			}
+		})
+		b.Run(fmt.Sprintf("n=%d/direct", n), func(b *testing.B) {
+			b.ReportAllocs()
+			dst := make([]byte, 0, 64)
+			for b.Loop() {
+				dst = AppendSum(dst[:0], bs)
+			}
+		})
+	}
+}
