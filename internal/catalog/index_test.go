@@ -57,7 +57,7 @@ func TestSortByKey(t *testing.T) {
 func TestPostingHashCollision(t *testing.T) {
 	x := newIndex()
 	ki := &keyIndex{x: &x}
-	const h = 42 << 40 // a tag of 42, slot 0
+	const h uint64 = 42 << 40 // a tag of 42, slot 0
 	add := func(h uint64, v string, id uint64) *posting {
 		p, r := x.newPosting(v, id)
 		ki.postings.insert(h, r)
