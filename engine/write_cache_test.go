@@ -69,16 +69,21 @@ func TestWriteReusedTagArray(t *testing.T) {
 // TestSetCacheAssociative fills a quarter of the tag-set cache with
 // distinct tag arrays and checks that nearly all of them hit on the next
 // round: a direct-mapped cache loses about a fifth of them to collisions
-// at this load, a 4-way one almost none.
+// at this load, a 4-way one almost none. The arrays are carved from one
+// backing array, as a caller holding a tag array per device has them, so
+// that where the test's heap happens to put them does not decide the
+// count.
 func TestSetCacheAssociative(t *testing.T) {
 	var w writeScratch
 	w.sizeSetCache(minSetCache)
 	n := len(w.sets) / 4
 	arrays := make([][]Tag, n)
+	backing := make([]Tag, n)
 	sets := make([]*catalog.Set, n)
 	cat := catalog.New()
 	for i := range n {
-		arrays[i] = []Tag{{Key: "device_id", Value: fmt.Sprintf("dev-%05d", i)}}
+		backing[i] = Tag{Key: "device_id", Value: fmt.Sprintf("dev-%05d", i)}
+		arrays[i] = backing[i : i+1 : i+1]
 		if _, err := cat.AddKey([]byte(point.SeriesKey("m", arrays[i], "f")), KindFloat); err != nil {
 			t.Fatal(err)
 		}
