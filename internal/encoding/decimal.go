@@ -94,9 +94,14 @@ func appendDecimalAt(dst []byte, vals []uint64, d int) ([]byte, int) {
 	}
 	out := append(dst, byte(d))
 	out = AppendVarint(out, k0)
+	rest := vals[1:]
+	if len(rest) == 0 {
+		// A block of one sample (a flush at high cardinality holds
+		// mostly those) need not zero the chunk buffer below.
+		return out, -1
+	}
 	prev := k0
 	var zz [PackedChunk]uint64
-	rest := vals[1:]
 	for base := 0; base < len(rest); base += PackedChunk {
 		chunk := rest[base:min(base+PackedChunk, len(rest))]
 		chunkPrev := prev

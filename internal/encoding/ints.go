@@ -20,6 +20,9 @@ func AppendInts(dst []byte, vals []uint64) []byte {
 		return dst
 	}
 	dst = AppendUvarint(dst, Zigzag(int64(vals[0])))
+	if len(vals) == 1 {
+		return dst // the chunk buffer below need not be zeroed
+	}
 	var chunk [PackedChunk]uint64
 	prev := vals[0]
 	rest := vals[1:]

@@ -72,6 +72,9 @@ func DecodeTimestamps(dst []int64, src []byte, n int) ([]int64, []byte, error) {
 	}
 	t += delta
 	out[1] = t
+	if n == 2 {
+		return dst, src, nil // the chunk buffer below need not be zeroed
+	}
 	out = out[2:]
 	var chunk [PackedChunk]uint64
 	for len(out) > 0 {
