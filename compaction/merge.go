@@ -56,6 +56,11 @@ type MergeOptions struct {
 	// series.
 	Rollup func(key []byte, kind point.Kind) []RollupLevel
 
+	// Yield, when set, is called where Merge polls ctx between series
+	// (every 128): it may block while more urgent work needs the cores (a
+	// flush that writers wait for), and must return once ctx is done.
+	Yield func()
+
 	// onBlockRead, when a test sets it, runs after every block read.
 	onBlockRead func()
 }
@@ -211,6 +216,9 @@ func (m *merger) run(ctx context.Context) error {
 	m.ctx = ctx
 	for nseries := 0; len(m.heap) > 0; nseries++ {
 		if nseries%checkContextEvery == 0 {
+			if m.opts.Yield != nil {
+				m.opts.Yield()
+			}
 			if err := ctx.Err(); err != nil {
 				return err
 			}

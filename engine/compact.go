@@ -246,6 +246,7 @@ func (db *DB) compactOnce() (bool, error) {
 			BlockSamples:       db.opts.BlockSamples,
 			FS:                 db.fs,
 			Rollup:             db.rollupFunc(cuts.now, db.rollupLimit(v, inputs)),
+			Yield:              db.yieldToFlush,
 			NewOutput: func() (*segment.Writer, error) {
 				path := filepath.Join(db.dir, segName(db.files.Alloc()))
 				return segment.Create(path, segment.WriterOptions{FS: db.fs, BlockSamples: db.opts.BlockSamples, Series: series})
@@ -324,4 +325,25 @@ func infos(v *version) [][]compaction.SegmentInfo {
 		}
 	}
 	return levels
+}
+
+// yieldToFlush pauses a compaction while writers are stalled on a full
+// queue of memtables waiting to flush, unless L0 has reached the depth at
+// which writes are slowed (then compacting it is what lets them go on):
+// the flush that releases the writers gets the cores first, where there
+// are few. It returns once no writer waits on a flush, L0 is that deep, or
+// the database is closing.
+func (db *DB) yieldToFlush() {
+	db.mu.Lock()
+	for db.mu.flushStalls > 0 && !db.mu.closing && db.bgCtx.Err() == nil && !l0Deep(db.opts, len(db.mu.v.Levels[0])) {
+		db.st.compactionYields.Add(1)
+		db.mu.cond.Wait()
+	}
+	db.mu.Unlock()
+}
+
+// l0Deep reports whether L0 holds enough segments (half way from the
+// compaction trigger to the stop) that writes are slowed for it.
+func l0Deep(o *Options, nl0 int) bool {
+	return nl0 >= (o.L0CompactionTrigger+o.L0StopWritesTrigger)/2
 }

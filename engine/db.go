@@ -99,8 +99,9 @@ type memRef struct {
 	tombApplied uint64 // tombstones with seq <= tombApplied are applied to it
 	seriesEnd   int    // catalog size at seal: series it may reference
 	sealed      bool
-	// keyBytes: the key bytes of the series it holds; written under commitMu.
-	keyBytes int64
+	// keyBytes: the key bytes of the series it holds; added to under
+	// commitMu, read by throttle without it.
+	keyBytes atomic.Int64
 	// deletes is set when a Delete ran while this memtable was active, so
 	// that Flush and Close persist the tombstone even with no samples.
 	deletes bool
@@ -158,6 +159,10 @@ type DB struct {
 		closing    bool
 		// flushWaiters counts the callers waiting for a flush (waitFlushed).
 		flushWaiters int
+		// flushStalls counts the writers stalled because the queue of
+		// memtables waiting to flush is full (throttle); background
+		// compactions yield to them (yieldToFlush).
+		flushStalls int
 	}
 
 	compactCh chan struct{}

@@ -19,6 +19,7 @@ type stats struct {
 	compactionBytesWritten atomic.Int64
 	writeStalls            atomic.Int64
 	writeSlowdowns         atomic.Int64
+	compactionYields       atomic.Int64
 	blocksPushedDown       atomic.Int64
 	seriesLimitRefusals    atomic.Int64
 	rollupCompactions      atomic.Int64
@@ -56,8 +57,11 @@ type Stats struct {
 	// bytes: how many times each flushed byte was written to segments.
 	WriteAmplification float64
 
-	WriteStalls      int64 // writes that waited for a flush or compaction
-	WriteSlowdowns   int64 // writes delayed to let background work catch up
+	WriteStalls    int64 // writes that waited for a flush or compaction
+	WriteSlowdowns int64 // writes delayed to let background work catch up
+	// CompactionYields counts the pauses of compactions for a flush that
+	// stalled writers waited on.
+	CompactionYields int64
 	BlocksPushedDown int64 // segment blocks aggregated from their stats alone
 
 	// SeriesLimitRefusals counts new series refused for MaxSeries or
@@ -135,6 +139,7 @@ func (db *DB) Stats() Stats {
 	}
 	s.WriteStalls = db.st.writeStalls.Load()
 	s.WriteSlowdowns = db.st.writeSlowdowns.Load()
+	s.CompactionYields = db.st.compactionYields.Load()
 	s.BlocksPushedDown = db.st.blocksPushedDown.Load()
 	s.SeriesLimitRefusals = db.st.seriesLimitRefusals.Load()
 	s.OldestKept = db.vis.floor.Load()

@@ -132,7 +132,7 @@ func (db *DB) commitLocked(entries []point.Entry, pend []pendingSeries, points i
 	}
 	db.st.pointsWritten.Add(int64(points))
 	db.st.samplesWritten.Add(int64(len(entries)))
-	if mem.t.Bytes()+mem.keyBytes >= db.opts.MemTableBytes || mem.keyBytes >= maxMemKeyBytes {
+	if kb := mem.keyBytes.Load(); mem.t.Bytes()+kb >= db.opts.MemTableBytes || kb >= maxMemKeyBytes {
 		// This write is logged and applied; a failed seal is the WAL's
 		// sticky failure, which SyncTo and the next writes report.
 		if err := db.sealLocked(true); err != nil {
@@ -297,6 +297,34 @@ func (db *DB) assignSeriesLocked(points []Point) error {
 	return nil
 }
 
+// pressure is how far the background is behind the writers.
+type pressure int
+
+const (
+	pressureNone  pressure = iota
+	pressureSlow           // delay each write a little: a stall is near
+	pressureStall          // block writes until a flush or compaction ends
+)
+
+// writePressure says how writes should wait, given the sealed memtables
+// queued to flush (nimm), the segments in L0 (nl0) and the bytes of the
+// active memtable. Writes stall when the flush queue is full or L0 is at
+// its stop; they slow when the next seal would stall them (the queue one
+// short of full and the active memtable three quarters full) or L0 is
+// half way from its compaction trigger to its stop. A flush running
+// while the active memtable fills does not slow them by itself: it
+// usually ends before the next seal.
+func writePressure(o *Options, nimm, nl0 int, active int64) pressure {
+	switch {
+	case nimm >= o.MaxImmutableMemTables || nl0 >= o.L0StopWritesTrigger:
+		return pressureStall
+	case nimm > 0 && nimm >= o.MaxImmutableMemTables-1 && 4*active >= 3*o.MemTableBytes,
+		l0Deep(o, nl0):
+		return pressureSlow
+	}
+	return pressureNone
+}
+
 // throttle slows writers when flushes or L0 compactions fall behind and
 // blocks them when they are far behind, so memory stays bounded. Writers
 // are never failed for it.
@@ -315,23 +343,36 @@ func (db *DB) throttle() error {
 		if db.opts.DisableBackgroundCompaction {
 			nl0 = 0 // nothing would compact L0 for a stalled writer
 		}
-		if nimm < db.opts.MaxImmutableMemTables && nl0 < db.opts.L0StopWritesTrigger {
-			if !slowed && (nimm > 0 && nimm >= db.opts.MaxImmutableMemTables-1 || nl0 >= (db.opts.L0CompactionTrigger+db.opts.L0StopWritesTrigger)/2) {
-				// Slow down: give the background a millisecond per write.
-				slowed = true
-				db.st.writeSlowdowns.Add(1)
-				db.mu.Unlock()
-				time.Sleep(time.Millisecond)
-				db.mu.Lock()
-				continue
-			}
+		mem := db.mu.mem
+		switch writePressure(db.opts, nimm, nl0, mem.t.Bytes()+mem.keyBytes.Load()) {
+		case pressureNone:
 			return nil
+		case pressureSlow:
+			if slowed {
+				return nil
+			}
+			// Slow down: give the background a millisecond per write.
+			slowed = true
+			db.st.writeSlowdowns.Add(1)
+			db.mu.Unlock()
+			time.Sleep(time.Millisecond)
+			db.mu.Lock()
+			continue
 		}
 		db.st.writeStalls.Add(1)
 		if nl0 >= db.opts.L0StopWritesTrigger {
 			db.maybeScheduleCompaction()
 		}
+		// Background compactions yield to a flush that writers wait on
+		// (yieldToFlush).
+		flushBound := nimm >= db.opts.MaxImmutableMemTables
+		if flushBound {
+			db.mu.flushStalls++
+		}
 		db.mu.cond.Wait()
+		if flushBound {
+			db.mu.flushStalls--
+		}
 	}
 }
 
@@ -374,7 +415,7 @@ func (db *DB) newMemRef(tombApplied uint64) *memRef {
 		// recovery): the catalog only grows under commitMu, so reading it
 		// here needs no lock.
 		s, _ := db.cat.Meta(id)
-		m.keyBytes += int64(len(s.Key))
+		m.keyBytes.Add(int64(len(s.Key)))
 	})
 	return m
 }
