@@ -318,7 +318,7 @@ func writePressure(o *Options, nimm, nl0 int, active int64) pressure {
 	switch {
 	case nimm >= o.MaxImmutableMemTables || nl0 >= o.L0StopWritesTrigger:
 		return pressureStall
-	case nimm > 0 && nimm >= o.MaxImmutableMemTables-1 && 4*active >= 3*o.MemTableBytes,
+	case nimm > 0 && nimm >= o.MaxImmutableMemTables-1 && active >= o.MemTableBytes-o.MemTableBytes/4,
 		l0Deep(o, nl0):
 		return pressureSlow
 	}
