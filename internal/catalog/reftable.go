@@ -94,6 +94,10 @@ func (t *refTable) reserve(n int) {
 // resize moves the entries to a table of size slots (a power of two, at
 // most 2^32).
 func (t *refTable) resize(size int) {
+	if uint64(size) > 1<<32 {
+		// 3 billion entries: far beyond any catalog that fits in memory.
+		panic("catalog: hash table past 2^32 slots")
+	}
 	old := t.slots
 	t.slots = make([]uint64, size)
 	t.shift = uint(64 - bits.TrailingZeros(uint(size)))
