@@ -331,11 +331,11 @@ func infos(v *version) [][]compaction.SegmentInfo {
 // queue of memtables waiting to flush, unless L0 has reached the depth at
 // which writes are slowed (then compacting it is what lets them go on):
 // the flush that releases the writers gets the cores first, where there
-// are few. It returns once no writer waits on a flush, L0 is that deep, or
-// the database is closing.
+// are few. It returns once no writer waits on a flush, L0 is that deep, a
+// background error stopped the flushes, or the database is closing.
 func (db *DB) yieldToFlush() {
 	db.mu.Lock()
-	for db.mu.flushStalls > 0 && !db.mu.closing && db.bgCtx.Err() == nil && !l0Deep(db.opts, len(db.mu.v.Levels[0])) {
+	for db.mu.flushStalls > 0 && !db.mu.closing && db.mu.bgErr == nil && db.bgCtx.Err() == nil && !l0Deep(db.opts, len(db.mu.v.Levels[0])) {
 		db.st.compactionYields.Add(1)
 		db.mu.cond.Wait()
 	}

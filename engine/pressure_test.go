@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/stratadb/strata/memtable"
 )
 
 // writePressure stalls writes on a full flush queue or a full L0, slows
@@ -121,4 +123,54 @@ func TestCompactionYieldsToStalledFlush(t *testing.T) {
 
 func (p pressure) String() string {
 	return [...]string{"none", "slow", "stall"}[p]
+}
+
+// A compaction paused for a stalled writer resumes once the flush ends,
+// whichever of the two the flush's wakeup runs first: when the compaction
+// runs first it still sees the stall counted and waits again, and the
+// writer that then leaves must wake it. One P makes that order the
+// likely one.
+func TestCompactionResumesAfterStall(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	opts := quietOptions()
+	opts.DisableBackgroundCompaction = true
+	opts.MaxImmutableMemTables = 1
+	db := openDB(t, t.TempDir(), opts)
+	db.versionMu.Lock() // holds the flush before its manifest edit
+	sealed := &memRef{t: memtable.New(), walEnd: db.wal.CurrentFile() + 1, sealed: true}
+	db.mu.Lock()
+	db.mu.imm = append(db.mu.imm, sealed)
+	db.mu.cond.Broadcast()
+	db.mu.Unlock()
+
+	writer := make(chan error, 1)
+	go func() { writer <- db.throttle() }()
+	for {
+		db.mu.Lock()
+		n := db.mu.flushStalls
+		db.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond) // polling interval, not synchronisation
+	}
+	resumed := make(chan struct{})
+	go func() { db.yieldToFlush(); close(resumed) }()
+	for db.st.compactionYields.Load() == 0 {
+		time.Sleep(time.Millisecond) // polling interval, not synchronisation
+	}
+	db.versionMu.Unlock() // the flush ends
+	if err := <-writer; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-resumed:
+	case <-time.After(10 * time.Second):
+		db.mu.Lock()
+		n := db.mu.flushStalls
+		db.mu.cond.Broadcast()
+		db.mu.Unlock()
+		<-resumed
+		t.Fatalf("the compaction stayed paused after the writer went on (flushStalls %d)", n)
+	}
 }

@@ -371,7 +371,12 @@ func (db *DB) throttle() error {
 		}
 		db.mu.cond.Wait()
 		if flushBound {
-			db.mu.flushStalls--
+			// The last writer to leave wakes a compaction paused for
+			// the stall: it may have woken first, seen the stall still
+			// counted, and waited again.
+			if db.mu.flushStalls--; db.mu.flushStalls == 0 {
+				db.mu.cond.Broadcast()
+			}
 		}
 	}
 }

@@ -198,6 +198,11 @@ func appendID(ids []uint64, id uint64) []uint64 {
 // its reference.
 func (x *index) newPosting(value string, id uint64) (*posting, uint32) {
 	i := x.npost
+	if i == math.MaxUint32 {
+		// A posting per distinct value of every tag key: 4 billion of
+		// them need hundreds of gigabytes of catalog first.
+		panic("catalog: more than 2^32-1 tag values")
+	}
 	if i%slabLen == 0 {
 		x.postDir = append(x.postDir, new([slabLen]posting))
 	}
