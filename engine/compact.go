@@ -246,7 +246,7 @@ func (db *DB) compactOnce() (bool, error) {
 			BlockSamples:       db.opts.BlockSamples,
 			FS:                 db.fs,
 			Rollup:             db.rollupFunc(cuts.now, db.rollupLimit(v, inputs)),
-			Yield:              db.yieldToFlush,
+			Yield:              func() { db.yieldToFlush(ctx) },
 			NewOutput: func() (*segment.Writer, error) {
 				path := filepath.Join(db.dir, segName(db.files.Alloc()))
 				return segment.Create(path, segment.WriterOptions{FS: db.fs, BlockSamples: db.opts.BlockSamples, Series: series})
@@ -332,14 +332,26 @@ func infos(v *version) [][]compaction.SegmentInfo {
 // which writes are slowed (then compacting it is what lets them go on):
 // the flush that releases the writers gets the cores first, where there
 // are few. It returns once no writer waits on a flush, L0 is that deep, a
-// background error stopped the flushes, or the database is closing.
-func (db *DB) yieldToFlush() {
+// background error stopped the flushes, the database is closing, or ctx
+// (the compaction's) is done.
+func (db *DB) yieldToFlush(ctx context.Context) {
 	db.mu.Lock()
-	for db.mu.flushStalls > 0 && !db.mu.closing && db.mu.bgErr == nil && db.bgCtx.Err() == nil && !l0Deep(db.opts, len(db.mu.v.Levels[0])) {
+	defer db.mu.Unlock()
+	var stop func() bool
+	for db.mu.flushStalls > 0 && !db.mu.closing && db.mu.bgErr == nil && ctx.Err() == nil && !l0Deep(db.opts, len(db.mu.v.Levels[0])) {
+		if stop == nil {
+			// A cancelled ctx wakes the wait (it may already be: then
+			// the broadcast comes as soon as Wait releases the lock).
+			stop = context.AfterFunc(ctx, func() {
+				db.mu.Lock()
+				db.mu.cond.Broadcast()
+				db.mu.Unlock()
+			})
+			defer stop()
+		}
 		db.st.compactionYields.Add(1)
 		db.mu.cond.Wait()
 	}
-	db.mu.Unlock()
 }
 
 // l0Deep reports whether L0 holds enough segments (half way from the

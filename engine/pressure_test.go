@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"runtime"
 	"testing"
 	"time"
@@ -46,7 +47,8 @@ func TestWritePressure(t *testing.T) {
 
 // A compaction pauses while writers are stalled on the flush queue, and
 // goes on once they are released, once L0 is deep enough that compacting
-// it is what releases them, or once the database closes.
+// it is what releases them, once its context is cancelled, or once the
+// database closes.
 func TestCompactionYieldsToStalledFlush(t *testing.T) {
 	// No background compaction: the test swaps the current version for
 	// one with a deep L0 below, which nothing else may read meanwhile.
@@ -59,13 +61,15 @@ func TestCompactionYieldsToStalledFlush(t *testing.T) {
 		db.mu.cond.Broadcast()
 		db.mu.Unlock()
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	// yielding runs yieldToFlush and returns a channel closed when it
 	// returns, after waiting until it paused or returned.
 	yielding := func(wantPause bool) chan struct{} {
 		t.Helper()
 		before := db.st.compactionYields.Load()
 		done := make(chan struct{})
-		go func() { db.yieldToFlush(); close(done) }()
+		go func() { db.yieldToFlush(ctx); close(done) }()
 		if !wantPause {
 			<-done
 			if db.st.compactionYields.Load() != before {
@@ -107,6 +111,12 @@ func TestCompactionYieldsToStalledFlush(t *testing.T) {
 	db.mu.Lock()
 	db.mu.v = saved
 	db.mu.Unlock()
+
+	// Cancelling the compaction's context releases it.
+	done = yielding(true)
+	cancel()
+	<-done
+	ctx = context.Background()
 
 	// Closing releases a paused compaction.
 	done = yielding(true)
@@ -155,7 +165,7 @@ func TestCompactionResumesAfterStall(t *testing.T) {
 		time.Sleep(time.Millisecond) // polling interval, not synchronisation
 	}
 	resumed := make(chan struct{})
-	go func() { db.yieldToFlush(); close(resumed) }()
+	go func() { db.yieldToFlush(context.Background()); close(resumed) }()
 	for db.st.compactionYields.Load() == 0 {
 		time.Sleep(time.Millisecond) // polling interval, not synchronisation
 	}
