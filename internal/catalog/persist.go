@@ -60,7 +60,8 @@ func (c *Catalog) appendCatalogRecord(dst []byte, from, to int) ([]byte, error) 
 			if first && done < rawLen {
 				// Room for the rest at the first frame's ratio, and an
 				// eighth more: the buffer is not grown step by step.
-				est := (len(dst) - body) * (rawLen - done) / done
+				// In 64 bits: the product passes 2^31 on 32-bit platforms.
+				est := int(int64(len(dst)-body) * int64(rawLen-done) / int64(done))
 				dst = slices.Grow(dst, est+est/8+64)
 			}
 			chunk = chunk[:0]
