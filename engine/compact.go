@@ -348,8 +348,8 @@ func (db *DB) yieldToFlush(ctx context.Context) {
 				db.mu.Unlock()
 			})
 			defer stop()
+			db.st.compactionYields.Add(1) // one pause, however many wakeups it waits through
 		}
-		db.st.compactionYields.Add(1)
 		db.mu.cond.Wait()
 	}
 }
