@@ -105,6 +105,8 @@ type memRef struct {
 	// deletes is set when a Delete ran while this memtable was active, so
 	// that Flush and Close persist the tombstone even with no samples.
 	deletes bool
+	// claimed is set under DB.mu once a flush of m started (flushLoop).
+	claimed bool
 }
 
 // DB is an open strata database. It is safe for concurrent use.
@@ -163,6 +165,10 @@ type DB struct {
 		// memtables waiting to flush is full (throttle); background
 		// compactions yield to them (yieldToFlush).
 		flushStalls int
+		// flushing counts the flushes in flight (flushLoop); each has
+		// set its memtable's claimed. At most flushLimit run at once:
+		// one per core, and no more than can be sealed and waiting.
+		flushing, flushLimit int
 	}
 
 	compactCh chan struct{}
@@ -203,6 +209,9 @@ type DB struct {
 	// once the outputs are written, before the edit that removes the
 	// inputs: when the compaction holds the most disk.
 	testBeforeCompactionApply func()
+	// testAwaitingTurn, when set by a test, runs when a flush whose
+	// segment is written waits for an older memtable's flush to publish.
+	testAwaitingTurn func()
 	// testCheckpointFS, when set by a test, wraps the filesystem a
 	// checkpoint writes its target through.
 	testCheckpointFS func(vfs.FS) vfs.FS

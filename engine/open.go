@@ -322,6 +322,7 @@ func openWritable(dir string, opts *Options, fsys vfs.FS) (*DB, error) {
 	db.vis.start(db.seq.Load(), db.vis.floor.Load())
 	db.feed.recovered = db.seq.Load()
 	db.bgCtx, db.bgCancel = context.WithCancel(context.Background())
+	db.mu.flushLimit = max(1, min(runtime.GOMAXPROCS(0), db.opts.MaxImmutableMemTables))
 	db.wg.Go(db.flushLoop)
 	db.wg.Go(db.compactLoop)
 	db.maybeScheduleCompaction()

@@ -272,7 +272,8 @@ type Options struct {
 	// BlockSamples is the most samples per segment block; default 1000.
 	BlockSamples int
 	// MaxImmutableMemTables is how many sealed memtables may wait for flush
-	// before writers block; default 2. Writers are slowed before that.
+	// before writers block; default 2. Writers are slowed before that. Up
+	// to this many, and one per core, are flushed at once.
 	MaxImmutableMemTables int
 	// DisableBackgroundCompaction stops the engine from compacting on its
 	// own; Compact still works.
