@@ -105,8 +105,9 @@ type memRef struct {
 	// deletes is set when a Delete ran while this memtable was active, so
 	// that Flush and Close persist the tombstone even with no samples.
 	deletes bool
-	// claimed is set under DB.mu once a flush of m started (flushLoop).
-	claimed bool
+	// claimed is set under DB.mu once a flush of m started, flushFailed
+	// once that flush failed and left m unpublished (flushLoop).
+	claimed, flushFailed bool
 }
 
 // DB is an open strata database. It is safe for concurrent use.

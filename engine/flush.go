@@ -102,9 +102,12 @@ func (db *DB) flushLoop() {
 			err := db.flushMemtable(m, num)
 			db.mu.Lock()
 			db.mu.flushing--
-			if err != nil && db.mu.bgErr == nil {
-				db.logger.Error("flush failed; writes are stopped", "err", err)
-				db.mu.bgErr = fmt.Errorf("flush: %w", err)
+			if err != nil {
+				m.flushFailed = true
+				if db.mu.bgErr == nil {
+					db.logger.Error("flush failed; writes are stopped", "err", err)
+					db.mu.bgErr = fmt.Errorf("flush: %w", err)
+				}
 			}
 			db.mu.cond.Broadcast()
 			db.mu.Unlock()
@@ -117,17 +120,27 @@ func (db *DB) flushLoop() {
 
 // awaitTurn blocks until every memtable sealed before m is flushed (m is the
 // oldest sealed), so that segments and WAL removals are published in order,
-// or until a background error stops flushing.
-func (db *DB) awaitTurn(m *memRef) error {
+// and returns how long it waited. When an older flush fails, m is left
+// unpublished too, and awaitTurn returns the background error. A failure
+// elsewhere (a compaction) does not stop m's turn from coming, as it never
+// stopped a lone flush from publishing.
+func (db *DB) awaitTurn(m *memRef) (waited time.Duration, err error) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	for db.mu.bgErr == nil && db.mu.imm[0] != m {
+	if db.mu.imm[0] == m {
+		return 0, nil
+	}
+	start := time.Now()
+	for db.mu.imm[0] != m {
+		if db.mu.imm[0].flushFailed {
+			return time.Since(start), db.mu.bgErr
+		}
 		if hook := db.testAwaitingTurn; hook != nil {
 			hook()
 		}
 		db.mu.cond.Wait()
 	}
-	return db.mu.bgErr
+	return time.Since(start), nil
 }
 
 // flushMemtable writes m to a new L0 segment, publishes it with a manifest
@@ -151,8 +164,11 @@ func (db *DB) flushMemtable(m *memRef, num uint64) error {
 	if perr := persisted(); err == nil {
 		err = perr
 	}
+	// The flush's own time leaves out the wait for older flushes.
+	var waited time.Duration
 	if err == nil {
-		err = db.awaitTurn(m)
+		waited, err = db.awaitTurn(m)
+		start = start.Add(waited)
 	}
 	if err != nil {
 		// A published segment stays until Open removes it: no manifest
@@ -231,6 +247,7 @@ func (db *DB) writeFlushSegment(m *memRef, snap *snapshot, num uint64) (*segHand
 	ids := m.t.IDs()
 	db.cat.SortByKeyRanks(ids, false)
 	if len(ids) == 0 {
+		db.files.Forget(num) // no file was created under it
 		return nil, nil
 	}
 	path := filepath.Join(db.dir, segName(num))

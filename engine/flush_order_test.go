@@ -202,3 +202,52 @@ func TestConcurrentFlushFailureStopsYounger(t *testing.T) {
 		t.Errorf("L0 holds %d segments after the reopen's flush, want 1", l0)
 	}
 }
+
+// A flush of a memtable that holds only a delete creates no segment, and
+// the file number it was given is not left in the manifests' obsolete
+// list: a loop of Delete and Flush does not grow them.
+func TestEmptyFlushForgetsItsFileNumber(t *testing.T) {
+	db := openDB(t, t.TempDir(), quietOptions())
+	mustWrite(t, db, pt("m", []Tag{{Key: "k", Value: "x"}}, "f", Float(1), 10))
+	mustFlush(t, db)
+	for i := range 5 {
+		mustDelete(t, db, Selector{Measurement: "m", Start: int64(i), End: int64(i + 1)})
+		mustFlush(t, db)
+	}
+	db.mu.Lock()
+	v := db.mu.v
+	db.mu.Unlock()
+	m, err := readManifest(db.fs, db.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if obs := db.files.Obsolete(v); len(obs) != 0 || len(m.Obsolete) != 0 {
+		t.Fatalf("obsolete file numbers in memory %v, in the manifest %v; want none", obs, m.Obsolete)
+	}
+}
+
+// A failure elsewhere (a compaction, say) while two flushes run stops
+// writes but does not throw away segments already written: each flush
+// still publishes once its turn comes, as a lone flush always did.
+func TestFlushesPublishAfterUnrelatedFailure(t *testing.T) {
+	f := newFlushOrderFixture(t, nil)
+	f.fillTwo()
+	failure := errors.New("compaction failed")
+	f.db.mu.Lock()
+	f.db.mu.bgErr = failure
+	f.db.mu.cond.Broadcast()
+	f.db.mu.Unlock()
+	f.releaseOnce()
+	f.db.mu.Lock()
+	for f.db.mu.flushing > 0 {
+		f.db.mu.cond.Wait()
+	}
+	f.db.mu.Unlock()
+	if l0, imm := f.published(); len(l0) != 2 || imm != 0 {
+		t.Fatalf("L0 %v, %d memtables waiting; want both flushes published", l0, imm)
+	}
+	if err := f.db.Close(); !errors.Is(err, failure) {
+		t.Fatalf("close: %v, want the failure", err)
+	}
+	wantData(t, openDB(t, f.dir, quietOptions()))
+}
