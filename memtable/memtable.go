@@ -18,15 +18,18 @@
 // sequence numbers, 20 bytes a sample. The columns of the whole table live
 // in its arena, slabs of one array per column (the first of 128 samples,
 // doubling to 64Ki) from which chunks are carved. A series holds its samples
-// in chunks of 2, 3, 5, 8, ... 122 samples (about 1.5x each, 512 in all),
-// then of 256; every chunk but the last is full. A chunk is named by a
-// 32-bit handle, its slab's number and its offset. The first three handles,
-// enough for 10 samples, live in the slot; a longer series keeps its
-// handles in a list of the arena. So a series of up to 10 samples costs no
-// allocation of its own and about 60 bytes (its slot and its share of a
-// slot page and of the id map) besides its chunks, which waste at most a
-// third of their capacity; a long one wastes at most one partly filled
-// chunk. Appending never copies earlier samples. A string series stores in
+// in chunks of 1, 3, 6, 8, 12, ... 122 samples (about 1.5x each past the
+// third, 512 in all), then of 256; every chunk but the last is full. A
+// chunk is named by a 32-bit handle, its slab's number and its offset. The
+// first three handles, enough for 10 samples, live in the slot; a longer
+// series keeps its handles in a list of the arena. So a series of up to 10
+// samples costs no allocation of its own and about 60 bytes (its slot and
+// its share of a slot page and of the id map) besides its chunks, which
+// waste at most half their capacity (a third past 10 samples); a long one
+// wastes at most one partly filled chunk. The first chunk holds one sample:
+// at high cardinality a memtable sees most series once (a million series
+// written time-major, 440,000 of them a memtable), and a first chunk of two
+// left half of every such series' columns empty. Appending never copies earlier samples. A string series stores in
 // its value column the index of each string in a slice of strings of the
 // table.
 //

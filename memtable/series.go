@@ -11,13 +11,15 @@ import (
 )
 
 // Chunk capacities, in samples: chunk k of a series holds chunkCaps[k], and
-// every chunk past them maxChunk. They grow by about 1.5x so that short
-// series waste little (a series of n <= maxChunk samples leaves at most
-// about a third of its capacity unused, of 10 samples none); long ones waste
+// every chunk past them maxChunk. The first holds one sample, which is all
+// many series get in a memtable at high cardinality; past the third they
+// grow by about 1.5x so that short series waste little (a series of
+// 10 < n <= maxChunk samples leaves at most about a third of its capacity
+// unused, of up to 10 at most half, of 1, 4 or 10 none); long ones waste
 // at most one partly filled chunk of maxChunk samples. Together they hold
 // 512 samples, so that the chunks of a long series end at multiples of
 // maxChunk samples, as round sample counts do.
-var chunkCaps = [...]uint16{2, 3, 5, 8, 12, 16, 24, 32, 48, 64, 80, 96, 122}
+var chunkCaps = [...]uint16{1, 3, 6, 8, 12, 16, 24, 32, 48, 64, 80, 96, 122}
 
 const maxChunk = 256
 

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+	"unsafe"
 
 	"github.com/stratadb/strata/internal/point"
 )
@@ -194,6 +195,26 @@ func TestBytesMatchesHeap(t *testing.T) {
 			checkInvariants(t, tab)
 		})
 	}
+}
+
+// TestOneSampleSeries checks what a series seen once costs, the common
+// case of a memtable at high cardinality: its slot and its share of the
+// id map and slot pages, and the columns of one sample, not of two.
+func TestOneSampleSeries(t *testing.T) {
+	const n = 100_000
+	tab := New()
+	batch := make([]point.Entry, 0, n)
+	for id := range n {
+		batch = append(batch, entry(uint64(id)+1_000_000, 1e9, point.Float(1)))
+	}
+	tab.Apply(batch)
+	// 56-byte slots, 20 bytes of columns, the id map and page slack:
+	// 87 bytes a series (113 with a first chunk of two samples).
+	perSeries := float64(tab.Bytes()) / n
+	if limit := float64(unsafe.Sizeof(memSeries{})+sampleBytes) + 16; perSeries > limit {
+		t.Fatalf("a one-sample series costs %.1f bytes, want at most %.0f", perSeries, limit)
+	}
+	checkInvariants(t, tab)
 }
 
 // TestNotSizedByLargestID checks that a table holding a few series with
