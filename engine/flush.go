@@ -65,7 +65,7 @@ func (db *DB) waitFlushed(m *memRef) error {
 }
 
 // flushLoop flushes sealed memtables until the DB closes and nothing is
-// left to flush. Up to maxFlushes of them are encoded at once, each on a
+// left to flush. Up to flushLimit of them are encoded at once, each on a
 // goroutine of its own, and they are published in the order they were
 // sealed (flushMemtable). A writer faster than one flush fills the queue
 // and stalls; while it waits, its core encodes the next memtable instead
@@ -100,19 +100,22 @@ func (db *DB) flushLoop() {
 
 		wg.Go(func() {
 			err := db.flushMemtable(m, num)
+			first := false
 			db.mu.Lock()
 			db.mu.flushing--
 			if err != nil {
 				m.flushFailed = true
-				if db.mu.bgErr == nil {
-					db.logger.Error("flush failed; writes are stopped", "err", err)
+				if first = db.mu.bgErr == nil; first {
 					db.mu.bgErr = fmt.Errorf("flush: %w", err)
 				}
 			}
 			db.mu.cond.Broadcast()
 			db.mu.Unlock()
-			if err == nil {
+			switch {
+			case err == nil:
 				db.maybeScheduleCompaction()
+			case first:
+				db.logger.Error("flush failed; writes are stopped", "err", err)
 			}
 		})
 	}
