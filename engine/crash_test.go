@@ -74,6 +74,7 @@ type faultStep struct {
 	del   *Selector // a Delete
 	flush bool
 	comp  bool
+	seal  bool // seal the active memtable without waiting for its flush
 }
 
 func faultWorkload() []faultStep {
@@ -111,9 +112,20 @@ func runFaultWorkload(dir string, opts *Options, steps []faultStep) (acked, alt 
 		return m, nil, "open: " + err.Error()
 	}
 	defer db.Close() // abandoned: its error does not matter
+	// Two flushes may run at once whatever the machine's cores.
+	db.mu.Lock()
+	db.mu.flushLimit = max(db.mu.flushLimit, 2)
+	db.mu.Unlock()
 	ctx := context.Background()
 	for _, s := range steps {
 		switch {
+		case s.seal:
+			db.commitMu.Lock()
+			err := db.sealLocked(true)
+			db.commitMu.Unlock()
+			if err != nil {
+				return m, nil, s.name + ": " + err.Error()
+			}
 		case s.write != nil:
 			if err := db.Write(s.write); err != nil {
 				alt = m.clone()
@@ -197,6 +209,57 @@ func TestCrashInjection(t *testing.T) {
 		opts := crashOptions()
 		opts.L0CompactionTrigger = 2
 		opts.BlockSamples = 8
+		opts.fs = vfs.Inject(vfs.Default, inj.Injector())
+		dir := t.TempDir()
+		acked, alt, failed := runFaultWorkload(dir, opts, steps)
+		if inj.Count() <= i {
+			if failed != "" {
+				return false, "fault-free run failed: " + failed
+			}
+			return false, verifyRecovered(dir, acked, nil, true)
+		}
+		if failed == "" {
+			failed = "only Close failed"
+		}
+		if p := verifyRecovered(dir, acked, alt, i%8 == 0); p != "" {
+			return true, fmt.Sprintf("(%s): %s", failed, p)
+		}
+		return true, ""
+	})
+	t.Logf("%d fault points", n)
+}
+
+// TestCrashInjectionConcurrentFlushes is TestCrashInjection with two
+// and three memtables sealed back to back, so that their flushes run at
+// once and the younger waits for the older to publish, a delete between
+// them.
+func TestCrashInjectionConcurrentFlushes(t *testing.T) {
+	g := newGen(rand.New(rand.NewPCG(7, 7)))
+	batch := func() []Point {
+		pts := make([]Point, 8)
+		for i := range pts {
+			pts[i] = g.point()
+		}
+		return pts
+	}
+	sel := Selector{Measurement: "cpu", Start: -100_000, End: 100_000}
+	steps := []faultStep{
+		{name: "write 0", write: batch()},
+		{name: "seal 0", seal: true},
+		{name: "write 1", write: batch()},
+		{name: "seal 1", seal: true},
+		{name: "delete", del: &sel},
+		{name: "write 2", write: batch()},
+		{name: "seal 2", seal: true},
+		{name: "write 3", write: batch()},
+		{name: "flush", flush: true},
+		{name: "write 4", write: batch()},
+	}
+	n := faultLoop(t, func(i int64) (bool, string) {
+		inj := &vfs.OnIndex{N: i, Sticky: true, Match: func(op vfs.Op, _ string) bool { return faultOp(op) }}
+		opts := crashOptions()
+		opts.BlockSamples = 8
+		opts.DisableBackgroundCompaction = true
 		opts.fs = vfs.Inject(vfs.Default, inj.Injector())
 		dir := t.TempDir()
 		acked, alt, failed := runFaultWorkload(dir, opts, steps)
