@@ -78,15 +78,7 @@ type faultStep struct {
 }
 
 func faultWorkload() []faultStep {
-	g := newGen(rand.New(rand.NewPCG(5, 5)))
-	batch := func() []Point {
-		// Kinds are always the home kinds: every Write can succeed.
-		pts := make([]Point, 8)
-		for i := range pts {
-			pts[i] = g.point()
-		}
-		return pts
-	}
+	batch := faultBatches(5)
 	sel := Selector{Measurement: "cpu", Start: -100_000, End: 100_000}
 	return []faultStep{
 		{name: "write 0", write: batch()},
@@ -98,6 +90,19 @@ func faultWorkload() []faultStep {
 		{name: "write 3", write: batch()},
 		{name: "compact", comp: true},
 		{name: "write 4", write: batch()},
+	}
+}
+
+// faultBatches returns a generator of batches of 8 points from seed. Kinds
+// are always the home kinds: every Write can succeed.
+func faultBatches(seed uint64) func() []Point {
+	g := newGen(rand.New(rand.NewPCG(seed, seed)))
+	return func() []Point {
+		pts := make([]Point, 8)
+		for i := range pts {
+			pts[i] = g.point()
+		}
+		return pts
 	}
 }
 
@@ -204,29 +209,10 @@ func verifyRecovered(dir string, acked, alt *RefModel, writeAfter bool) string {
 // compaction.
 func TestCrashInjection(t *testing.T) {
 	steps := faultWorkload()
-	n := faultLoop(t, func(i int64) (bool, string) {
-		inj := &vfs.OnIndex{N: i, Sticky: true, Match: func(op vfs.Op, _ string) bool { return faultOp(op) }}
-		opts := crashOptions()
-		opts.L0CompactionTrigger = 2
-		opts.BlockSamples = 8
-		opts.fs = vfs.Inject(vfs.Default, inj.Injector())
-		dir := t.TempDir()
-		acked, alt, failed := runFaultWorkload(dir, opts, steps)
-		if inj.Count() <= i {
-			if failed != "" {
-				return false, "fault-free run failed: " + failed
-			}
-			return false, verifyRecovered(dir, acked, nil, true)
-		}
-		if failed == "" {
-			failed = "only Close failed"
-		}
-		if p := verifyRecovered(dir, acked, alt, i%8 == 0); p != "" {
-			return true, fmt.Sprintf("(%s): %s", failed, p)
-		}
-		return true, ""
+	workloadFaults(t, steps, func(o *Options) {
+		o.L0CompactionTrigger = 2
+		o.BlockSamples = 8
 	})
-	t.Logf("%d fault points", n)
 }
 
 // TestCrashInjectionConcurrentFlushes is TestCrashInjection with two
@@ -234,14 +220,7 @@ func TestCrashInjection(t *testing.T) {
 // once and the younger waits for the older to publish, a delete between
 // them.
 func TestCrashInjectionConcurrentFlushes(t *testing.T) {
-	g := newGen(rand.New(rand.NewPCG(7, 7)))
-	batch := func() []Point {
-		pts := make([]Point, 8)
-		for i := range pts {
-			pts[i] = g.point()
-		}
-		return pts
-	}
+	batch := faultBatches(7)
 	sel := Selector{Measurement: "cpu", Start: -100_000, End: 100_000}
 	steps := []faultStep{
 		{name: "write 0", write: batch()},
@@ -255,11 +234,21 @@ func TestCrashInjectionConcurrentFlushes(t *testing.T) {
 		{name: "flush", flush: true},
 		{name: "write 4", write: batch()},
 	}
+	workloadFaults(t, steps, func(o *Options) {
+		o.BlockSamples = 8
+		o.DisableBackgroundCompaction = true
+	})
+}
+
+// workloadFaults runs steps once for every filesystem-changing operation
+// they reach, failing that operation and every later one, on crashOptions
+// changed by configure, and checks that a reopen recovers what was
+// acknowledged.
+func workloadFaults(t *testing.T, steps []faultStep, configure func(*Options)) {
 	n := faultLoop(t, func(i int64) (bool, string) {
 		inj := &vfs.OnIndex{N: i, Sticky: true, Match: func(op vfs.Op, _ string) bool { return faultOp(op) }}
 		opts := crashOptions()
-		opts.BlockSamples = 8
-		opts.DisableBackgroundCompaction = true
+		configure(opts)
 		opts.fs = vfs.Inject(vfs.Default, inj.Injector())
 		dir := t.TempDir()
 		acked, alt, failed := runFaultWorkload(dir, opts, steps)
