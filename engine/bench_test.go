@@ -149,6 +149,28 @@ func BenchmarkQuery(b *testing.B) {
 			b.ReportMetric(float64(scanned)/b.Elapsed().Seconds(), "results/s")
 		})
 	}
+	// The raw ranges again through QuerySeq, one series at a time.
+	for _, c := range cases[:2] {
+		b.Run("Seq"+c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var scanned int
+			for b.Loop() {
+				n, series := 0, 0
+				for s, err := range db.QuerySeq(ctx, c.q) {
+					if err != nil {
+						b.Fatal(err)
+					}
+					series++
+					n += len(s.Samples)
+				}
+				if series != c.series || n != c.samples {
+					b.Fatalf("%d series and %d samples, want %d and %d", series, n, c.series, c.samples)
+				}
+				scanned += n
+			}
+			b.ReportMetric(float64(scanned)/b.Elapsed().Seconds(), "results/s")
+		})
+	}
 	// The raw ranges again through Scan, which yields columns.
 	for _, c := range cases[:2] {
 		b.Run("Scan"+c.name, func(b *testing.B) {

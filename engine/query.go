@@ -34,6 +34,12 @@ const checkContextEvery = 128
 // the exact sum, rounded once, by the count. Every aggregate gives the same
 // answer, bit for bit, whether the samples are in memtables, segments
 // (block stats included), compacted or reopened.
+//
+// The raw samples of many short series share allocations of about 320
+// KiB (each Series' Samples has a capacity of its length, so appending to
+// one never touches another): a caller that keeps a few Series of a large
+// result and drops the rest should copy them. QuerySeq allocates each
+// result on its own.
 func (db *DB) Query(ctx context.Context, q Query) ([]Series, error) {
 	var out []Series
 	err := db.query(ctx, q, 0, func(s Series) bool {
@@ -168,19 +174,33 @@ func (r *seriesReader) readParts(id uint64, meta *catalog.Series, mint, maxt int
 	}
 	lo := mint
 	r.ends = r.windowEnds(id, srcs, mint, maxt, part)
+	fast := segmentOnly(srcs, tombs)
 	for _, hi := range r.ends {
-		merged, err := r.mergeSources(id, srcs, tombs, lo, hi)
-		if err != nil {
-			return false, err
+		var samples []point.Sample
+		if fast {
+			if err := r.segmentColumns(srcs[0], lo, hi); err != nil {
+				return false, err
+			}
+			if r.cols.Len() > 0 {
+				samples = r.cols.Samples(meta.Kind)
+			}
+		} else {
+			merged, err := r.mergeSources(id, srcs, tombs, lo, hi)
+			if err != nil {
+				return false, err
+			}
+			if len(merged) > 0 {
+				samples = slices.Clone(merged)
+			}
 		}
 		lo = hi + 1
-		if len(merged) == 0 {
+		if len(samples) == 0 {
 			continue
 		}
 		if err := r.ctx.Err(); err != nil {
 			return false, err
 		}
-		if !emit(seriesResult(meta, slices.Clone(merged))) {
+		if !emit(seriesResult(meta, samples)) {
 			return false, nil
 		}
 	}
@@ -406,6 +426,7 @@ type seriesReader struct {
 	merge    [2][]point.Sample // mergeNewer's outputs, used in turn
 	ends     []int64           // windowEnds' result
 	cols     point.Columns     // a series' decoded columns
+	slab     []point.Sample    // Query's raw results are carved from it (takeSamples)
 	key      []byte            // the series key sourcesAndTombs looks up
 	spans    []memtable.Span   // windowEnds' scratch
 	accOut   []acc             // read's per-bucket states
@@ -505,18 +526,13 @@ func (r *seriesReader) read(id uint64, meta *catalog.Series, mint, maxt int64, q
 	var out []point.Sample
 	lo := mint
 	r.ends = r.windowEnds(id, srcs, mint, maxt, r.db.partSamples)
-	if s := srcs[0]; len(r.ends) == 1 && len(srcs) == 1 && s.seg != nil && len(tombs) == 0 && len(s.idx.Rollups) == 0 {
-		// One segment holds all of it: decode its columns, then build a
-		// result of their exact size.
-		r.cols.Reset()
-		src := r.blockSource(s.seg)
-		err := segment.AppendColumnsInRange(s.idx, mint, maxt, &r.cols, func(b int, dst *point.Columns) error {
-			return r.db.decodeColumns(r.ctx, src, s.idx, b, dst)
-		})
-		if err != nil || r.cols.Len() == 0 {
+	if len(r.ends) == 1 && segmentOnly(srcs, tombs) {
+		if err := r.segmentColumns(srcs[0], mint, maxt); err != nil || r.cols.Len() == 0 {
 			return nil, err
 		}
-		return r.cols.Samples(meta.Kind), nil
+		out := r.takeSamples(r.cols.Len())
+		r.cols.SamplesInto(out, meta.Kind)
+		return out, nil
 	}
 	for _, hi := range r.ends {
 		merged, err := r.mergeSources(id, srcs, tombs, lo, hi)
@@ -527,12 +543,55 @@ func (r *seriesReader) read(id uint64, meta *catalog.Series, mint, maxt int64, q
 			return nil, err
 		}
 		if len(r.ends) == 1 {
-			return slices.Clone(merged), nil
+			out := r.takeSamples(len(merged))
+			copy(out, merged)
+			return out, nil
 		}
 		out = append(out, merged...)
 		lo = hi + 1
 	}
 	return out, nil
+}
+
+// segmentOnly reports whether one segment holds every visible sample of
+// a series, with no tombstone or rollup to apply: its blocks' columns are
+// then the samples (segmentColumns), with no merge.
+func segmentOnly(srcs []source, tombs []tombstone) bool {
+	return len(srcs) == 1 && srcs[0].seg != nil && len(tombs) == 0 && len(srcs[0].idx.Rollups) == 0
+}
+
+// segmentColumns decodes into r.cols the samples in [mint, maxt] of
+// segment source s.
+func (r *seriesReader) segmentColumns(s source, mint, maxt int64) error {
+	r.cols.Reset()
+	src := r.blockSource(s.seg)
+	return segment.AppendColumnsInRange(s.idx, mint, maxt, &r.cols, func(b int, dst *point.Columns) error {
+		return r.db.decodeColumns(r.ctx, src, s.idx, b, dst)
+	})
+}
+
+// slabSamples is how many samples takeSamples allocates at a time: one
+// allocation per 8,192 samples (320 KiB) instead of one per series,
+// which in a scan of many short series is most of the cost of building
+// the result (allocator refills, zeroing in small pieces, GC work).
+const slabSamples = 1 << 13
+
+// takeSamples returns a slice of n zeroed samples, of capacity n, for a
+// raw result of Query: carved from a slab shared with the next series'
+// results, so that a query building many series allocates once per
+// slabSamples. Only Query uses it, whose results are held together:
+// QuerySeq's parts are allocated one by one so that a consumer that drops
+// one frees it.
+func (r *seriesReader) takeSamples(n int) []point.Sample {
+	if n > len(r.slab) {
+		if n >= slabSamples/4 {
+			return make([]point.Sample, n)
+		}
+		r.slab = make([]point.Sample, slabSamples)
+	}
+	out := r.slab[:n:n]
+	r.slab = r.slab[n:]
+	return out
 }
 
 // sourcesAndTombs returns where series id has samples in [mint, maxt] and

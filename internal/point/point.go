@@ -305,16 +305,23 @@ func (c *Columns) AppendSamples(k Kind, samples []Sample) {
 // size.
 func (c *Columns) Samples(k Kind) []Sample {
 	out := make([]Sample, len(c.Times))
+	c.SamplesInto(out, k)
+	return out
+}
+
+// SamplesInto sets out, of c's length and zeroed, to c's samples, all of
+// kind k.
+func (c *Columns) SamplesInto(out []Sample, k Kind) {
+	out = out[:len(c.Times)]
 	if k == KindString {
 		for i, s := range c.Strings[:len(out)] {
 			out[i] = Sample{Time: c.Times[i], Value: Value{s: s, kind: k}}
 		}
-		return out
+		return
 	}
 	bits := c.Bits[:len(out)]
 	for i, t := range c.Times {
-		// Fresh memory: no string pointer to clear, and no write barrier.
+		// Zeroed memory: no string pointer to clear, and no write barrier.
 		out[i].Time, out[i].Value.n, out[i].Value.kind = t, bits[i], k
 	}
-	return out
 }
