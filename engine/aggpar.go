@@ -53,6 +53,7 @@ func (r *seriesReader) queryParallel(ctx context.Context, q *Query, metas []cata
 	return inOrder(r, ctx, len(metas), func(w *seriesReader, lo, hi int) chunk {
 		res := chunk{out: make([]Series, 0, hi-lo), err: w.ctx.Err()}
 		for i := lo; i < hi && res.err == nil; i++ {
+			w.slabRest = hi - i
 			samples, err := w.read(ids[i], &metas[i], mint, maxt, q)
 			if err != nil {
 				res.err = err

@@ -35,7 +35,7 @@ const checkContextEvery = 128
 // answer, bit for bit, whether the samples are in memtables, segments
 // (block stats included), compacted or reopened.
 //
-// The raw samples of many short series share allocations of about 320
+// The raw samples of many short series share allocations of up to 320
 // KiB (each Series' Samples has a capacity of its length, so appending to
 // one never touches another): a caller that keeps a few Series of a large
 // result and drops the rest should copy them. QuerySeq allocates each
@@ -141,6 +141,7 @@ func (db *DB) query(ctx context.Context, q Query, part int, emit func(Series) bo
 			}
 			continue
 		}
+		r.slabRest = len(metas) - i
 		samples, err := r.read(ids[i], meta, mint, maxt, &q)
 		if err != nil {
 			return err
@@ -427,6 +428,7 @@ type seriesReader struct {
 	ends     []int64           // windowEnds' result
 	cols     point.Columns     // a series' decoded columns
 	slab     []point.Sample    // Query's raw results are carved from it (takeSamples)
+	slabRest int               // series left to read, this one included, sizing the next slab
 	key      []byte            // the series key sourcesAndTombs looks up
 	spans    []memtable.Span   // windowEnds' scratch
 	accOut   []acc             // read's per-bucket states
@@ -570,7 +572,7 @@ func (r *seriesReader) segmentColumns(s source, mint, maxt int64) error {
 	})
 }
 
-// slabSamples is how many samples takeSamples allocates at a time: one
+// slabSamples is the most samples takeSamples allocates at a time: one
 // allocation per 8,192 samples (320 KiB) instead of one per series,
 // which in a scan of many short series is most of the cost of building
 // the result (allocator refills, zeroing in small pieces, GC work).
@@ -579,15 +581,18 @@ const slabSamples = 1 << 13
 // takeSamples returns a slice of n zeroed samples, of capacity n, for a
 // raw result of Query: carved from a slab shared with the next series'
 // results, so that a query building many series allocates once per
-// slabSamples. Only Query uses it, whose results are held together:
-// QuerySeq's parts are allocated one by one so that a consumer that drops
-// one frees it.
+// slabSamples. A new slab holds n samples for each of the r.slabRest
+// series left, at most slabSamples: a query of a few series allocates
+// no more than it needs. Only Query uses it, whose results are held
+// together: QuerySeq's parts are allocated one by one so that a consumer
+// that drops one frees it.
 func (r *seriesReader) takeSamples(n int) []point.Sample {
 	if n > len(r.slab) {
-		if n >= slabSamples/4 {
+		size := min(slabSamples, n*max(r.slabRest, 1))
+		if n >= slabSamples/4 || size <= n {
 			return make([]point.Sample, n)
 		}
-		r.slab = make([]point.Sample, slabSamples)
+		r.slab = make([]point.Sample, size)
 	}
 	out := r.slab[:n:n]
 	r.slab = r.slab[n:]

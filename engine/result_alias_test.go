@@ -57,3 +57,29 @@ func TestQueryResultsOwnTheirSamples(t *testing.T) {
 		})
 	}
 }
+
+// TestTakeSamplesSizesSlabs checks that a slab holds what the series left
+// to read need, at most slabSamples: a query of one series allocates its
+// samples alone, one of a few series no more than they take.
+func TestTakeSamplesSizesSlabs(t *testing.T) {
+	cases := []struct {
+		rest, n  int
+		slabLeft int // len(r.slab) after the first take
+	}{
+		{rest: 1, n: 60, slabLeft: 0},
+		{rest: 0, n: 60, slabLeft: 0},
+		{rest: 3, n: 100, slabLeft: 200},
+		{rest: 1000, n: 600, slabLeft: slabSamples - 600},
+		{rest: 1000, n: slabSamples / 4, slabLeft: 0}, // large: alone
+	}
+	for _, c := range cases {
+		r := seriesReader{slabRest: c.rest}
+		out := r.takeSamples(c.n)
+		if len(out) != c.n || cap(out) != c.n {
+			t.Errorf("rest %d, n %d: len %d cap %d, want %d", c.rest, c.n, len(out), cap(out), c.n)
+		}
+		if len(r.slab) != c.slabLeft {
+			t.Errorf("rest %d, n %d: %d samples left in the slab, want %d", c.rest, c.n, len(r.slab), c.slabLeft)
+		}
+	}
+}
