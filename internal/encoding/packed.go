@@ -111,7 +111,14 @@ func unpack(out []uint64, src []byte, w uint) {
 		return
 	}
 	i := 0
-	if w <= 56 {
+	if w <= 8 {
+		// Eight values of at most 8 bits fill w whole bytes: one 8-byte
+		// load gives all eight while 8 bytes remain at the group.
+		i = unpackSmall(out, src, w)
+		if i == len(out) {
+			return
+		}
+	} else if w <= 56 {
 		// Fast path: one unaligned 8-byte load per value while 8 bytes
 		// remain after the value's first byte.
 		shift := 64 - w
@@ -137,4 +144,29 @@ func unpack(out []uint64, src []byte, w uint) {
 	for ; i < len(out); i++ {
 		out[i] = r.ReadBits(w)
 	}
+}
+
+// unpackSmall fills out with values of w <= 8 bits from src eight at a
+// time, while 8 bytes remain at the group, and returns how many it
+// filled (a multiple of 8).
+func unpackSmall(out []uint64, src []byte, w uint) int {
+	mask := uint64(1)<<w - 1
+	// The shifts that bring each value of a group to the low bits; each
+	// is below 64 (w >= 1), which "& 63" tells the compiler.
+	s0, s1, s2, s3 := (64-w)&63, (64-2*w)&63, (64-3*w)&63, (64-4*w)&63
+	s4, s5, s6, s7 := (64-5*w)&63, (64-6*w)&63, (64-7*w)&63, (64-8*w)&63
+	i, b := 0, 0
+	for ; i+8 <= len(out) && b+8 <= len(src); i, b = i+8, b+int(w) {
+		x := binary.BigEndian.Uint64(src[b:])
+		o := out[i : i+8 : i+8]
+		o[0] = x >> s0 & mask
+		o[1] = x >> s1 & mask
+		o[2] = x >> s2 & mask
+		o[3] = x >> s3 & mask
+		o[4] = x >> s4 & mask
+		o[5] = x >> s5 & mask
+		o[6] = x >> s6 & mask
+		o[7] = x >> s7 & mask
+	}
+	return i
 }
