@@ -1,6 +1,7 @@
 package encoding
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -82,4 +83,24 @@ func BenchmarkFloats(b *testing.B) {
 		}
 		report(b, len(vals), len(dec))
 	})
+}
+
+// BenchmarkDecodePacked decodes one chunk of PackedChunk values of each
+// width; the widths of at most 8 bits take the eight-at-a-time path.
+func BenchmarkDecodePacked(b *testing.B) {
+	for _, w := range []int{1, 3, 6, 8, 12, 24} {
+		vals := make([]uint64, PackedChunk)
+		for i := range vals {
+			vals[i] = uint64(i) * 2654435761 & (1<<w - 1)
+		}
+		enc := AppendPacked(nil, vals)
+		b.Run(fmt.Sprintf("w=%d", w), func(b *testing.B) {
+			b.ReportAllocs()
+			dst := make([]uint64, 0, len(vals))
+			for b.Loop() {
+				dst, _, _ = DecodePacked(dst[:0], enc, len(vals))
+			}
+			report(b, len(vals), len(enc))
+		})
+	}
 }

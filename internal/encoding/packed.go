@@ -110,15 +110,12 @@ func unpack(out []uint64, src []byte, w uint) {
 		clear(out)
 		return
 	}
-	i := 0
 	if w <= 8 {
-		// Eight values of at most 8 bits fill w whole bytes: one 8-byte
-		// load gives all eight while 8 bytes remain at the group.
-		i = unpackSmall(out, src, w)
-		if i == len(out) {
-			return
-		}
-	} else if w <= 56 {
+		unpackSmall(out, src, w)
+		return
+	}
+	i := 0
+	if w <= 56 {
 		// Fast path: one unaligned 8-byte load per value while 8 bytes
 		// remain after the value's first byte.
 		shift := 64 - w
@@ -146,27 +143,73 @@ func unpack(out []uint64, src []byte, w uint) {
 	}
 }
 
-// unpackSmall fills out with values of w <= 8 bits from src eight at a
-// time, while 8 bytes remain at the group, and returns how many it
-// filled (a multiple of 8).
-func unpackSmall(out []uint64, src []byte, w uint) int {
+// unpackSmall fills out with values of w <= 8 bits from src, eight at a
+// time: eight such values fill w whole bytes, so one 8-byte load gives
+// all eight. The groups that start within 8 bytes of the end of src, and
+// a last group of fewer than eight, are read from a copy padded with
+// zeros.
+func unpackSmall(out []uint64, src []byte, w uint) {
+	i := unpackGroups(out, src, w)
+	if i == len(out) {
+		return
+	}
+	// Fewer than 8 bytes hold the values left: the loop stopped with less
+	// than 8 bytes at the next group, or fewer than eight values to fill.
+	var pad [16]byte
+	copy(pad[:], src[i*int(w)/8:])
+	j := i + unpackGroups(out[i:], pad[:], w)
+	if j < len(out) {
+		var last [8]uint64
+		unpackGroups(last[:], pad[(j-i)*int(w)/8:], w)
+		copy(out[j:], last[:])
+	}
+}
+
+// unpackGroups fills out with values of w <= 8 bits from src, a group of
+// eight at a time while 8 bytes remain at the group, and returns how many
+// it filled (a multiple of 8). Each width has its own copy of the loop, in
+// which every shift is a constant: a shift by a variable count costs
+// several instructions on amd64 before BMI2.
+func unpackGroups(out []uint64, src []byte, w uint) int {
+	switch w {
+	case 1:
+		return unpackNarrow[[1]byte](out, src)
+	case 2:
+		return unpackNarrow[[2]byte](out, src)
+	case 3:
+		return unpackNarrow[[3]byte](out, src)
+	case 4:
+		return unpackNarrow[[4]byte](out, src)
+	case 5:
+		return unpackNarrow[[5]byte](out, src)
+	case 6:
+		return unpackNarrow[[6]byte](out, src)
+	case 7:
+		return unpackNarrow[[7]byte](out, src)
+	default:
+		return unpackNarrow[[8]byte](out, src)
+	}
+}
+
+// unpackNarrow is unpackGroups for the width len(G). The type parameter
+// only carries the width; each array length has its own compiled copy, in
+// which w is a constant.
+func unpackNarrow[G [1]byte | [2]byte | [3]byte | [4]byte | [5]byte | [6]byte | [7]byte | [8]byte](out []uint64, src []byte) int {
+	var g G
+	w := uint(len(g))
 	mask := uint64(1)<<w - 1
-	// The shifts that bring each value of a group to the low bits; each
-	// is below 64 (w >= 1), which "& 63" tells the compiler.
-	s0, s1, s2, s3 := (64-w)&63, (64-2*w)&63, (64-3*w)&63, (64-4*w)&63
-	s4, s5, s6, s7 := (64-5*w)&63, (64-6*w)&63, (64-7*w)&63, (64-8*w)&63
 	i, b := 0, 0
 	for ; i+8 <= len(out) && b+8 <= len(src); i, b = i+8, b+int(w) {
 		x := binary.BigEndian.Uint64(src[b:])
 		o := out[i : i+8 : i+8]
-		o[0] = x >> s0 & mask
-		o[1] = x >> s1 & mask
-		o[2] = x >> s2 & mask
-		o[3] = x >> s3 & mask
-		o[4] = x >> s4 & mask
-		o[5] = x >> s5 & mask
-		o[6] = x >> s6 & mask
-		o[7] = x >> s7 & mask
+		o[0] = x >> ((64 - w) & 63) & mask
+		o[1] = x >> ((64 - 2*w) & 63) & mask
+		o[2] = x >> ((64 - 3*w) & 63) & mask
+		o[3] = x >> ((64 - 4*w) & 63) & mask
+		o[4] = x >> ((64 - 5*w) & 63) & mask
+		o[5] = x >> ((64 - 6*w) & 63) & mask
+		o[6] = x >> ((64 - 7*w) & 63) & mask
+		o[7] = x >> ((64 - 8*w) & 63) & mask
 	}
 	return i
 }
