@@ -190,26 +190,17 @@ func decodeBlock(dst []point.Sample, raw []byte, kind point.Kind, bm *BlockMeta,
 		return dst, nil
 	}
 	vals = vals[:len(out)]
-	ordered := true
-	prev := ts[0]
 	for i := range out {
-		t := ts[i]
-		ordered = ordered && (i == 0 || t > prev)
-		prev = t
-		out[i].Time = t
+		out[i].Time = ts[i]
 		out[i].Value.SetBits(kind, vals[i])
-	}
-	if !ordered {
-		return dst[:start], checkIncreasing(ts)
 	}
 	return dst, nil
 }
 
 // decodeColumns appends the timestamps of raw block raw to ts and its
 // values to vals (numbers and booleans, as point.Value.Bits) or strs
-// (strings) after checking the block against its index entry. Numeric
-// timestamps are not checked for order: the caller does that (decodeBlock
-// while it assembles samples). On error the slices hold what they held.
+// (strings) after checking the block against its index entry and its
+// timestamps for strict order. On error the slices hold what they held.
 func decodeColumns(ts []int64, vals []uint64, strs []string, raw []byte, kind point.Kind, bm *BlockMeta) ([]int64, []uint64, []string, error) {
 	ts0, vals0, strs0 := ts, vals, strs
 	fail := func(err error) ([]int64, []uint64, []string, error) { return ts0, vals0, strs0, err }
@@ -235,7 +226,7 @@ func decodeColumns(ts []int64, vals []uint64, strs []string, raw []byte, kind po
 		return fail(fmt.Errorf("timestamps length %d exceeds %d", tsLen, len(rest)))
 	}
 	at := len(ts)
-	ts, tail, err := encoding.DecodeTimestamps(ts, rest[:tsLen], n)
+	ts, tail, err := encoding.DecodeIncreasingTimestamps(ts, rest[:tsLen], n)
 	if err != nil {
 		return fail(fmt.Errorf("timestamps: %w", err))
 	}
@@ -244,12 +235,6 @@ func decodeColumns(ts []int64, vals []uint64, strs []string, raw []byte, kind po
 	}
 	if got := ts[at:]; got[0] != bm.MinTime || got[n-1] != bm.MaxTime {
 		return fail(fmt.Errorf("block spans %d..%d, index says %d..%d", got[0], got[n-1], bm.MinTime, bm.MaxTime))
-	}
-	if kind == point.KindString {
-		// Numeric kinds check the order while assembling the samples.
-		if err := checkIncreasing(ts[at:]); err != nil {
-			return fail(err)
-		}
 	}
 	col := rest[tsLen:]
 	switch kind {
@@ -279,14 +264,4 @@ func decodeColumns(ts []int64, vals []uint64, strs []string, raw []byte, kind po
 		return fail(fmt.Errorf("%d bytes after values", len(tail)))
 	}
 	return ts, vals, strs, nil
-}
-
-// checkIncreasing reports the first timestamp not after its predecessor.
-func checkIncreasing(ts []int64) error {
-	for i := 1; i < len(ts); i++ {
-		if ts[i] <= ts[i-1] {
-			return fmt.Errorf("timestamp %d at %d not after %d", i, ts[i], ts[i-1])
-		}
-	}
-	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -508,4 +509,35 @@ func FuzzReader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestUnorderedBlockRefused decodes raw blocks, checksums aside, whose
+// timestamps are not strictly increasing: both decoders refuse them and
+// leave what they append to as it was.
+func TestUnorderedBlockRefused(t *testing.T) {
+	for _, kind := range []point.Kind{point.KindFloat, point.KindInt, point.KindString} {
+		for _, times := range [][]int64{
+			{10, 10},
+			{10, 20, 15, 30},
+			append(seqTimes(0, 1, 200), 199), // in the second packed chunk
+			{math.MaxInt64 - 1, math.MaxInt64, math.MinInt64},
+		} {
+			vals := make([]uint64, len(times))
+			strs := make([]string, len(times))
+			for i := range vals {
+				vals[i], strs[i] = uint64(i), "s"
+			}
+			var sc blockScratch
+			raw := bytes.Clone(appendRawBlock(&sc, kind, times, vals, strs))
+			bm := &BlockMeta{Count: len(times), MinTime: times[0], MaxTime: times[len(times)-1]}
+			samples, err := decodeBlock([]point.Sample{{Time: 1}}, raw, kind, bm, &sc)
+			if err == nil || len(samples) != 1 {
+				t.Errorf("kind %v, times %v: decodeBlock gave %d samples, err %v", kind, times[:2], len(samples), err)
+			}
+			ts, vs, ss, err := decodeColumns([]int64{1}, []uint64{1}, []string{"x"}, raw, kind, bm)
+			if err == nil || len(ts) != 1 || len(vs) != 1 || len(ss) != 1 {
+				t.Errorf("kind %v, times %v: decodeColumns gave %d times, err %v", kind, times[:2], len(ts), err)
+			}
+		}
+	}
 }

@@ -443,17 +443,9 @@ func (r *Reader) ReadColumns(s *SeriesIndex, b int, dst *point.Columns) error {
 	return r.decodeColumnsOf(s, b, raw, dst)
 }
 
-// decodeColumnsOf appends the raw block b of s to dst, checking the
-// order of its timestamps too.
+// decodeColumnsOf appends the raw block b of s to dst.
 func (r *Reader) decodeColumnsOf(s *SeriesIndex, b int, raw []byte, dst *point.Columns) error {
-	n := len(dst.Times)
 	ts, vals, strs, err := decodeColumns(dst.Times, dst.Bits, dst.Strings, raw, s.Kind, &s.Blocks[b])
-	if err == nil && s.Kind != point.KindString {
-		if err = checkIncreasing(ts[n:]); err != nil {
-			ts = ts[:n]
-			vals = vals[:n]
-		}
-	}
 	dst.Times, dst.Bits, dst.Strings = ts, vals, strs
 	if err != nil {
 		return r.corrupt(s.Blocks[b].Offset, fmt.Errorf("block %d of %q: %w", b, s.Key, err))

@@ -113,6 +113,49 @@ func TestTimestampsRoundTrip(t *testing.T) {
 	}
 }
 
+func TestIncreasingTimestamps(t *testing.T) {
+	regular := make([]int64, 300)
+	for i := range regular {
+		regular[i] = int64(i) * 10
+	}
+	at := func(i int, v int64) []int64 {
+		ts := slices.Clone(regular)
+		ts[i] = v
+		return ts
+	}
+	for _, tc := range []struct {
+		name string
+		ts   []int64
+		ok   bool
+	}{
+		{"one", []int64{5}, true},
+		{"two", []int64{5, 6}, true},
+		{"regular", regular, true},
+		{"extremes", []int64{math.MinInt64, 0, math.MaxInt64}, true},
+		{"equal pair", []int64{5, 5}, false},
+		{"second before first", []int64{6, 5, 7}, false},
+		{"equal in the first chunk", at(3, 20), false},
+		{"back in a later chunk", at(250, 0), false},
+		{"last equal", at(299, 2980), false},
+		{"wraps past the largest", []int64{math.MaxInt64 - 1, math.MaxInt64, math.MinInt64}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			enc := AppendTimestamps(nil, tc.ts)
+			dst := []int64{42}
+			got, rest, err := DecodeIncreasingTimestamps(dst, enc, len(tc.ts))
+			if !tc.ok {
+				if !errors.Is(err, ErrMalformed) || len(got) != 1 || got[0] != 42 {
+					t.Fatalf("err %v, dst %v: want ErrMalformed and dst as it was", err, got[:min(len(got), 3)])
+				}
+				return
+			}
+			if err != nil || len(rest) != 0 || !slices.Equal(got[1:], tc.ts) {
+				t.Fatalf("err %v, rest %d, got %v", err, len(rest), got[:min(len(got), 3)])
+			}
+		})
+	}
+}
+
 func TestTimestampsRegularSize(t *testing.T) {
 	ts := timestampCases()["regular"]
 	// 9 bytes for t0, 5 for the 1 s delta, one byte per chunk of dods.

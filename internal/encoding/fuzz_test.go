@@ -52,6 +52,16 @@ func FuzzTimestamps(f *testing.F) {
 		if err != nil || len(rest) != 0 || !slices.Equal(got, ts) {
 			t.Fatalf("timestamp round trip: err %v, rest %d", err, len(rest))
 		}
+		_, _, err = DecodeIncreasingTimestamps(nil, enc, len(ts))
+		if increasing := isIncreasing(ts); (err == nil) != increasing {
+			t.Fatalf("increasing %v, DecodeIncreasingTimestamps: %v", increasing, err)
+		}
+		slices.Sort(ts)
+		ts = slices.Compact(ts)
+		got, rest, err = DecodeIncreasingTimestamps([]int64{-1}, AppendTimestamps(nil, ts), len(ts))
+		if err != nil || len(rest) != 0 || got[0] != -1 || !slices.Equal(got[1:], ts) {
+			t.Fatalf("increasing round trip: err %v, rest %d", err, len(rest))
+		}
 		ienc := AppendInts(nil, vals)
 		igot, rest, err := DecodeInts(nil, ienc, len(vals))
 		if err != nil || len(rest) != 0 || !slices.Equal(igot, vals) {
@@ -59,6 +69,7 @@ func FuzzTimestamps(f *testing.F) {
 		}
 		for _, n := range []int{1, 2, 3, len(data), 128 * len(data)} {
 			DecodeTimestamps(nil, data, n)
+			DecodeIncreasingTimestamps(nil, data, n)
 			DecodeInts(nil, data, n)
 			DecodePacked(nil, data, n)
 			DecodeBools(nil, data, n)
@@ -98,4 +109,14 @@ func FuzzPacked(f *testing.F) {
 			t.Fatalf("w=%d n=%d: err %v, rest %x, equal %v", w, len(vals), err, rest, slices.Equal(got, vals))
 		}
 	})
+}
+
+// isIncreasing reports whether every timestamp is after its predecessor.
+func isIncreasing(ts []int64) bool {
+	for i := 1; i < len(ts); i++ {
+		if ts[i] <= ts[i-1] {
+			return false
+		}
+	}
+	return true
 }
