@@ -138,9 +138,20 @@ func TestIncreasingTimestamps(t *testing.T) {
 		{"back in a later chunk", at(250, 0), false},
 		{"last equal", at(299, 2980), false},
 		{"wraps past the largest", []int64{math.MaxInt64 - 1, math.MaxInt64, math.MinInt64}, false},
+		{"regular, negative", steps(-5000, 10, 300), true},
+		{"regular up to the largest", steps(math.MaxInt64-299, 1, 300), true},
+		{"regular, wraps in a chunk", steps(math.MaxInt64-200, 1, 300), false},
+		{"regular, wraps at a chunk's end", steps(math.MaxInt64-129, 1, 131), false},
+		{"regular, huge step", steps(math.MinInt64, math.MaxInt64/200, 300), true},
+		{"regular, huge step wraps", steps(0, math.MaxInt64/200, 300), false},
+		{"regular, backwards", steps(5000, -10, 300), false},
+		{"regular, standing", steps(5000, 0, 300), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			enc := AppendTimestamps(nil, tc.ts)
+			if got, rest, err := DecodeTimestamps(nil, enc, len(tc.ts)); err != nil || len(rest) != 0 || !slices.Equal(got, tc.ts) {
+				t.Fatalf("DecodeTimestamps: err %v, rest %d", err, len(rest))
+			}
 			dst := []int64{42}
 			got, rest, err := DecodeIncreasingTimestamps(dst, enc, len(tc.ts))
 			if !tc.ok {
@@ -154,6 +165,17 @@ func TestIncreasingTimestamps(t *testing.T) {
 			}
 		})
 	}
+}
+
+// steps returns n timestamps from start, step apart, in wrapping
+// arithmetic.
+func steps(start, step int64, n int) []int64 {
+	ts := make([]int64, n)
+	for i := range ts {
+		ts[i] = start
+		start += step
+	}
+	return ts
 }
 
 func TestTimestampsRegularSize(t *testing.T) {

@@ -2,6 +2,7 @@ package encoding
 
 import (
 	"fmt"
+	"math"
 )
 
 // Timestamp format (delta of delta): for n timestamps t0..t(n-1)
@@ -91,6 +92,19 @@ func decodeTimestamps(dst []int64, src []byte, n int, increasing bool) ([]int64,
 		var chunk [PackedChunk]uint64
 		for len(rest) > 0 {
 			c := min(len(rest), PackedChunk)
+			if len(src) > 0 && src[0] == 0 && delta > 0 && uint64(delta) <= (math.MaxInt64-uint64(t))/uint64(c) {
+				// A chunk of width 0 (a regular interval: every delta of
+				// delta is 0) that stays increasing and within int64.
+				// math.MaxInt64-uint64(t) is the room above t, exact
+				// for a negative t too.
+				src = src[1:]
+				for i := range rest[:c] {
+					t += delta
+					rest[i] = t
+				}
+				rest = rest[c:]
+				continue
+			}
 			src, err = unpackAll(chunk[:c], src)
 			if err != nil {
 				return dst[:start], nil, err
