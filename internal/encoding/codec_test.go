@@ -11,7 +11,7 @@ import (
 
 func TestPackedRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, n := range []int{0, 1, 2, 127, 128, 129, 255, 256, 257, 1000} {
+	for _, n := range []int{0, 1, 2, 7, 8, 9, 15, 16, 17, 127, 128, 129, 255, 256, 257, 1000} {
 		for w := 0; w <= 64; w++ {
 			vals := make([]uint64, n)
 			for i := range vals {
@@ -30,6 +30,13 @@ func TestPackedRoundTrip(t *testing.T) {
 			}
 			if len(rest) != 1 || rest[0] != 7 {
 				t.Fatalf("n=%d w=%d: rest %x", n, w, rest)
+			}
+			// Ending exactly where the values do: the last groups must
+			// not load past the end.
+			exact := slices.Clip(slices.Clone(enc[2 : len(enc)-1]))
+			got, rest, err = DecodePacked(nil, exact, n)
+			if err != nil || len(rest) != 0 || !slices.Equal(got, vals) {
+				t.Fatalf("n=%d w=%d, exact input: err %v, rest %d", n, w, err, len(rest))
 			}
 		}
 	}
@@ -437,5 +444,32 @@ func TestStringsRoundTrip(t *testing.T) {
 	}
 	if _, _, err := DecodeStrings(nil, []byte{0}, 2); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("count: %v", err)
+	}
+}
+
+// TestDecodeAllocatesNothing guards the decoders' scratch buffers, which
+// stay on the stack only while every call down to the unpacking loops is
+// direct.
+func TestDecodeAllocatesNothing(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	ts := make([]int64, 1000)
+	vals := make([]uint64, 1000)
+	for i := range ts {
+		ts[i] = int64(i)*1000 + rng.Int64N(1<<uint(i%40))
+		vals[i] = rng.Uint64() >> (i % 64)
+	}
+	slices.Sort(ts)
+	tsEnc := AppendTimestamps(nil, ts)
+	packed := AppendPacked(nil, vals)
+	intEnc := AppendInts(nil, vals)
+	dt := make([]int64, 0, len(ts))
+	dv := make([]uint64, 0, len(vals))
+	if n := testing.AllocsPerRun(20, func() {
+		dt, _, _ = DecodeTimestamps(dt[:0], tsEnc, len(ts))
+		dt, _, _ = DecodeIncreasingTimestamps(dt[:0], tsEnc, len(ts))
+		dv, _, _ = DecodePacked(dv[:0], packed, len(vals))
+		dv, _, _ = DecodeInts(dv[:0], intEnc, len(vals))
+	}); n != 0 {
+		t.Fatalf("%v allocations a decode", n)
 	}
 }
