@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -14,7 +15,9 @@ import (
 // whose results Query holds whole anyway) read their series on several
 // goroutines: each series is read on its own, so chunks of series are
 // handed to workers and their results emitted in order by the caller's
-// goroutine. QuerySeq reads raw series one at a time, to hold one part.
+// goroutine. QuerySeq reads raw series ahead the same way within a sample
+// budget per chunk (readPartsParallel), and reads a series of several
+// parts on the caller's goroutine, one part at a time.
 const (
 	// aggParallelMin is the fewest series worth spreading over workers.
 	aggParallelMin = 256
@@ -71,6 +74,70 @@ func (r *seriesReader) queryParallel(ctx context.Context, q *Query, metas []cata
 		for _, s := range res.out {
 			if !emit(s) {
 				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// errNeedsParts is readParts' answer, with whole set, for a series of
+// more than one part.
+var errNeedsParts = errors.New("series needs more than one part")
+
+// readPartsParallel is QuerySeq's raw read of metas (sorted by key) with
+// the series read ahead on up to min(GOMAXPROCS, aggMaxWorkers)
+// goroutines, in chunks as queryParallel. Read ahead, a chunk stops at a
+// series of more than one part, or once it holds part samples: the
+// caller's goroutine reads the rest of that chunk itself, part by part,
+// after emitting what the workers read. So no series sits in memory
+// whole, and the results read ahead hold at most about 2*part samples
+// for each of the 2*workers+1 chunks in flight. Each result is allocated
+// on its own, as the sequential QuerySeq's.
+func (r *seriesReader) readPartsParallel(metas []catalog.Series, ids []uint64, mint, maxt int64, part int, emit func(Series) bool) error {
+	type chunk struct {
+		out  []Series
+		stop int // the first series the workers left to the caller
+		hi   int
+		err  error
+	}
+	return inOrder(r, r.ctx, len(metas), func(w *seriesReader, lo, hi int) chunk {
+		res := chunk{stop: hi, hi: hi, err: w.ctx.Err()}
+		held := 0
+		for i := lo; i < hi && res.err == nil; i++ {
+			if held >= part {
+				res.stop = i
+				break
+			}
+			_, err := w.readParts(ids[i], &metas[i], mint, maxt, part, true, func(s Series) bool {
+				res.out = append(res.out, s)
+				held += len(s.Samples)
+				return true
+			})
+			if errors.Is(err, errNeedsParts) {
+				res.stop = i
+				break
+			}
+			res.err = err
+		}
+		if hook := w.db.testReadAhead; hook != nil {
+			hook(held)
+		}
+		return res
+	}, func(res chunk) (bool, error) {
+		for _, s := range res.out {
+			if !emit(s) {
+				return false, nil
+			}
+		}
+		if res.err != nil {
+			return false, res.err
+		}
+		for i := res.stop; i < res.hi; i++ {
+			if err := r.ctx.Err(); err != nil {
+				return false, err
+			}
+			if more, err := r.readParts(ids[i], &metas[i], mint, maxt, part, false, emit); err != nil || !more {
+				return false, err
 			}
 		}
 		return true, nil

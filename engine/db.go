@@ -185,17 +185,22 @@ type DB struct {
 	refs refTable // appenders' series refs (appender.go)
 
 	// partSamples is PartSamples, lastParallelMin defaultLastParallelMin,
-	// parallelFlushMin parallelFlushSeries and scanChunkMax
-	// scanChunkSamples; a test sets others on its own DB so that parts,
-	// windows and parallel sweeps happen on small data, or not at all.
+	// seqParallelMin aggParallelMin, parallelFlushMin parallelFlushSeries
+	// and scanChunkMax scanChunkSamples; a test sets others on its own DB
+	// so that parts, windows and parallel sweeps happen on small data, or
+	// not at all.
 	partSamples      int
 	lastParallelMin  int
+	seqParallelMin   int
 	parallelFlushMin int
 	scanChunkMax     int
 
 	// testAfterCompactionSnapshot, when set by a test, runs in compactOnce
 	// right after the compaction has taken its snapshot.
 	testAfterCompactionSnapshot func()
+	// testReadAhead, when set by a test, gets the samples each chunk that
+	// QuerySeq read ahead holds (readPartsParallel).
+	testReadAhead func(samples int)
 	// testAfterReadSnapshot, when set by a test, runs right after a query
 	// or a metadata call has taken its snapshot (beginRead).
 	testAfterReadSnapshot func()

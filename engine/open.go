@@ -260,6 +260,7 @@ func newDB(dir string, opts *Options, fsys vfs.FS) *DB {
 		compactCh:        make(chan struct{}, 1),
 		partSamples:      PartSamples,
 		lastParallelMin:  defaultLastParallelMin,
+		seqParallelMin:   aggParallelMin,
 		parallelFlushMin: parallelFlushSeries,
 		scanChunkMax:     scanChunkSamples,
 	}

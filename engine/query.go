@@ -53,11 +53,15 @@ func (db *DB) Query(ctx context.Context, q Query) ([]Series, error) {
 }
 
 // QuerySeq is the streaming form of Query: it yields the results one at a
-// time, in Query's order, reading each series only when the previous
-// result has been handed over, so a result far larger than memory can be
-// consumed (each yielded Series is the caller's). An error is yielded once,
-// last. The query reads one consistent snapshot, held until the loop ends;
-// breaking out of the loop releases it.
+// time, in Query's order, holding a bounded number of them, so a result far
+// larger than memory can be consumed (each yielded Series is the caller's).
+// Raw reads of many series (at least 256, GOMAXPROCS above 1) are read
+// ahead on up to four goroutines, in chunks of 64 series that stop once
+// they hold PartSamples samples, at most two chunks a goroutine beyond the
+// one being yielded; otherwise each series is read only when the previous
+// result has been handed over. An error is yielded once, last. The query
+// reads one consistent snapshot, held until the loop ends; breaking out of
+// the loop releases it.
 //
 // A series with more than PartSamples raw samples in range is yielded in
 // parts: consecutive Series with the same Measurement, Tags and Field, each
@@ -129,13 +133,16 @@ func (db *DB) query(ctx context.Context, q Query, part int, emit func(Series) bo
 	if part == 0 && len(metas) >= aggParallelMin && runtime.GOMAXPROCS(0) > 1 {
 		return r.queryParallel(ctx, &q, metas, ids, mint, maxt, emit)
 	}
+	if part > 0 && q.Agg == AggNone && len(metas) >= db.seqParallelMin && runtime.GOMAXPROCS(0) > 1 {
+		return r.readPartsParallel(metas, ids, mint, maxt, part, emit)
+	}
 	for i := range metas {
 		if i%checkContextEvery == 0 && ctx.Err() != nil {
 			return ctx.Err()
 		}
 		meta := &metas[i]
 		if q.Agg == AggNone && part > 0 {
-			more, err := r.readParts(ids[i], meta, mint, maxt, part, emit)
+			more, err := r.readParts(ids[i], meta, mint, maxt, part, false, emit)
 			if err != nil || !more {
 				return err
 			}
@@ -164,8 +171,9 @@ func seriesResult(m *catalog.Series, samples []point.Sample) Series {
 
 // readParts emits the visible raw samples of one series in [mint, maxt] in
 // parts of about part samples, window by window. It returns false when
-// emit asked to stop.
-func (r *seriesReader) readParts(id uint64, meta *catalog.Series, mint, maxt int64, part int, emit func(Series) bool) (bool, error) {
+// emit asked to stop. With whole set, a series that needs more than one
+// part is not read: readParts returns errNeedsParts.
+func (r *seriesReader) readParts(id uint64, meta *catalog.Series, mint, maxt int64, part int, whole bool, emit func(Series) bool) (bool, error) {
 	if mint = r.seriesMin(id, mint); mint > maxt {
 		return true, nil
 	}
@@ -175,6 +183,9 @@ func (r *seriesReader) readParts(id uint64, meta *catalog.Series, mint, maxt int
 	}
 	lo := mint
 	r.ends = r.windowEnds(id, srcs, mint, maxt, part)
+	if whole && len(r.ends) > 1 {
+		return true, errNeedsParts
+	}
 	fast := segmentOnly(srcs, tombs)
 	for _, hi := range r.ends {
 		var samples []point.Sample
