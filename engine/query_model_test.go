@@ -405,6 +405,20 @@ func TestAllTimeIncludesMaxInt64(t *testing.T) {
 	}
 }
 
+// checkSnapshotsReleased checks, after a loop over QuerySeq was broken
+// out of, that its snapshot's version reference was dropped: compaction
+// works and only the DB's own reference remains.
+func checkSnapshotsReleased(t *testing.T, db *DB) {
+	t.Helper()
+	mustCompact(t, db)
+	db.mu.Lock()
+	refs := db.mu.v.Refs()
+	db.mu.Unlock()
+	if refs != 1 {
+		t.Fatalf("version has %d references after a broken loop, want 1", refs)
+	}
+}
+
 // TestQuerySeqStops checks that breaking out of QuerySeq releases the
 // snapshot and that results stream in Query's order.
 func TestQuerySeqStops(t *testing.T) {
@@ -426,15 +440,7 @@ func TestQuerySeqStops(t *testing.T) {
 			break
 		}
 	}
-	// The snapshot's version reference was dropped: compaction and Close
-	// work and only the DB's own reference remains.
-	mustCompact(t, db)
-	db.mu.Lock()
-	refs := db.mu.v.Refs()
-	db.mu.Unlock()
-	if refs != 1 {
-		t.Fatalf("version has %d references after a broken loop, want 1", refs)
-	}
+	checkSnapshotsReleased(t, db)
 	for _, err := range db.QuerySeq(context.Background(), Query{Selector: Selector{Measurement: "m", Matchers: []Matcher{{Key: "d", Op: MatchRegexp, Value: "("}}}}) {
 		if !errors.Is(err, ErrInvalid) {
 			t.Fatalf("bad regexp: %v", err)

@@ -162,11 +162,5 @@ func TestQuerySeqParallel(t *testing.T) {
 		}
 	}
 	db.seqParallelMin = aggParallelMin
-	mustCompact(t, db)
-	db.mu.Lock()
-	refs := db.mu.v.Refs()
-	db.mu.Unlock()
-	if refs != 1 {
-		t.Fatalf("version has %d references after a broken loop, want 1", refs)
-	}
+	checkSnapshotsReleased(t, db)
 }
