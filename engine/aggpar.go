@@ -125,6 +125,9 @@ func (r *seriesReader) readPartsParallel(metas []catalog.Series, ids []uint64, m
 		return res
 	}, func(res chunk) (bool, error) {
 		for _, s := range res.out {
+			if err := r.ctx.Err(); err != nil {
+				return false, err
+			}
 			if !emit(s) {
 				return false, nil
 			}
@@ -150,7 +153,9 @@ func (r *seriesReader) readPartsParallel(metas []catalog.Series, ids []uint64, m
 // read-ahead), and passes the results to consume in chunk order on the
 // caller's goroutine until it returns false or an error. At most two
 // chunks per worker are produced beyond the one being consumed. The
-// context produce sees (w.ctx) is cancelled once inOrder returns.
+// context produce sees (w.ctx) is cancelled once inOrder returns. Once ctx
+// is cancelled, workers stop claiming chunks, so inOrder returns ctx's
+// error rather than wait for a chunk that no worker will produce.
 func inOrder[T any](r *seriesReader, ctx context.Context, n int, produce func(w *seriesReader, lo, hi int) T, consume func(T) (bool, error)) error {
 	chunks := (n + aggChunk - 1) / aggChunk
 	workers := min(runtime.GOMAXPROCS(0), aggMaxWorkers, chunks)
@@ -168,6 +173,9 @@ func inOrder[T any](r *seriesReader, ctx context.Context, n int, produce func(w 
 	slots := make(chan struct{}, 2*workers) // chunks claimed and not yet consumed
 	for range workers {
 		wg.Go(func() {
+			if hook := r.db.testInOrder; hook != nil {
+				defer hook(false)
+			}
 			w := seriesReader{ctx: ctx, db: r.db, snap: r.snap, cuts: r.cuts, readAhead: map[*segHandle]*segment.BlockReader{}}
 			for {
 				select {
@@ -180,11 +188,19 @@ func inOrder[T any](r *seriesReader, ctx context.Context, n int, produce func(w 
 					return
 				}
 				results[c] <- produce(&w, c*aggChunk, min(n, (c+1)*aggChunk))
+				if hook := r.db.testInOrder; hook != nil {
+					hook(true)
+				}
 			}
 		})
 	}
 	for c := range chunks {
-		res := <-results[c]
+		var res T
+		select {
+		case res = <-results[c]:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 		<-slots
 		if more, err := consume(res); err != nil || !more {
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -506,5 +507,86 @@ func TestCancelMetadataMemtable(t *testing.T) {
 		if late := polls.Load() - cancelAtPoll; late != 0 {
 			t.Errorf("%s polled %d more times after the cancel", call.name, late)
 		}
+	}
+}
+
+// TestCancelWhileReadingAhead cancels QuerySeq and Scan while their
+// workers, every slot taken, wait to claim the next chunk: the workers
+// stop, and the loop must end with the context's error instead of
+// waiting for a chunk that no worker will produce. The test hooks make
+// the interleaving certain.
+func TestCancelWhileReadingAhead(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2)) // reading ahead needs two
+	}
+	opts := quietOptions()
+	opts.DisableBackgroundCompaction = true
+	db := openDB(t, t.TempDir(), opts)
+	const series = 40 * aggChunk
+	pts := make([]Point, 0, series)
+	for s := range series {
+		pts = append(pts, pt("m", []Tag{{Key: "s", Value: fmt.Sprintf("%05d", s)}}, "v", Float(1), 10))
+	}
+	mustWrite(t, db, pts...)
+	mustFlush(t, db)
+	db.seqParallelMin = 1
+	workers := min(runtime.GOMAXPROCS(0), aggMaxWorkers)
+	sel := Selector{Measurement: "m"}
+	for name, loop := range map[string]func(ctx context.Context, body func(error)){
+		"QuerySeq": func(ctx context.Context, body func(error)) {
+			for _, err := range db.QuerySeq(ctx, Query{Selector: sel}) {
+				body(err)
+			}
+		},
+		"Scan": func(ctx context.Context, body func(error)) {
+			for _, err := range db.Scan(ctx, sel) {
+				body(err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			produced := make(chan bool, 2*series)
+			db.testInOrder = func(p bool) { produced <- p }
+			defer func() { db.testInOrder = nil }()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				first, last := true, error(nil)
+				loop(ctx, func(err error) {
+					if err != nil {
+						last = err
+						return
+					}
+					if !first {
+						return
+					}
+					first = false
+					// The first chunk and one per slot are produced;
+					// then every worker waits for a slot.
+					for n := 0; n < 1+2*workers; {
+						if <-produced {
+							n++
+						}
+					}
+					cancel()
+					for n := 0; n < workers; {
+						if !<-produced {
+							n++
+						}
+					}
+				})
+				done <- last
+			}()
+			select {
+			case err := <-done:
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("%s after a cancel: %v, want context.Canceled", name, err)
+				}
+			case <-time.After(time.Minute): // a watchdog, not a wait: a pass ends at once
+				buf := make([]byte, 1<<20)
+				t.Fatalf("%s still running a minute after its context was cancelled:\n%s", name, buf[:runtime.Stack(buf, true)])
+			}
+		})
 	}
 }

@@ -198,6 +198,9 @@ type DB struct {
 	// testAfterCompactionSnapshot, when set by a test, runs in compactOnce
 	// right after the compaction has taken its snapshot.
 	testAfterCompactionSnapshot func()
+	// testInOrder, when set by a test, is called by inOrder's workers
+	// with true after each chunk they produce and false as they exit.
+	testInOrder func(produced bool)
 	// testReadAhead, when set by a test, gets the samples each chunk that
 	// QuerySeq read ahead holds (readPartsParallel).
 	testReadAhead func(samples int)
