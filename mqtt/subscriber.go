@@ -165,6 +165,9 @@ type Subscriber struct {
 	subs []*subscription
 	in   chan inbound
 	stop chan struct{} // closed when Run returns, so the handler never blocks
+	// waiters counts the goroutines waiting for a SUBACK; Run waits for
+	// them once stop is closed.
+	waiters sync.WaitGroup
 
 	ready     chan struct{} // closed once the first subscription is acknowledged
 	readyOnce sync.Once
@@ -261,6 +264,7 @@ func (s *Subscriber) Run(ctx context.Context) error {
 		// Disconnect waits for its handler goroutine.
 		close(s.stop)
 		c.Disconnect(250)
+		s.waiters.Wait()
 	}()
 	select {
 	case <-tok.Done():
@@ -333,17 +337,24 @@ func (s *Subscriber) clientOptions() *paho.ClientOptions {
 			filters[sub.Filter] = 1
 		}
 		tok := c.SubscribeMultiple(filters, nil)
-		go func() {
-			// Done on the SUBACK, or with an error when the connection
-			// drops first (the next connection subscribes again).
-			tok.Wait()
+		s.waiters.Go(func() {
+			// Done on the SUBACK, with an error when the connection drops
+			// first (the next connection subscribes again), or never: in
+			// a persistent session the client keeps the token of a lost
+			// connection for the next one, and Disconnect while it is
+			// reconnecting leaves it pending. So Run's end stops the wait.
+			select {
+			case <-tok.Done():
+			case <-s.stop:
+				return
+			}
 			if err := tok.Error(); err != nil {
 				s.opts.Logger.Error("mqtt: subscribe", "err", err)
 				return
 			}
 			s.opts.Logger.Info("mqtt: subscribed", "filters", len(filters))
 			s.readyOnce.Do(func() { close(s.ready) })
-		}()
+		})
 		s.opts.Logger.Info("mqtt: connected", "client_id", s.opts.ClientID)
 	})
 	o.SetConnectionLostHandler(func(_ paho.Client, err error) {
