@@ -238,7 +238,6 @@ func importCSV(ctx context.Context, db *engine.DB, r io.Reader, res *importResul
 		if err == io.EOF {
 			break
 		}
-		line, _ := cr.FieldPos(0)
 		if err != nil {
 			var pe *csv.ParseError
 			if errors.As(err, &pe) && !errors.Is(pe.Err, csv.ErrQuote) && !errors.Is(pe.Err, csv.ErrBareQuote) {
@@ -249,6 +248,7 @@ func importCSV(ctx context.Context, db *engine.DB, r io.Reader, res *importResul
 			return err
 		}
 		res.read++
+		line, _ := cr.FieldPos(0) // a record was read: field 0 exists
 		p := engine.Point{Measurement: rec[0]}
 		for i, k := range tagKeys {
 			if v := rec[1+i]; v != "" {
