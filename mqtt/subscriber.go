@@ -166,7 +166,7 @@ type Subscriber struct {
 	in   chan inbound
 	stop chan struct{} // closed when Run returns, so the handler never blocks
 	// waiters counts the goroutines waiting for a SUBACK; Run waits for
-	// them once stop is closed.
+	// them once stop is closed. None starts once mu's stopped is set.
 	waiters sync.WaitGroup
 
 	ready     chan struct{} // closed once the first subscription is acknowledged
@@ -177,8 +177,9 @@ type Subscriber struct {
 	reconnects atomic.Int64
 	queued     atomic.Int64
 
-	mu     sync.Mutex // guards client
-	client paho.Client
+	mu      sync.Mutex // guards client and stopped
+	client  paho.Client
+	stopped bool // Run is returning: no new SUBACK waiter
 
 	running atomic.Bool
 
@@ -264,6 +265,10 @@ func (s *Subscriber) Run(ctx context.Context) error {
 		// Disconnect waits for its handler goroutine.
 		close(s.stop)
 		c.Disconnect(250)
+		// A late connect handler must not start a waiter while Wait runs.
+		s.mu.Lock()
+		s.stopped = true
+		s.mu.Unlock()
 		s.waiters.Wait()
 	}()
 	select {
@@ -337,24 +342,11 @@ func (s *Subscriber) clientOptions() *paho.ClientOptions {
 			filters[sub.Filter] = 1
 		}
 		tok := c.SubscribeMultiple(filters, nil)
-		s.waiters.Go(func() {
-			// Done on the SUBACK, with an error when the connection drops
-			// first (the next connection subscribes again), or never: in
-			// a persistent session the client keeps the token of a lost
-			// connection for the next one, and Disconnect while it is
-			// reconnecting leaves it pending. So Run's end stops the wait.
-			select {
-			case <-tok.Done():
-			case <-s.stop:
-				return
-			}
-			if err := tok.Error(); err != nil {
-				s.opts.Logger.Error("mqtt: subscribe", "err", err)
-				return
-			}
-			s.opts.Logger.Info("mqtt: subscribed", "filters", len(filters))
-			s.readyOnce.Do(func() { close(s.ready) })
-		})
+		s.mu.Lock()
+		if !s.stopped {
+			s.waiters.Go(func() { s.awaitSubscribed(tok, len(filters)) })
+		}
+		s.mu.Unlock()
 		s.opts.Logger.Info("mqtt: connected", "client_id", s.opts.ClientID)
 	})
 	o.SetConnectionLostHandler(func(_ paho.Client, err error) {
@@ -362,6 +354,27 @@ func (s *Subscriber) clientOptions() *paho.ClientOptions {
 		s.opts.Logger.Warn("mqtt: connection lost; reconnecting", "err", err)
 	})
 	return o
+}
+
+// awaitSubscribed waits for the SUBACK of a connection's subscribe of n
+// filters and marks the subscriber ready.
+func (s *Subscriber) awaitSubscribed(tok paho.Token, n int) {
+	// Done on the SUBACK, with an error when the connection drops
+	// first (the next connection subscribes again), or never: in
+	// a persistent session the client keeps the token of a lost
+	// connection for the next one, and Disconnect while it is
+	// reconnecting leaves it pending. So Run's end stops the wait.
+	select {
+	case <-tok.Done():
+	case <-s.stop:
+		return
+	}
+	if err := tok.Error(); err != nil {
+		s.opts.Logger.Error("mqtt: subscribe", "err", err)
+		return
+	}
+	s.opts.Logger.Info("mqtt: subscribed", "filters", n)
+	s.readyOnce.Do(func() { close(s.ready) })
 }
 
 // receive is paho's handler: it queues the message for the writer. It
