@@ -51,6 +51,9 @@ type qfile struct {
 	holes    []hole // damaged ranges, ascending
 	broken   bool   // damaged past size: readers stop there
 	dropped  bool   // trim skipped its unread frames
+	// readDropped: when trim dropped the file, the reader had read frames
+	// of it, which the sender may hold undelivered.
+	readDropped bool
 }
 
 // delivered tells whether every frame of f is acknowledged by acked.
@@ -1347,6 +1350,7 @@ func (q *queue) dropReaderFileLocked() int64 {
 	f := q.files[i]
 	n := max(f.samples-q.rd.read, 0)
 	f.dropped = true
+	f.readDropped = f.readDropped || q.rd.read > 0
 	if f.version == queueVersion {
 		q.settled = max(q.settled, f.end) // dropped by the bounds: not owed
 	}
@@ -1417,9 +1421,10 @@ func (q *queue) mayPass(maxBytes int64) bool {
 
 // removeDone removes the files that nothing needs any more: files the
 // reader is through, other than the active one, whose frames are all
-// acknowledged, or which trim dropped (unless the acknowledged position is
-// inside them: their read part is still in flight). The cursor is written
-// and fsynced first (see removeDoneSync).
+// acknowledged, or which trim dropped (unless their read part may still be
+// in flight: the acknowledged position is inside them, or before them when
+// the reader had read frames of them). The cursor is written and fsynced
+// first (see removeDoneSync).
 func (q *queue) removeDone(acked cursor) error { return q.removeDoneSync(acked, true) }
 
 // removeDoneSync is removeDone; unless sync, the cursor is written but not
@@ -1433,7 +1438,7 @@ func (q *queue) removeDoneSync(acked cursor, sync bool) error {
 	keep := q.files[:0:0]
 	for _, f := range q.files {
 		done := f.lastSeq == 0 || f.delivered(acked) ||
-			f.dropped && (acked.seq < f.firstSeq || acked.seq > f.lastSeq)
+			f.dropped && (acked.seq < f.firstSeq && !f.readDropped || acked.seq > f.lastSeq)
 		through := f.num < q.rd.num || f.num == q.rd.num && q.rd.off >= f.size
 		if f.num != q.activeNum && through && done {
 			rm = append(rm, f.num)
