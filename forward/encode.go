@@ -12,19 +12,23 @@ package forward
 //
 // Series are named as the query API names them: __name__ is m_f, or m when
 // the field is "value"; tags are labels; characters no label name may hold
-// become '_'. Labels are sorted by name. Float, int and uint samples are
-// sent as float64, bools as 0 or 1; string fields are skipped (counted).
+// become '_', invalid UTF-8 in label values U+FFFD. Labels are sorted by
+// name. Float, int and uint samples are sent as float64, bools as 0 or 1;
+// string fields are skipped (counted). Timestamps are floored to ms; of
+// consecutive samples of a series in one ms, the later in time is sent.
 //
 // influx: line protocol as stored: the canonical series key's measurement
 // and tags, the field, the value in its kind's syntax, ns timestamps. Fields
 // of one point (same tag set and time, next to each other in the batch) share
-// a line.
+// a line; a field written twice in a row (an overwrite) starts a new line,
+// as a line may not hold a field key twice.
 
 import (
 	"math"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/stratadb/strata/engine"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -48,33 +52,33 @@ func promName(measurement, field string) string {
 	return sanitizeName(measurement+"_"+field, true)
 }
 
-// sanitizeName replaces the characters a Prometheus metric name (colons
-// allowed) or label name may not hold with '_'.
+// sanitizeName replaces each character a Prometheus metric name (colons
+// allowed) or label name may not hold with '_', as the query API's label
+// names do: one '_' per character, and per byte of invalid UTF-8.
 func sanitizeName(s string, metric bool) string {
 	ok := func(i int, c byte) bool {
 		return c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' ||
 			i > 0 && '0' <= c && c <= '9' || metric && c == ':'
 	}
-	clean := true
-	for i := 0; i < len(s); i++ {
-		if !ok(i, s[i]) {
-			clean = false
-			break
-		}
+	clean := s != ""
+	for i := 0; clean && i < len(s); i++ {
+		clean = ok(i, s[i])
 	}
-	if clean && s != "" {
+	if clean {
 		return s
 	}
-	b := []byte(s)
-	for i := range b {
-		if !ok(i, b[i]) {
-			b[i] = '_'
+	var b strings.Builder
+	for i, r := range s {
+		if r < utf8.RuneSelf && ok(i, byte(r)) {
+			b.WriteByte(byte(r))
+		} else {
+			b.WriteByte('_')
 		}
 	}
-	if len(b) == 0 {
+	if b.Len() == 0 {
 		return "_"
 	}
-	return string(b)
+	return b.String()
 }
 
 // promLabels encodes the sorted label set of a series as repeated Label
@@ -84,7 +88,9 @@ func promLabels(info engine.SeriesInfo) []byte {
 	ls := make([]label, 0, len(info.Tags)+1)
 	ls = append(ls, label{"__name__", promName(info.Measurement, info.Field)})
 	for _, t := range info.Tags {
-		ls = append(ls, label{sanitizeName(t.Key, false), t.Value})
+		// Remote-write receivers refuse a label value of invalid UTF-8;
+		// the query API shows such bytes as U+FFFD too (JSON).
+		ls = append(ls, label{sanitizeName(t.Key, false), strings.ToValidUTF8(t.Value, "\uFFFD")})
 	}
 	slices.SortStableFunc(ls, func(a, b label) int { return strings.Compare(a.name, b.name) })
 	// Two tag keys that sanitize alike: keep the first, as names must be unique.
@@ -153,10 +159,11 @@ type promEncoder struct {
 	skipped int // samples of the batch it cannot carry
 }
 
-// promSample is a sample as encoded: ms and the float64 value.
+// promSample is a sample as encoded: its time (ns; sent as ms) and the
+// float64 value.
 type promSample struct {
-	ms uint64
-	v  float64
+	t int64
+	v float64
 }
 
 // add adds samples to the batch being built, in order.
@@ -180,7 +187,18 @@ func (e *promEncoder) add(samples []engine.FeedSample) {
 				e.group = append(e.group, nil)
 			}
 		}
-		e.group[g-1] = append(e.group[g-1], promSample{uint64(floorMillis(s.Time)), v})
+		// Two samples of a series in one ms are one Prometheus sample,
+		// and a receiver refuses a request that holds both with different
+		// values (and with them the batch). Of consecutive ones send the
+		// later in time (on a tie the later write), as the query API shows.
+		ss := e.group[g-1]
+		if n := len(ss); n > 0 && floorMillis(ss[n-1].t) == floorMillis(s.Time) {
+			if s.Time >= ss[n-1].t {
+				ss[n-1] = promSample{s.Time, v}
+			}
+			continue
+		}
+		e.group[g-1] = append(ss, promSample{s.Time, v})
 	}
 }
 
@@ -194,13 +212,13 @@ func (e *promEncoder) encode(dst []byte, meta func(id uint64) *seriesMeta) ([]by
 		// A Sample is at most 20 bytes, so its length is one byte.
 		size := len(m.labels) + len(ss)*(len(tagTSSample)+1+len(tagSampleValue)+8+len(tagSampleTime))
 		for i := range ss {
-			size += protowire.SizeVarint(ss[i].ms)
+			size += protowire.SizeVarint(uint64(floorMillis(ss[i].t)))
 		}
 		dst = append(dst, tagWRSeries...)
 		dst = protowire.AppendVarint(dst, uint64(size))
 		dst = append(dst, m.labels...)
 		for i := range ss {
-			ms := ss[i].ms
+			ms := uint64(floorMillis(ss[i].t))
 			dst = append(dst, tagTSSample...)
 			dst = append(dst, byte(len(tagSampleValue)+8+len(tagSampleTime)+protowire.SizeVarint(ms)))
 			dst = append(dst, tagSampleValue...)
@@ -230,12 +248,14 @@ func encodeInflux(dst []byte, samples []engine.FeedSample, meta func(id uint64) 
 	var prev *seriesMeta
 	var prevTime int64
 	open := false
+	line := make([]uint64, 0, 32) // series of the open line's fields
 	for i := range samples {
 		s := &samples[i]
 		m := meta(s.ID)
-		if open && prev.prefix == m.prefix && prevTime == s.Time {
+		if open && prev.prefix == m.prefix && prevTime == s.Time && !slices.Contains(line, s.ID) {
 			dst = append(dst, ',')
 		} else {
+			line = line[:0]
 			if open {
 				dst = append(dst, ' ')
 				dst = strconv.AppendInt(dst, prevTime, 10)
@@ -245,6 +265,7 @@ func encodeInflux(dst []byte, samples []engine.FeedSample, meta func(id uint64) 
 			dst = append(dst, ' ')
 			open = true
 		}
+		line = append(line, s.ID)
 		dst = append(dst, m.field...)
 		dst = append(dst, '=')
 		dst = appendInfluxValue(dst, s.Value)

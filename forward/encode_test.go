@@ -1,0 +1,117 @@
+package forward
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stratadb/strata/engine"
+)
+
+// Label names are sanitized per character, as the query API's are: a
+// multi-byte character is one '_', an invalid byte one '_' each.
+func TestSanitizeNamePerCharacter(t *testing.T) {
+	for _, c := range []struct {
+		in     string
+		metric bool
+		want   string
+	}{
+		{"temp", false, "temp"},
+		{"tempé", false, "temp_"},
+		{"é", false, "_"},
+		{"日本", false, "__"},
+		{"a\xffb", false, "a_b"},
+		{"\xff\xfe", false, "__"},
+		{"1a", false, "_a"},
+		{"a1", false, "a1"},
+		{"", false, "_"},
+		{"a:b", false, "a_b"},
+		{"a:b", true, "a:b"},
+		{"m-x_é", true, "m_x__"},
+	} {
+		if got := sanitizeName(c.in, c.metric); got != c.want {
+			t.Errorf("sanitizeName(%q, %v) = %q, want %q", c.in, c.metric, got, c.want)
+		}
+	}
+}
+
+// A label value of invalid UTF-8, which a remote-write receiver refuses
+// (with its whole batch), is sent with U+FFFD in place of the bad bytes.
+func TestPromLabelsValidUTF8(t *testing.T) {
+	info := engine.SeriesInfo{Measurement: "m", Field: "value", Tags: []engine.Tag{{Key: "k", Value: "a\xffb"}}}
+	var e promEncoder
+	e.add([]engine.FeedSample{{ID: 0, Time: 5e6, Value: engine.Float(1)}})
+	meta := &seriesMeta{kind: engine.KindFloat, labels: promLabels(info)}
+	req, _ := e.encode(nil, func(uint64) *seriesMeta { return meta })
+	got, err := decodeWriteRequest(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].series != `{__name__="m",k="a`+"\uFFFD"+`b"}` {
+		t.Fatalf("got %+v", got)
+	}
+}
+
+// Of consecutive samples of a series in one ms, one is sent: the later in
+// time, and of equal times the later write, which is what the query API
+// shows. Samples in other ms, and other series, are untouched.
+func TestPromOneSamplePerMillisecond(t *testing.T) {
+	const ms = int64(1e6)
+	f := engine.Float
+	var e promEncoder
+	e.add([]engine.FeedSample{
+		{ID: 1, Time: 10*ms + 200, Value: f(1)},
+		{ID: 2, Time: 10*ms + 100, Value: f(100)},
+		{ID: 1, Time: 10*ms + 700, Value: f(2)},     // later in the ms: replaces 1
+		{ID: 1, Time: 10*ms + 500, Value: f(3)},     // earlier than 2: not sent
+		{ID: 2, Time: 10*ms + 100, Value: f(101)},   // an overwrite: the later write
+		{ID: 1, Time: 11 * ms, Value: f(4)},         // the next ms
+		{ID: 1, Time: -ms + 1, Value: f(5)},         // floored to -1 ms: kept, in order
+		{ID: 1, Time: -ms + 9, Value: f(6)},         // same ms: replaces 5
+		{ID: 2, Time: 10*ms + 999_999, Value: f(7)}, // still ms 10: replaces 101
+	})
+	meta := map[uint64]*seriesMeta{
+		1: {labels: promLabels(engine.SeriesInfo{Measurement: "a", Field: "value"})},
+		2: {labels: promLabels(engine.SeriesInfo{Measurement: "b", Field: "value"})},
+	}
+	req, skipped := e.encode(nil, func(id uint64) *seriesMeta { return meta[id] })
+	if skipped != 0 {
+		t.Fatalf("skipped %d", skipped)
+	}
+	got, err := decodeWriteRequest(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, s := range got {
+		lines = append(lines, s.series+" "+itoa(s.time)+" "+s.value)
+	}
+	want := []string{
+		`{__name__="a"} 10 2`, `{__name__="a"} 11 4`, `{__name__="a"} -1 6`,
+		`{__name__="b"} 10 7`,
+	}
+	if !slices.Equal(lines, want) {
+		t.Fatalf("got\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// Fields of one point share a line, but a field written twice in a row
+// (an overwrite) starts a new line: a line may hold a field key once.
+func TestInfluxFieldTwiceStartsLine(t *testing.T) {
+	meta := map[uint64]*seriesMeta{
+		1: {prefix: "m,h=a", field: "x"},
+		2: {prefix: "m,h=a", field: "y"},
+	}
+	out := encodeInflux(nil, []engine.FeedSample{
+		{ID: 1, Time: 5, Value: engine.Float(1)},
+		{ID: 2, Time: 5, Value: engine.Int(2)},
+		{ID: 1, Time: 5, Value: engine.Float(3)}, // x again
+		{ID: 2, Time: 5, Value: engine.Int(4)},   // y again
+		{ID: 2, Time: 5, Value: engine.Int(5)},   // y a third time
+		{ID: 1, Time: 6, Value: engine.Float(6)},
+	}, func(id uint64) *seriesMeta { return meta[id] })
+	want := "m,h=a x=1,y=2i 5\nm,h=a x=3,y=4i 5\nm,h=a y=5i 5\nm,h=a x=6 6\n"
+	if string(out) != want {
+		t.Fatalf("got\n%s\nwant\n%s", out, want)
+	}
+}
