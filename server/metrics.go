@@ -134,15 +134,20 @@ func (m *metrics) instrument(name string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
+		returned := false
 		defer func() {
 			code := sw.code
-			if code == 0 {
+			switch {
+			case code == 0 && !returned:
+				code = http.StatusInternalServerError // panicking: no answer, count a 500
+			case code == 0:
 				code = http.StatusOK
 			}
 			m.requests.WithLabelValues(name, strconv.Itoa(code)).Inc()
 			obs.Observe(time.Since(start).Seconds())
 		}()
 		h(sw, r)
+		returned = true
 	}
 }
 
