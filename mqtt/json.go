@@ -1,8 +1,11 @@
 package mqtt
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -74,7 +77,7 @@ func (m *JSONMapping) validate() error {
 	return nil
 }
 
-func (m *JSONMapping) unit() float64 {
+func (m *JSONMapping) unit() int64 {
 	switch m.TimeUnit {
 	case "ns":
 		return 1
@@ -86,6 +89,12 @@ func (m *JSONMapping) unit() float64 {
 	return 1e9
 }
 
+// minTime and maxTime are the times a point can hold (int64 Unix ns).
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
 // maxJSONReadings bounds the readings of one message.
 const maxJSONReadings = 1 << 20
 
@@ -95,8 +104,8 @@ type jsonDecoder struct {
 }
 
 func (d *jsonDecoder) decode(topic string, payload []byte, recv time.Time, dst []engine.Point) ([]engine.Point, error) {
-	var v any
-	if err := json.Unmarshal(payload, &v); err != nil {
+	v, err := unmarshalJSON(payload)
+	if err != nil {
 		return dst, fmt.Errorf("%w: json: %w", ErrPayload, err)
 	}
 	var outer map[string]any
@@ -148,6 +157,52 @@ func (d *jsonDecoder) decode(topic string, payload []byte, recv time.Time, dst [
 	return dst, nil
 }
 
+// unmarshalJSON decodes payload as json.Unmarshal into an any does, but
+// with numbers as json.Number, so that an integer time keeps every digit (a
+// float64 holds 15 to 17, and a time in ms, us or ns needs more): as
+// Unmarshal, it refuses trailing data and a number beyond float64.
+func unmarshalJSON(payload []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		if err == nil {
+			err = errors.New("invalid character after top-level value")
+		}
+		return nil, err
+	}
+	return v, checkNumbers(v)
+}
+
+// checkNumbers fails for a number of v that a float64 cannot hold.
+func checkNumbers(v any) error {
+	switch x := v.(type) {
+	case json.Number:
+		if _, err := x.Float64(); err != nil {
+			return fmt.Errorf("number %s out of range", x)
+		}
+	case map[string]any:
+		for _, y := range x {
+			if err := checkNumbers(y); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, y := range x {
+			if err := checkNumbers(y); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // get looks name up in the reading, then in the enclosing object.
 func get(r, outer map[string]any, name string) any {
 	if v := lookup(r, name); v != nil {
@@ -195,8 +250,18 @@ func (d *jsonDecoder) point(r, outer map[string]any, recv time.Time) (engine.Poi
 	if m.Time != "" {
 		switch t := get(r, outer, m.Time).(type) {
 		case nil:
-		case float64:
-			ns := t * m.unit()
+		case json.Number:
+			u := m.unit()
+			if n, err := strconv.ParseInt(string(t), 10, 64); err == nil {
+				// An integer: exact.
+				if n > math.MaxInt64/u || n < math.MinInt64/u {
+					return p, fmt.Errorf("time %v out of range", t)
+				}
+				p.Time = n * u
+				break
+			}
+			f, _ := t.Float64() // checked by checkNumbers
+			ns := f * float64(u)
 			if math.IsNaN(ns) || ns >= math.MaxInt64 || ns < math.MinInt64 {
 				return p, fmt.Errorf("time %v out of range", t)
 			}
@@ -205,6 +270,10 @@ func (d *jsonDecoder) point(r, outer map[string]any, recv time.Time) (engine.Poi
 			ts, err := time.Parse(time.RFC3339Nano, t)
 			if err != nil {
 				return p, fmt.Errorf("time: %w", err)
+			}
+			// UnixNano is undefined outside int64 nanoseconds (1677 to 2262).
+			if ts.Before(minTime) || ts.After(maxTime) {
+				return p, fmt.Errorf("time %q out of range", t)
 			}
 			p.Time = ts.UnixNano()
 		default:
@@ -248,8 +317,9 @@ func scalarText(v any) (string, bool) {
 	switch x := v.(type) {
 	case string:
 		return x, true
-	case float64:
-		return strconv.FormatFloat(x, 'f', -1, 64), true
+	case json.Number:
+		f, _ := x.Float64() // checked by checkNumbers
+		return strconv.FormatFloat(f, 'f', -1, 64), true
 	case bool:
 		return strconv.FormatBool(x), true
 	}
@@ -258,8 +328,9 @@ func scalarText(v any) (string, bool) {
 
 func fieldValue(v any, strings bool) (engine.Value, bool) {
 	switch x := v.(type) {
-	case float64:
-		return engine.Float(x), true
+	case json.Number:
+		f, _ := x.Float64() // checked by checkNumbers
+		return engine.Float(f), true
 	case bool:
 		return engine.Bool(x), true
 	case string:
