@@ -208,6 +208,11 @@ func (cw *csvWriter) write(s engine.Series) error {
 	for _, smp := range s.Samples {
 		cw.row[n-3] = strconv.FormatInt(smp.Time, 10)
 		cw.row[n-1] = formatValue(smp.Value)
+		if smp.Value.Kind() == engine.KindString && strings.Contains(cw.row[n-1], "\r\n") {
+			// CSV readers (import's too) turn a quoted "\r\n" into "\n".
+			return fmt.Errorf("series %s: the string at time %d holds \"\\r\\n\", which CSV cannot carry: use lp or parquet for it",
+				engine.SeriesKey(s.Measurement, s.Tags, s.Field), smp.Time)
+		}
 		if err := cw.w.Write(cw.row); err != nil {
 			return err
 		}
@@ -369,7 +374,8 @@ Formats:
            back into an identical database.
   csv      a header, then one row per sample: measurement, one column per tag key (empty
            when a series lacks it), field, time (Unix ns), kind (float, int, uint, bool,
-           string), value.
+           string), value. A string holding "\r\n" cannot be read back from CSV: export
+           refuses its series.
   parquet  one row per sample: measurement, one column per tag key, field, time as a
            nanosecond TIMESTAMP, and one typed nullable column per kind (value_float,
            value_int, value_uint, value_bool, value_string). Zstd compressed.

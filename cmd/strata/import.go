@@ -30,6 +30,13 @@ const importBatch = 10000
 // importShowRejected is how many rejections per file the summary lists.
 const importShowRejected = 10
 
+// lpMaxLineBytes is the longest line-protocol line import and ingest read:
+// the longest line export writes, a series key and a string value of the
+// engine's largest sizes with every byte escaped, and a timestamp. The
+// lineproto default (64 KiB) would reject the string values longer than
+// that which export writes. A line is buffered only as long as it is.
+const lpMaxLineBytes = 2*engine.MaxKeyLen + 2*engine.MaxStringLen + 64
+
 const importUsage = `usage: strata import --db DIR FILE...
 
 Load each FILE into the database in DIR (created if missing). The format is found from the
@@ -135,7 +142,7 @@ func importFile(ctx context.Context, db *engine.DB, name string) (importResult, 
 		return res, importCSV(ctx, db, br, &res)
 	}
 	res.format = "lp"
-	lres, err := lineproto.Write(ctx, db, br, lineproto.Options{MaxRejected: importShowRejected})
+	lres, err := lineproto.Write(ctx, db, br, lineproto.Options{MaxRejected: importShowRejected, MaxLineBytes: lpMaxLineBytes})
 	res.read, res.written, res.rejectedCount = lres.Lines, lres.Points, lres.RejectedCount
 	for _, le := range lres.Rejected {
 		res.rejected = append(res.rejected, le.Error())

@@ -125,10 +125,11 @@ func ingestMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	start := time.Now()
 	prog := newIngestProgress(stderr, in, size)
 	res, err := lineproto.Write(ctx, db, prog, lineproto.Options{
-		Precision:   prec,
-		BatchSize:   *batch,
-		Linger:      *linger,
-		MaxRejected: ingestShowRejected,
+		Precision:    prec,
+		BatchSize:    *batch,
+		Linger:       *linger,
+		MaxRejected:  ingestShowRejected,
+		MaxLineBytes: lpMaxLineBytes,
 	})
 	prog.finish()
 	elapsed := time.Since(start)

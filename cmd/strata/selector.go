@@ -176,14 +176,28 @@ func parseTime(s string, def int64, now time.Time) (int64, error) {
 		if s[0] == '-' {
 			d = -d
 		}
-		return now.Add(d).UnixNano(), nil
+		return unixNanoClamped(now.Add(d)), nil
 	}
 	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"} {
 		if t, err := time.Parse(layout, s); err == nil {
-			return t.UnixNano(), nil
+			return unixNanoClamped(t), nil
 		}
 	}
 	return 0, fmt.Errorf("time %q is not now, a relative duration (-1h, -7d), a date (2024-05-01), RFC 3339 or Unix ns", s)
+}
+
+// unixNanoClamped is t in Unix ns, a time before or after what int64 ns
+// hold (1677 to 2262) the first or last of them: no sample lies beyond,
+// so a range bound there selects the same samples. (UnixNano's result is
+// undefined there: it wraps around.)
+func unixNanoClamped(t time.Time) int64 {
+	switch {
+	case t.Before(time.Unix(0, math.MinInt64)):
+		return math.MinInt64
+	case t.After(time.Unix(0, math.MaxInt64)):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
 }
 
 func formatTime(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }
