@@ -88,6 +88,12 @@ func (m *mqttFlags) subscriber(db *engine.DB, logger *slog.Logger) (*mqtt.Subscr
 	if err != nil {
 		return nil, err
 	}
+	if *m.maxBatch < 1 {
+		return nil, fmt.Errorf("--mqtt-max-batch %d: want at least 1", *m.maxBatch)
+	}
+	if (*m.tlsCert == "") != (*m.tlsKey == "") {
+		return nil, errors.New("--mqtt-tls-cert and --mqtt-tls-key go together")
+	}
 	opts := &mqtt.Options{Brokers: m.brokers, ClientID: *m.clientID, Username: *m.username, Password: *m.password,
 		MaxBatchMessages: *m.maxBatch, Logger: logger}
 	if *m.passwordFile != "" {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -235,6 +236,31 @@ func TestServeMQTTKill9(t *testing.T) {
 	for i, ok := range accepted {
 		if v, found := stored[int64(i)]; ok && (!found || v != float64(i)) {
 			t.Fatalf("accepted publish %d not stored (found %v, value %v); %d of %d stored", i, found, v, len(stored), n)
+		}
+	}
+}
+
+// Flags that cannot work together, or a batch bound below one, are usage
+// errors, not silently ignored or replaced by a default.
+func TestMQTTFlagsRefused(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--mqtt-max-batch", "-1"}, "--mqtt-max-batch -1"},
+		{[]string{"--mqtt-max-batch", "0"}, "--mqtt-max-batch 0"},
+		{[]string{"--mqtt-tls-key", "k.pem"}, "go together"},
+		{[]string{"--mqtt-tls-cert", "c.pem"}, "go together"},
+	} {
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		m := addMQTTFlags(fs)
+		args := append([]string{"--mqtt-broker", "tcp://127.0.0.1:1", "--mqtt-topic", "a/#"}, c.args...)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		sub, err := m.subscriber(nil, nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: subscriber = %v, %v; want an error with %q", c.args, sub, err, c.want)
 		}
 	}
 }
