@@ -157,19 +157,33 @@ func checkEmptyTarget(dir, flag string) error {
 	return nil
 }
 
-// moveDir moves the directory src to dst (missing or empty): a rename on
-// the same filesystem, else a copy then the removal of src.
-func moveDir(src, dst string) error {
+// renameDir is os.Rename; tests make it fail as across filesystems.
+var renameDir = os.Rename
+
+// moveSnapshot moves the snapshot directory src to dst (missing or
+// empty): a rename on the same filesystem. Otherwise it checkpoints the
+// snapshot into dst, the engine's own copy (marked incomplete until every
+// file is copied and synced, so that a copy stopped part-way is never
+// opened as a database), then removes src.
+func moveSnapshot(ctx context.Context, src, dst string) error {
 	if err := os.Remove(dst); err != nil && !errors.Is(err, iofs.ErrNotExist) {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(filepath.Clean(dst)), 0o755); err != nil {
 		return err
 	}
-	if err := os.Rename(src, dst); err == nil {
+	if err := renameDir(src, dst); err == nil {
 		return nil
 	}
-	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+	db, err := engine.Open(src, &engine.Options{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	_, err = db.Checkpoint(ctx, dst)
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return err
 	}
 	return os.RemoveAll(src)
@@ -198,7 +212,8 @@ delete. The database may be in use meanwhile:
   - When a 'strata serve' owns DIR, the backup asks it: serve keeps its address in
     DIR/serve.json, and backup sends POST /api/v1/admin/snapshot (with --token when the
     server needs one). The server writes the snapshot beside the database
-    (DIR.snapshots/<name>), and backup moves it to DIR2.
+    (DIR.snapshots/<name>), and backup moves it to DIR2 (on another filesystem, copies
+    it, marked incomplete until every file is copied and synced).
   - Otherwise (no serve.json, or no server answers at its address), backup opens DIR
     read-only, as the other read commands do, and copies it; a writer in another process
     may go on meanwhile.
@@ -255,7 +270,7 @@ func backupMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		snap, err := askSnapshot(ctx, info, *token, *timeout)
 		switch {
 		case err == nil:
-			if err := moveDir(snap, *out); err != nil {
+			if err := moveSnapshot(ctx, snap, *out); err != nil {
 				return fail(fmt.Errorf("move snapshot %s to %s: %w", snap, *out, err))
 			}
 			files, bytes := dirSize(*out)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http/httptest"
@@ -295,6 +296,22 @@ func TestBackupThroughServer(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(bk, serveInfoName)); !os.IsNotExist(err) {
 		t.Errorf("the backup holds %s", serveInfoName)
 	}
+	// Across filesystems the snapshot is checkpointed into --out (marked
+	// incomplete until done), then removed.
+	renameDir = func(from, to string) error {
+		return &os.LinkError{Op: "rename", Old: from, New: to, Err: errors.New("invalid cross-device link")}
+	}
+	defer func() { renameDir = os.Rename }()
+	bk3 := filepath.Join(t.TempDir(), "b3")
+	runWant(t, backupMain, 0, "--db", src, "--out", bk3, "--token", "s3cret")
+	if got := dumpDB(t, bk3); got != want {
+		t.Errorf("backup across filesystems differs\ngot:\n%s\nwant:\n%s", got, want)
+	}
+	if left, _ := os.ReadDir(snapshotDirOf(abs)); len(left) != 0 {
+		t.Errorf("snapshots left behind: %v", left)
+	}
+	renameDir = os.Rename
+
 	// A stopped server leaves serve.json stale: a read-only copy.
 	ts.Close()
 	bk2 := filepath.Join(t.TempDir(), "b2")
