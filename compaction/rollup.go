@@ -56,6 +56,9 @@ func (m *merger) startRollups(key []byte, kind point.Kind) error {
 	rs.limit = math.MinInt64
 	if m.opts.Rollup != nil && (kind == point.KindFloat || kind == point.KindInt || kind == point.KindUint) {
 		rs.levels = m.opts.Rollup(key, kind)
+		if !m.rollable(rs.levels) {
+			rs.levels = nil // its buckets are carried over as they are
+		}
 		if len(rs.levels) > 0 {
 			rs.limit = rs.levels[0].Before
 		}
@@ -88,6 +91,29 @@ func (m *merger) startRollups(key []byte, kind point.Kind) error {
 	}
 	rs.on = have || len(rs.levels) > 0
 	return nil
+}
+
+// rollable reports whether every sample and bucket the inputs hold of the
+// series being merged has a bucket at each of levels. One within a level's
+// Every of math.MinInt64 may have none: its bucket would start below what
+// int64 holds (point.FloorTime clamps it above the sample). Such a series is
+// not rolled up while it holds that data.
+func (m *merger) rollable(levels []RollupLevel) bool {
+	if len(levels) == 0 {
+		return true
+	}
+	oldest := int64(math.MaxInt64)
+	for _, s := range m.active {
+		if len(s.cur.Blocks) > 0 || len(s.cur.Rollups) > 0 {
+			oldest = min(oldest, s.cur.MinTime())
+		}
+	}
+	for _, l := range levels {
+		if oldest < point.FloorTime(math.MinInt64, l.Every) {
+			return false
+		}
+	}
+	return true
 }
 
 // inRanges reports whether t falls in one of the normalized ranges rs.

@@ -285,17 +285,31 @@ func (db *DB) rollupLimit(v *version, inputs []*segHandle) int64 {
 		mint = min(mint, h.Meta.MinTime)
 	}
 	reach := point.FloorTime(mint, rs.widest) // the start of the widest bucket mint may fall in
-	for _, level := range v.Levels {
-		for _, h := range level {
-			if in[h] || h.Meta.Samples == 0 || string(h.Meta.LastKey) < first || string(h.Meta.FirstKey) > last || h.Meta.MaxTime < reach {
-				continue
-			}
-			limit = min(limit, h.Meta.MinTime)
-		}
-	}
+	// The memtables with the version they go with: a flush published since
+	// v was taken moved data out of them into a segment v does not hold.
+	// (Only compaction, which the caller runs, removes segments: the
+	// current version holds every segment of v but those it replaces.)
 	db.mu.Lock()
+	cur := db.mu.v
+	if cur != nil {
+		cur.Ref()
+		defer db.unrefVersion(cur)
+	}
 	mems := append([]*memRef{db.mu.mem}, db.mu.imm...)
 	db.mu.Unlock()
+	for _, vv := range []*version{v, cur} {
+		if vv == nil {
+			continue
+		}
+		for _, level := range vv.Levels {
+			for _, h := range level {
+				if in[h] || h.Meta.Samples == 0 || string(h.Meta.LastKey) < first || string(h.Meta.FirstKey) > last || h.Meta.MaxTime < reach {
+					continue
+				}
+				limit = min(limit, h.Meta.MinTime)
+			}
+		}
+	}
 	for _, m := range mems {
 		if m != nil && m.t.Len() > 0 && m.t.MaxTime() >= reach {
 			limit = min(limit, m.t.MinTime())
@@ -384,6 +398,9 @@ func (db *DB) rollupDueAt(rs *rollupSet, h *segHandle) rollupDue {
 			continue
 		}
 		h.Reader.SeriesInto(pos, &si)
+		if len(si.Blocks) == 0 && len(si.Rollups) == 0 || !rollableFrom(si.MinTime(), cascade) {
+			continue // compaction leaves it as it is (compaction/rollup.go)
+		}
 		// Raw samples: due once the finest rule's bound passes the oldest
 		// by the span's fraction.
 		if len(si.Blocks) > 0 {
@@ -400,6 +417,19 @@ func (db *DB) rollupDueAt(rs *rollupSet, h *segHandle) rollupDue {
 		}
 	}
 	return d
+}
+
+// rollableFrom reports whether data from t on has a bucket at every rule
+// of cascade: within a rule's Every of math.MinInt64 it may have none (its
+// bucket would start below what int64 holds), and compaction rolls up no
+// series holding such data.
+func rollableFrom(t int64, cascade []compiledRollup) bool {
+	for _, r := range cascade {
+		if t < point.FloorTime(math.MinInt64, r.every) {
+			return false
+		}
+	}
+	return true
 }
 
 // dueAfter returns when rule r's bound passes t by frac nanoseconds (at
