@@ -114,14 +114,36 @@ type repairer struct {
 	rep  *RepairReport
 }
 
-// setAside renames path to path+".damaged" and reports it.
+// setAside renames path to path+".damaged" (or path+".N.damaged" when an
+// earlier repair set aside a file of that name) and reports it.
 func (r *repairer) setAside(path, why string) error {
-	if err := r.fs.Rename(path, path+damagedSuffix); err != nil {
+	to, err := r.damagedName(path)
+	if err == nil {
+		err = r.fs.Rename(path, to)
+	}
+	if err != nil {
 		return fmt.Errorf("set aside %s: %w", path, err)
 	}
 	rel, _ := filepath.Rel(r.dir, path)
 	r.rep.SetAside = append(r.rep.SetAside, fmt.Sprintf("%s: %s", rel, why))
 	return nil
+}
+
+// damagedName returns the name to set path aside as: path+".damaged", or
+// path+".N.damaged" for the first N from 2 that no file holds, so that a
+// file set aside before is never replaced.
+func (r *repairer) damagedName(path string) (string, error) {
+	name := path + damagedSuffix
+	for n := 2; ; n++ {
+		_, err := r.fs.Stat(name)
+		if errors.Is(err, iofs.ErrNotExist) {
+			return name, nil
+		}
+		if err != nil {
+			return "", err
+		}
+		name = fmt.Sprintf("%s.%d%s", path, n, damagedSuffix)
+	}
 }
 
 // checkSegment opens the segment at path and reads every block.
@@ -344,14 +366,19 @@ func (r *repairer) splitWAL(path string, off int64, why string) error {
 	if err != nil {
 		return err
 	}
-	if err := vfs.WriteFileAtomic(r.fs, path+damagedSuffix, data[off:]); err != nil {
+	to, err := r.damagedName(path)
+	if err != nil {
+		return fmt.Errorf("copy damaged wal tail: %w", err)
+	}
+	if err := vfs.WriteFileAtomic(r.fs, to, data[off:]); err != nil {
 		return fmt.Errorf("copy damaged wal tail: %w", err)
 	}
 	if err := vfs.TruncateSync(r.fs, path, off); err != nil {
 		return fmt.Errorf("truncate %s: %w", path, err)
 	}
 	rel, _ := filepath.Rel(r.dir, path)
-	r.rep.SetAside = append(r.rep.SetAside, fmt.Sprintf("%s from offset %d (copied to %s%s): %s", rel, off, rel, damagedSuffix, why))
+	relTo, _ := filepath.Rel(r.dir, to)
+	r.rep.SetAside = append(r.rep.SetAside, fmt.Sprintf("%s from offset %d (copied to %s): %s", rel, off, relTo, why))
 	return nil
 }
 
