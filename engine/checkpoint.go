@@ -44,6 +44,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/vfs"
@@ -88,10 +89,10 @@ func (db *DB) Checkpoint(ctx context.Context, dir string) (CheckpointInfo, error
 	if dir == "" {
 		return CheckpointInfo{}, fmt.Errorf("checkpoint: %w: empty directory name", ErrInvalid)
 	}
-	if same, err := sameDir(db.dir, dir); err != nil {
+	if inside, err := withinDir(db.dir, dir); err != nil {
 		return CheckpointInfo{}, fmt.Errorf("checkpoint: %w", err)
-	} else if same {
-		return CheckpointInfo{}, fmt.Errorf("checkpoint: %w: %s is the database's own directory", ErrInvalid, dir)
+	} else if inside {
+		return CheckpointInfo{}, fmt.Errorf("checkpoint: %w: %s is the database's own directory or inside it", ErrInvalid, dir)
 	}
 	cp := &checkpointer{db: db, dir: dir, fs: db.fs}
 	if wrap := db.testCheckpointFS; wrap != nil {
@@ -113,18 +114,43 @@ func (db *DB) Checkpoint(ctx context.Context, dir string) (CheckpointInfo, error
 	return info, nil
 }
 
-// sameDir reports whether a and b name the same directory (b may be
-// missing).
-func sameDir(a, b string) (bool, error) {
-	aa, err := filepath.Abs(a)
+// withinDir reports whether b (which may be missing) names directory a or
+// a path inside it, symbolic links resolved where the path exists.
+func withinDir(a, b string) (bool, error) {
+	aa, err := resolvePath(a)
 	if err != nil {
 		return false, err
 	}
-	bb, err := filepath.Abs(b)
+	bb, err := resolvePath(b)
 	if err != nil {
 		return false, err
 	}
-	return filepath.Clean(aa) == filepath.Clean(bb), nil
+	rel, err := filepath.Rel(aa, bb)
+	if err != nil {
+		return false, nil // on another volume
+	}
+	return rel == "." || rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)), nil
+}
+
+// resolvePath returns p absolute and clean, with the symbolic links of its
+// longest existing ancestor resolved.
+func resolvePath(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	rest := ""
+	for dir := abs; ; {
+		if r, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(r, rest), nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return abs, nil
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+		dir = parent
+	}
 }
 
 type checkpointer struct {

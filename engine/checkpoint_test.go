@@ -269,6 +269,24 @@ func TestCheckpointTarget(t *testing.T) {
 	if _, err := db.Checkpoint(ctx, dir); !errors.Is(err, ErrInvalid) {
 		t.Errorf("own directory: %v", err)
 	}
+	// Nor inside it (its empty wal directory, a new subdirectory), also
+	// through a symbolic link; a sibling whose name shares its prefix is
+	// fine.
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, inside := range []string{filepath.Join(dir, "wal"), filepath.Join(dir, "backup", "x"), filepath.Join(link, "b"), dir + "/sub/.."} {
+		if _, err := db.Checkpoint(ctx, inside); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "inside") {
+			t.Errorf("checkpoint into %s: %v", inside, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "backup")); !os.IsNotExist(err) {
+		t.Errorf("a refused checkpoint created a directory: %v", err)
+	}
+	if _, err := db.Checkpoint(ctx, dir+"-sibling"); err != nil {
+		t.Errorf("sibling: %v", err)
+	}
 	// An empty existing directory is fine, and so is a missing one.
 	for _, target := range []string{t.TempDir(), filepath.Join(t.TempDir(), "a", "b")} {
 		info, err := db.Checkpoint(ctx, target)
