@@ -180,6 +180,16 @@ func (b *pointBatch) add(p engine.Point, n int) error {
 	return nil
 }
 
+// end writes the points b holds when reading stopped at err, so that,
+// as on every path, what was read before a failure is written and
+// counted; it returns err, or the failure of that write.
+func (b *pointBatch) end(err error) error {
+	if ferr := b.flush(); ferr != nil && err == nil {
+		err = ferr
+	}
+	return err
+}
+
 func (b *pointBatch) flush() error {
 	for len(b.pts) > 0 {
 		err := b.db.Write(b.pts)
@@ -238,7 +248,7 @@ func importCSV(ctx context.Context, db *engine.DB, r io.Reader, res *importResul
 	for {
 		if res.read%4096 == 0 {
 			if err := ctx.Err(); err != nil {
-				return err
+				return b.end(err)
 			}
 		}
 		rec, err := cr.Read()
@@ -252,7 +262,7 @@ func importCSV(ctx context.Context, db *engine.DB, r io.Reader, res *importResul
 				res.reject("line", pe.StartLine, pe.Err)
 				continue
 			}
-			return err
+			return b.end(err)
 		}
 		res.read++
 		line, _ := cr.FieldPos(0) // a record was read: field 0 exists
@@ -278,16 +288,17 @@ func importCSV(ctx context.Context, db *engine.DB, r io.Reader, res *importResul
 			return err
 		}
 	}
-	return b.flush()
+	return b.end(nil)
 }
 
 // importParquet loads a Parquet file as export writes it. The Parquet
 // library may panic on a damaged file: that is reported as an error, with
 // the points read before it written.
 func importParquet(ctx context.Context, db *engine.DB, r io.ReaderAt, size int64, res *importResult) (err error) {
+	b := &pointBatch{db: db, res: res, where: "row"}
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("damaged parquet file (after row %d): %v", res.read, p)
+			err = b.end(fmt.Errorf("damaged parquet file (after row %d): %v", res.read, p))
 		}
 	}()
 	f, err := parquet.OpenFile(r, size)
@@ -314,14 +325,13 @@ func importParquet(ctx context.Context, db *engine.DB, r io.ReaderAt, size int64
 		}
 	}
 	mi, fi, ti := idx[colMeasurement], idx[colField], idx[colTime]
-	b := &pointBatch{db: db, res: res, where: "row"}
 	rows := make([]parquet.Row, 1024)
 	for _, rg := range f.RowGroups() {
 		rr := rg.Rows()
 		for {
 			if err := ctx.Err(); err != nil {
 				rr.Close()
-				return err
+				return b.end(err)
 			}
 			n, rerr := rr.ReadRows(rows)
 			for _, row := range rows[:n] {
@@ -341,12 +351,12 @@ func importParquet(ctx context.Context, db *engine.DB, r io.ReaderAt, size int64
 			}
 			if rerr != nil {
 				rr.Close()
-				return fmt.Errorf("read parquet rows: %w", rerr)
+				return b.end(fmt.Errorf("read parquet rows: %w", rerr))
 			}
 		}
 		rr.Close()
 	}
-	return b.flush()
+	return b.end(nil)
 }
 
 // parquetPoint maps one row to a point.

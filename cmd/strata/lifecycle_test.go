@@ -323,3 +323,30 @@ func TestBackupThroughServer(t *testing.T) {
 		t.Errorf("read-only backup differs")
 	}
 }
+
+// An import that fails part-way (here a quote never closed) writes the
+// points it read before the failure, as a line-protocol import does, and
+// says how many: it does not drop the batch it was building.
+func TestImportFailureWritesWhatWasRead(t *testing.T) {
+	tmp := t.TempDir()
+	csvFile := filepath.Join(tmp, "in.csv")
+	csvText := "measurement,host,field,time,kind,value\n" +
+		"m,a,v,1,int,5\n" +
+		"m,a,v,2,int,6\n" +
+		"m,a,v,3,string,\"never closed\n"
+	if err := os.WriteFile(csvFile, []byte(csvText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(tmp, "db")
+	var out, errb bytes.Buffer
+	if code := importMain(context.Background(), []string{"--db", db, csvFile}, &out, &errb); code != 2 {
+		t.Fatalf("exit %d, want 2 (stdout %q, stderr %q)", code, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String()+errb.String(), "2 points written") {
+		t.Errorf("output does not count the points written:\n%s%s", out.String(), errb.String())
+	}
+	want := "\"m\" [{\"host\" \"a\"}] \"v\"\n  1 int \"5\"\n  2 int \"6\"\n"
+	if got := dumpDB(t, db); got != want {
+		t.Errorf("database holds\n%s\nwant\n%s", got, want)
+	}
+}
