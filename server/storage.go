@@ -27,7 +27,8 @@ import (
 //     write stored reads back under its own name), with the tags as labels.
 //     A tag key that is no valid label name has each invalid character
 //     replaced by '_' (a leading digit too); a tag key that would become
-//     __name__ is left out.
+//     __name__ is left out. Keys of a series that become one label name
+//     give one label, their values joined by ';' in key order.
 //   - Float, int and uint samples are float64; a bool is 0 or 1. String
 //     fields are not visible.
 //   - Timestamps become milliseconds by flooring; where two samples of a
@@ -148,14 +149,51 @@ func labelByte(c byte, first bool) bool {
 	return c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || !first && '0' <= c && c <= '9'
 }
 
-// promLabels builds the label set of a strata series.
+// promLabels builds the label set of a strata series. Tag keys that become
+// one label name (say "host.name" and "host_name") give one label, their
+// values joined by ';' in the order of the keys, as Prometheus' OTLP
+// translator joins attributes whose names collide: a label set never holds
+// a name twice.
 func promLabels(b *labels.ScratchBuilder, m, f string, tags []engine.Tag) labels.Labels {
 	b.Reset()
 	b.Add(labels.MetricName, MetricName(m, f))
+	renamed := false
+	for _, t := range tags {
+		n := LabelName(t.Key)
+		if n == labels.MetricName {
+			continue
+		}
+		if n != t.Key {
+			renamed = true
+		}
+		b.Add(n, t.Value)
+	}
+	b.Sort()
+	ls := b.Labels()
+	if !renamed {
+		return ls // distinct keys, kept as they are: no collision
+	}
+	if _, dup := ls.HasDuplicateLabelNames(); !dup {
+		return ls
+	}
+	// Rare: join the colliding values, in key order (tags are sorted by
+	// key, which Sort above may not have kept).
+	ps := make([]labels.Label, 0, len(tags))
 	for _, t := range tags {
 		if n := LabelName(t.Key); n != labels.MetricName {
-			b.Add(n, t.Value)
+			ps = append(ps, labels.Label{Name: n, Value: t.Value})
 		}
+	}
+	slices.SortStableFunc(ps, func(x, y labels.Label) int { return strings.Compare(x.Name, y.Name) })
+	b.Reset()
+	b.Add(labels.MetricName, MetricName(m, f))
+	for i := 0; i < len(ps); {
+		j, v := i+1, ps[i].Value
+		for ; j < len(ps) && ps[j].Name == ps[i].Name; j++ {
+			v += ";" + ps[j].Value
+		}
+		b.Add(ps[i].Name, v)
+		i = j
 	}
 	b.Sort()
 	return b.Labels()
