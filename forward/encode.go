@@ -12,7 +12,9 @@ package forward
 //
 // Series are named as the query API names them: __name__ is m_f, or m when
 // the field is "value"; tags are labels; characters no label name may hold
-// become '_', invalid UTF-8 in label values U+FFFD. Labels are sorted by
+// become '_' (tag keys that become one name give one label, their values
+// joined by ';' in key order), invalid UTF-8 in label values U+FFFD; a tag
+// key that would become __name__ is left out. Labels are sorted by
 // name. Float, int and uint samples are sent as float64, bools as 0 or 1;
 // string fields are skipped (counted). Timestamps are floored to ms; of
 // consecutive samples of a series in one ms, the later in time is sent.
@@ -88,13 +90,27 @@ func promLabels(info engine.SeriesInfo) []byte {
 	ls := make([]label, 0, len(info.Tags)+1)
 	ls = append(ls, label{"__name__", promName(info.Measurement, info.Field)})
 	for _, t := range info.Tags {
+		name := sanitizeName(t.Key, false)
+		if name == "__name__" {
+			continue // as the query API leaves it out
+		}
 		// Remote-write receivers refuse a label value of invalid UTF-8;
 		// the query API shows such bytes as U+FFFD too (JSON).
-		ls = append(ls, label{sanitizeName(t.Key, false), strings.ToValidUTF8(t.Value, "\uFFFD")})
+		ls = append(ls, label{name, strings.ToValidUTF8(t.Value, "\uFFFD")})
 	}
 	slices.SortStableFunc(ls, func(a, b label) int { return strings.Compare(a.name, b.name) })
-	// Two tag keys that sanitize alike: keep the first, as names must be unique.
-	ls = slices.CompactFunc(ls, func(a, b label) bool { return a.name == b.name })
+	// Tag keys that sanitize alike give one label, their values joined by
+	// ';' in key order (the tags' order, kept by the stable sort), as the
+	// query API gives it: names must be unique.
+	out := ls[:0]
+	for i := 0; i < len(ls); i++ {
+		if n := len(out); n > 0 && out[n-1].name == ls[i].name {
+			out[n-1].value += ";" + ls[i].value
+			continue
+		}
+		out = append(out, ls[i])
+	}
+	ls = out
 	var dst, l []byte
 	for _, x := range ls {
 		l = protowire.AppendTag(l[:0], 1, protowire.BytesType)

@@ -115,3 +115,23 @@ func TestInfluxFieldTwiceStartsLine(t *testing.T) {
 		t.Fatalf("got\n%s\nwant\n%s", out, want)
 	}
 }
+
+// Tag keys that sanitize to one label name give one label, their values
+// joined by ';' in key order, and a key that would be __name__ is left
+// out: the label set the query API shows (server.promLabels).
+func TestPromLabelsCollide(t *testing.T) {
+	info := engine.SeriesInfo{Measurement: "m", Field: "v", Tags: []engine.Tag{
+		{Key: "__name__", Value: "n"}, {Key: "a.b", Value: "x"}, {Key: "a_b", Value: "y"}, {Key: "aé", Value: "z"}, {Key: "c", Value: "w"},
+	}}
+	var e promEncoder
+	e.add([]engine.FeedSample{{ID: 0, Time: 5e6, Value: engine.Float(1)}})
+	meta := &seriesMeta{kind: engine.KindFloat, labels: promLabels(info)}
+	req, _ := e.encode(nil, func(uint64) *seriesMeta { return meta })
+	got, err := decodeWriteRequest(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{__name__="m_v",a_="z",a_b="x;y",c="w"}`; len(got) != 1 || got[0].series != want {
+		t.Fatalf("got %+v, want %s", got, want)
+	}
+}
