@@ -363,13 +363,24 @@ type accs struct {
 	finish *finished
 }
 
-// end returns the first time after the bucket starting at start, or
-// math.MaxInt64 when the bucket reaches the end of the int64 range.
-func (b bucketer) end(start int64) int64 {
-	if b.every == 0 || start > math.MaxInt64-b.every {
+// last returns the last time of the bucket starting at start: math.MaxInt64
+// when the bucket reaches the end of the int64 range. A bucket whose aligned
+// start lies below the int64 range (bucket clamped it to math.MinInt64)
+// ends just before the next aligned bucket, less than Every after
+// math.MinInt64. An inclusive end, so that a bucket ending exactly at
+// math.MaxInt64 (Every dividing it) is told from the one starting there.
+func (b bucketer) last(start int64) int64 {
+	if b.every == 0 {
 		return math.MaxInt64
 	}
-	return start + b.every
+	if m := start % b.every; m != 0 {
+		// Only a clamped start is unaligned: m is negative.
+		return start - m - 1
+	}
+	if start > math.MaxInt64-b.every {
+		return math.MaxInt64
+	}
+	return start + b.every - 1
 }
 
 // addSamples folds time-sorted samples of one series, of kind kind, bucket
@@ -386,8 +397,8 @@ func (s *accs) addSamples(samples []point.Sample, kind Kind, agg Aggregate) {
 	for len(samples) > 0 {
 		a := s.at(samples[0].Time)
 		n := len(samples)
-		if end := s.b.end(a.bucket); end != math.MaxInt64 && samples[n-1].Time >= end {
-			n, _ = slices.BinarySearchFunc(samples, end, func(x point.Sample, t int64) int { return cmp.Compare(x.Time, t) })
+		if last := s.b.last(a.bucket); samples[n-1].Time > last {
+			n, _ = slices.BinarySearchFunc(samples, last+1, func(x point.Sample, t int64) int { return cmp.Compare(x.Time, t) })
 		}
 		run := samples[:n:n]
 		samples = samples[n:]

@@ -409,8 +409,20 @@ func (g *gen) value(k Kind) Value {
 	}
 }
 
-// time returns a timestamp in about [-300 µs, 300 µs], mostly on a 1 µs grid.
+// time returns a timestamp in about [-300 µs, 300 µs], mostly on a 1 µs grid,
+// and now and then one at the edges of the int64 range (math.MaxInt64
+// itself too), where buckets are clamped or end exactly at math.MaxInt64.
 func (g *gen) time() int64 {
+	if g.r.IntN(20) == 0 {
+		switch g.r.IntN(3) {
+		case 0:
+			return math.MinInt64 + g.r.Int64N(30_000)
+		case 1:
+			return math.MaxInt64 - g.r.Int64N(30_000)
+		default:
+			return math.MaxInt64
+		}
+	}
 	t := (g.r.Int64N(601) - 300) * 1000
 	if g.r.IntN(5) == 0 {
 		t += g.r.Int64N(1000)
@@ -468,9 +480,23 @@ func (g *gen) selector() Selector {
 	if r.IntN(8) == 0 {
 		sel.Start, sel.End = minTime, maxTime
 	} else {
-		a, b := g.time()-g.r.Int64N(20_000), g.time()+g.r.Int64N(20_000)
+		// Widened by up to 20 µs each way, within the int64 range; End
+		// is at most math.MaxInt64.
+		a, b := g.time(), g.time()
+		if a > math.MinInt64+20_000 {
+			a -= g.r.Int64N(20_000)
+		}
+		if b < math.MaxInt64-20_000 {
+			b += g.r.Int64N(20_000)
+		}
 		if a > b {
 			a, b = b, a
+		}
+		if b == math.MaxInt64 {
+			b--
+		}
+		if a > b {
+			a = b
 		}
 		sel.Start, sel.End = a, b+1
 	}
