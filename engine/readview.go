@@ -520,6 +520,12 @@ func (v *visibility) memVisible(m *memRef, id uint64) (bool, error) {
 		if len(v.buf) > 0 {
 			return true, nil
 		}
+		if sp.MaxTime == math.MaxInt64 {
+			// The window reached the end of time; the spans left hold
+			// versions of that last sample only (and MaxTime+1 would
+			// wrap to the start of time, below mint).
+			break
+		}
 		from, n = sp.MaxTime+1, 0
 	}
 	return false, nil
@@ -648,7 +654,10 @@ func (v *visibility) memNewest(m *memRef, id uint64, mint int64) error {
 	v.spans = m.t.Spans(id, mint, v.maxt, v.snap.oldest, v.spans[:0])
 	to, n := v.maxt, 0
 	for i := len(v.spans) - 1; i >= 0; i-- {
-		if n += v.spans[i].Count; n < v.db.partSamples && i > 0 {
+		// A span before this one that ends at math.MaxInt64 holds versions
+		// of the same last sample: read them in one window (MaxTime+1
+		// would wrap to the start of time, below mint).
+		if n += v.spans[i].Count; i > 0 && (n < v.db.partSamples || v.spans[i-1].MaxTime == math.MaxInt64) {
 			continue
 		}
 		if err := v.ctx.Err(); err != nil {
