@@ -219,7 +219,7 @@ func TestRemoteDecodeMatchesPrompb(t *testing.T) {
 func checkDecodeAgrees(t *testing.T, raw []byte) {
 	var want prompb.WriteRequest
 	werr := want.Unmarshal(raw)
-	n, err := checkWriteRequest(raw)
+	n, _, err := checkWriteRequest(raw)
 	if werr != nil {
 		return // the skipped messages are checked for framing only
 	}

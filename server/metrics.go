@@ -29,6 +29,10 @@ type metrics struct {
 	// remoteStale and remoteOutOfRange are remoteSkipped's other reasons.
 	remoteStale      prometheus.Counter
 	remoteOutOfRange prometheus.Counter
+	remoteHistograms prometheus.Counter
+	// otlpSkipped counts OTLP samples not stored, by reason.
+	otlpSkipped                              *prometheus.CounterVec
+	otlpHistograms, otlpStale, otlpNonFinite prometheus.Counter
 	// remoteRefused counts refused remote-write series by reason (see
 	// refusedReasons).
 	remoteRefusedVec *prometheus.CounterVec
@@ -64,7 +68,11 @@ func newMetrics(db *engine.DB, extra prometheus.Registerer, more []prometheus.Co
 		}),
 		remoteSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_remote_write_samples_skipped_total",
-			Help: "Remote-write samples not stored, by reason: stale (staleness markers), non_finite (NaN, +Inf, -Inf) or out_of_range (a timestamp that ns cannot hold).",
+			Help: "Remote-write samples not stored, by reason: stale (staleness markers), non_finite (NaN, +Inf, -Inf), out_of_range (a timestamp that ns cannot hold) or histogram (native histograms, one per histogram sample).",
+		}, []string{"reason"}),
+		otlpSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_otlp_samples_skipped_total",
+			Help: "OTLP samples not stored, by reason: histogram (exponential histograms, which Prometheus stores as native histograms), stale (points flagged as having no recorded value) or non_finite (NaN, +Inf, -Inf).",
 		}, []string{"reason"}),
 		remoteRefusedVec: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_remote_write_series_refused_total",
@@ -74,13 +82,17 @@ func newMetrics(db *engine.DB, extra prometheus.Registerer, more []prometheus.Co
 	m.remoteNonFinite = m.remoteSkipped.WithLabelValues("non_finite")
 	m.remoteStale = m.remoteSkipped.WithLabelValues("stale")
 	m.remoteOutOfRange = m.remoteSkipped.WithLabelValues("out_of_range")
+	m.remoteHistograms = m.remoteSkipped.WithLabelValues("histogram")
+	m.otlpHistograms = m.otlpSkipped.WithLabelValues("histogram")
+	m.otlpStale = m.otlpSkipped.WithLabelValues("stale")
+	m.otlpNonFinite = m.otlpSkipped.WithLabelValues("non_finite")
 	for i, r := range refusedReasons {
 		m.remoteRefused[i] = m.remoteRefusedVec.WithLabelValues(r)
 	}
 
 	reg := prometheus.NewRegistry()
 	cs := []prometheus.Collector{
-		m.requests, m.latency, m.pointsWritten, m.linesRejected, m.stalled, m.remoteSamples, m.remoteSkipped, m.remoteRefusedVec,
+		m.requests, m.latency, m.pointsWritten, m.linesRejected, m.stalled, m.remoteSamples, m.remoteSkipped, m.otlpSkipped, m.remoteRefusedVec,
 		&statsCollector{db: db},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

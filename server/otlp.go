@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"math"
 	"mime"
 	"net/http"
@@ -32,7 +33,9 @@ import (
 // other resource attributes on target_info. Each resulting sample is stored
 // as remote write stores it: measurement = __name__, the other labels as
 // tags, field "value", the ms timestamp in ns. NaN and infinite samples are
-// skipped (strata stores finite numbers only), native histograms too. Delta
+// skipped (strata stores finite numbers only), exponential histograms
+// (native histograms in Prometheus) too, all counted in
+// strata_otlp_samples_skipped_total. Delta
 // temporality is refused, as by Prometheus' default.
 //
 // A request is atomic: all of its samples are stored in one Commit of an
@@ -127,6 +130,14 @@ func (s *Server) otlpWrite(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
+	for _, c := range []struct {
+		c prometheus.Counter
+		n int
+	}{{s.metrics.otlpHistograms, app.histograms}, {s.metrics.otlpStale, app.stale}, {s.metrics.otlpNonFinite, app.nonFinite}} {
+		if c.n > 0 {
+			c.c.Add(float64(c.n))
+		}
+	}
 	resp := pmetricotlp.NewExportResponse()
 	var out []byte
 	if isJSON {
@@ -152,6 +163,8 @@ type otlpAppender struct {
 	tags   []engine.Tag          // scratch of resolve
 	err    error                 // the first series that cannot be a point
 	failed error                 // the first refusal (or failure) of the engine
+	// Samples not stored: native histograms, stale markers, NaN and ±Inf.
+	histograms, stale, nonFinite int
 }
 
 type otlpSeries struct {
@@ -165,7 +178,17 @@ func (a *otlpAppender) Append(ref storage.SeriesRef, ls labels.Labels, _, t int6
 	if ref == 0 {
 		ref = storage.SeriesRef(ls.Hash())
 	}
-	if h != nil || fh != nil || value.IsStaleNaN(v) || math.IsNaN(v) || math.IsInf(v, 0) || a.failed != nil {
+	switch {
+	case a.failed != nil:
+		return ref, nil
+	case h != nil || fh != nil:
+		a.histograms++
+		return ref, nil
+	case value.IsStaleNaN(v):
+		a.stale++
+		return ref, nil
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		a.nonFinite++
 		return ref, nil
 	}
 	h64 := uint64(ref)

@@ -106,7 +106,10 @@ func TestOTLPJSON(t *testing.T) {
 	body := fmt.Sprintf(`{"resourceMetrics":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"edge"}},{"key":"service.namespace","value":{"stringValue":"plant"}}]},
 "scopeMetrics":[{"metrics":[{"name":"line.speed","unit":"m/s","gauge":{"dataPoints":[{"timeUnixNano":"%d","asDouble":1.25,"attributes":[{"key":"line","value":{"stringValue":"L1"}}]}]}},
 {"name":"parts","sum":{"isMonotonic":true,"aggregationTemporality":2,"dataPoints":[{"timeUnixNano":"%d","asInt":"42"}]}},
-{"name":"bad","gauge":{"dataPoints":[{"timeUnixNano":"%d","asDouble":"NaN"}]}}]}]}]}`, ms*1e6, ms*1e6, ms*1e6)
+{"name":"bad","gauge":{"dataPoints":[{"timeUnixNano":"%d","asDouble":"NaN"}]}},
+{"name":"gone","gauge":{"dataPoints":[{"timeUnixNano":"%d","asDouble":1,"flags":1}]}},
+{"name":"lat","exponentialHistogram":{"aggregationTemporality":2,"dataPoints":[{"timeUnixNano":"%d","count":"3","sum":1.5,"scale":0,"zeroCount":"1","positive":{"offset":0,"bucketCounts":["1","1"]}}]}}]}]}]}`,
+		ms*1e6, ms*1e6, ms*1e6, ms*1e6, ms*1e6)
 	code, hdr, resp := ts.do("POST", "/api/v1/otlp/v1/metrics", []byte(body), "Content-Type", "application/json")
 	if code != 200 || hdr.Get("Content-Type") != "application/json" {
 		t.Fatalf("%d %s %s", code, hdr.Get("Content-Type"), resp)
@@ -120,6 +123,14 @@ func TestOTLPJSON(t *testing.T) {
 	}
 	if got := ts.promQuery("bad", at); len(got) != 0 {
 		t.Errorf("NaN stored: %q", got)
+	}
+	// What is not stored is counted: the NaN, the point without a
+	// recorded value, the exponential histogram.
+	_, _, metrics := ts.do("GET", "/metrics", nil)
+	for _, reason := range []string{"non_finite", "stale", "histogram"} {
+		if want := `strata_otlp_samples_skipped_total{reason="` + reason + `"} 1`; !strings.Contains(metrics, want) {
+			t.Errorf("no %s in\n%s", want, grepLines(metrics, "otlp"))
+		}
 	}
 
 	// Not OTLP, another media type, over the limit.

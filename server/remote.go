@@ -87,7 +87,8 @@ func (s *Server) remoteWrite(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "snappy: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	if _, err := checkWriteRequest(raw); err != nil {
+	_, histograms, err := checkWriteRequest(raw)
+	if err != nil {
 		http.Error(w, "protobuf: "+err.Error(), http.StatusBadRequest)
 		return
 	}
@@ -99,6 +100,9 @@ func (s *Server) remoteWrite(w http.ResponseWriter, r *http.Request) {
 	st := newRemoteStore(s)
 	err = st.store(raw)
 	st.count()
+	if histograms > 0 {
+		s.metrics.remoteHistograms.Add(float64(histograms))
+	}
 	switch {
 	case errors.Is(err, engine.ErrClosed):
 		s.unavailable(w)

@@ -92,47 +92,48 @@ func wantType(msg string, num protowire.Number, typ, want protowire.Type) error 
 
 // checkWriteRequest checks the wire format of the WriteRequest b and
 // returns the number of samples it holds.
-func checkWriteRequest(b []byte) (samples int, err error) {
+func checkWriteRequest(b []byte) (samples, histograms int, err error) {
 	for len(b) > 0 {
 		num, typ, v, n, err := consumeField(b)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		b = b[n:]
 		switch num {
 		case 1:
 			if err := wantType("WriteRequest", num, typ, protowire.BytesType); err != nil {
-				return 0, err
+				return 0, 0, err
 			}
-			k, err := checkTimeSeries(v)
+			k, h, err := checkTimeSeries(v)
 			if err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 			samples += k
+			histograms += h
 		case 3:
 			if err := wantType("WriteRequest", num, typ, protowire.BytesType); err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 			if err := checkFraming(v); err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 		}
 	}
-	return samples, nil
+	return samples, histograms, nil
 }
 
-func checkTimeSeries(b []byte) (samples int, err error) {
+func checkTimeSeries(b []byte) (samples, histograms int, err error) {
 	for len(b) > 0 {
 		num, typ, v, n, err := consumeField(b)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		b = b[n:]
 		if num < 1 || num > 4 {
 			continue
 		}
 		if err := wantType("TimeSeries", num, typ, protowire.BytesType); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		switch num {
 		case 1:
@@ -140,14 +141,17 @@ func checkTimeSeries(b []byte) (samples int, err error) {
 		case 2:
 			err = checkMessage("Sample", v, protowire.Fixed64Type, protowire.VarintType)
 			samples++
-		default: // exemplars and histograms: not stored
+		case 4: // native histograms: not stored (counted)
+			err = checkFraming(v)
+			histograms++
+		default: // exemplars: not stored
 			err = checkFraming(v)
 		}
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
-	return samples, nil
+	return samples, histograms, nil
 }
 
 // checkMessage checks a message whose fields 1 and 2 have the wire types t1

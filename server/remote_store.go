@@ -129,7 +129,7 @@ func (st *remoteStore) writeFrom(mark remoteMark) error {
 
 // samplesFrom is about the number of samples of the request from mark on.
 func (st *remoteStore) samplesFrom(mark remoteMark) int {
-	n, _ := checkWriteRequest(st.raw[mark.off:])
+	n, _, _ := checkWriteRequest(st.raw[mark.off:])
 	return n
 }
 

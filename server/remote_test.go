@@ -62,6 +62,8 @@ func TestRemoteWrite(t *testing.T) {
 			{Timestamp: 5, Value: math.Inf(-1)},
 			{Timestamp: 6, Value: -6},
 		},
+		// Native histograms are not stored, and counted.
+		Histograms: []prompb.Histogram{{Count: &prompb.Histogram_CountInt{CountInt: 2}, Sum: 1, Timestamp: 7}, {Count: &prompb.Histogram_CountInt{CountInt: 3}, Sum: 2, Timestamp: 8}},
 	}
 	code, _, body := ts.do("POST", "/api/v1/write", remoteBody(t, a, b, special), remoteHeaders...)
 	if code != http.StatusNoContent {
@@ -86,7 +88,8 @@ func TestRemoteWrite(t *testing.T) {
 	}
 	_, _, metrics := ts.do("GET", "/metrics", nil)
 	if !strings.Contains(metrics, `strata_remote_write_samples_skipped_total{reason="non_finite"} 3`) ||
-		!strings.Contains(metrics, `strata_remote_write_samples_skipped_total{reason="stale"} 1`) {
+		!strings.Contains(metrics, `strata_remote_write_samples_skipped_total{reason="stale"} 1`) ||
+		!strings.Contains(metrics, `strata_remote_write_samples_skipped_total{reason="histogram"} 2`) {
 		t.Errorf("skipped samples not counted:\n%s", grepLines(metrics, "skipped"))
 	}
 }
