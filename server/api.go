@@ -429,8 +429,18 @@ func appendPoint(b []byte, t int64, v float64) []byte {
 	b = append(b, '[')
 	b = appendTime(b, t)
 	b = append(b, ',', '"')
-	b = strconv.AppendFloat(b, v, 'f', -1, 64)
+	b = appendFloat(b, v)
 	return append(b, '"', ']')
+}
+
+// appendFloat writes v as Prometheus' API does: shortest decimal, in
+// exponent form when |v| is below 1e-6 or at least 1e21.
+func appendFloat(b []byte, v float64) []byte {
+	format := byte('f')
+	if a := math.Abs(v); a != 0 && (a < 1e-6 || a >= 1e21) {
+		format = 'e'
+	}
+	return strconv.AppendFloat(b, v, format, -1, 64)
 }
 
 // appendTime writes a ms timestamp as seconds with up to three decimals.
