@@ -212,8 +212,8 @@ delete. The database may be in use meanwhile:
   - When a 'strata serve' owns DIR, the backup asks it: serve keeps its address in
     DIR/serve.json, and backup sends POST /api/v1/admin/snapshot (with --token when the
     server needs one). The server writes the snapshot beside the database
-    (DIR.snapshots/<name>), and backup moves it to DIR2 (on another filesystem, copies
-    it, marked incomplete until every file is copied and synced).
+    (DIR.snapshots/<name>), and backup moves it to DIR2 (on another filesystem, it
+    checkpoints the snapshot into DIR2, marked incomplete until done, then removes it).
   - Otherwise (no serve.json, or no server answers at its address), backup opens DIR
     read-only, as the other read commands do, and copies it; a writer in another process
     may go on meanwhile.

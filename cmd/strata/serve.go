@@ -48,12 +48,18 @@ const serveUsage = `usage: strata serve --db DIR [--listen 127.0.0.1:8086] [--to
 Serve the database in DIR (created if missing) over HTTP:
   POST /api/v2/write, /write    InfluxDB 2.x and 1.x line protocol (gzip accepted)
   POST /api/v1/write            Prometheus remote write 1.0
-  GET  /api/v1/query, /api/v1/query_range, /api/v1/series, /api/v1/labels,
-       /api/v1/label/<name>/values, /api/v1/status/buildinfo
+  POST /api/v1/otlp/v1/metrics  OpenTelemetry metrics over OTLP/HTTP (protobuf or JSON)
+  GET|POST /api/v1/query, /api/v1/query_range, /api/v1/series, /api/v1/labels,
+       /api/v1/label/<name>/values; GET /api/v1/status/buildinfo
                                 Prometheus HTTP query API (PromQL), for Grafana
+  POST /api/v1/read             Prometheus remote read
+  GET|POST /api/v1/status/strata
+                                the database's live figures (JSON)
   GET  /metrics                 Prometheus metrics of the engine and the server
-  POST /api/v1/admin/snapshot   a consistent online copy of the database in DIR.snapshots/<name>
+  POST|PUT /api/v1/admin/snapshot
+                                a consistent online copy of the database in DIR.snapshots/<name>
                                 (Prometheus' admin snapshot; answers the name)
+  GET  /, /ui/...               a page for the operator (its files never need the token)
   GET  /ping, /health           liveness (never need the token)
 
 While it runs, serve keeps its address in DIR/serve.json, so that 'strata backup --db DIR'
