@@ -118,9 +118,9 @@ func (d *sparkplugDecoder) decode(topic string, payload []byte, recv time.Time, 
 	if device != "" {
 		tags = append(tags, engine.Tag{Key: "device_id", Value: device})
 	}
-	msgTime := recv.UnixNano()
+	msgTime, msgOK := recv.UnixNano(), true
 	if p.Timestamp != nil {
-		msgTime = msToNanos(p.GetTimestamp())
+		msgTime, msgOK = msToNanos(p.GetTimestamp())
 	}
 	nodeKey := group + "/" + node
 	key := nodeKey
@@ -153,9 +153,15 @@ func (d *sparkplugDecoder) decode(topic string, payload []byte, recv time.Time, 
 				}
 			}
 		}
-		dst = append(dst, engine.Point{Measurement: StateMeasurement, Tags: tags,
-			Fields: []engine.Field{{Key: "online", Value: engine.Bool(true)}}, Time: msgTime})
-		return d.metrics(p, nil, e, tags, msgTime, nodeKey, dst)
+		if msgOK {
+			dst = append(dst, engine.Point{Measurement: StateMeasurement, Tags: tags,
+				Fields: []engine.Field{{Key: "online", Value: engine.Bool(true)}}, Time: msgTime})
+		}
+		dst, err := d.metrics(p, nil, e, tags, msgTime, msgOK, nodeKey, dst)
+		if err == nil && !msgOK {
+			err = errTimeRange(1) // the online point
+		}
+		return dst, err
 
 	case "NDEATH", "DDEATH":
 		e := d.entities[key]
@@ -170,13 +176,16 @@ func (d *sparkplugDecoder) decode(topic string, payload []byte, recv time.Time, 
 			}
 		}
 		d.forget(key, typ == "NDEATH")
+		if !msgOK {
+			return dst, errTimeRange(1)
+		}
 		return append(dst, engine.Point{Measurement: StateMeasurement, Tags: tags,
 			Fields: []engine.Field{{Key: "online", Value: engine.Bool(false)}}, Time: msgTime}), nil
 	}
 
 	// NDATA, DDATA.
 	e := d.entities[key]
-	return d.metrics(p, e, e, tags, msgTime, nodeKey, dst)
+	return d.metrics(p, e, e, tags, msgTime, msgOK, nodeKey, dst)
 }
 
 // forget drops the state of key, and of the node's devices when node is set.
@@ -194,9 +203,10 @@ func (d *sparkplugDecoder) forget(key string, node bool) {
 
 // metrics appends a point for each metric of p with a value. aliases
 // resolves metrics sent by alias (nil for births, which carry names); types
-// gives the datatypes that data messages may leave out.
-func (d *sparkplugDecoder) metrics(p *sparkplugb.Payload, aliases, types *spEntity, tags []engine.Tag, msgTime int64, nodeKey string, dst []engine.Point) ([]engine.Point, error) {
-	unknown := 0
+// gives the datatypes that data messages may leave out. msgTime is the
+// payload's time, which msgOK says fits int64 ns.
+func (d *sparkplugDecoder) metrics(p *sparkplugb.Payload, aliases, types *spEntity, tags []engine.Tag, msgTime int64, msgOK bool, nodeKey string, dst []engine.Point) ([]engine.Point, error) {
+	unknown, badTime := 0, 0
 	for _, m := range p.Metrics {
 		name, dt := m.GetName(), sparkplugb.DataType(m.GetDatatype())
 		if m.Name == nil {
@@ -231,9 +241,13 @@ func (d *sparkplugDecoder) metrics(p *sparkplugb.Payload, aliases, types *spEnti
 		if !ok {
 			continue
 		}
-		t := msgTime
+		t, ok := msgTime, msgOK
 		if m.Timestamp != nil {
-			t = msToNanos(m.GetTimestamp())
+			t, ok = msToNanos(m.GetTimestamp())
+		}
+		if !ok {
+			badTime++
+			continue
 		}
 		dst = append(dst, engine.Point{Measurement: name, Tags: tags,
 			Fields: []engine.Field{{Key: "value", Value: v}}, Time: t})
@@ -243,7 +257,16 @@ func (d *sparkplugDecoder) metrics(p *sparkplugb.Payload, aliases, types *spEnti
 		d.requestRebirth(nodeKey)
 		return dst, fmt.Errorf("%w: sparkplug: %d metrics of unknown alias or name (rebirth requested)", ErrPayload, unknown)
 	}
+	if badTime > 0 {
+		return dst, errTimeRange(badTime)
+	}
 	return dst, nil
+}
+
+// errTimeRange reports n points not stored for a timestamp past what int64
+// ns hold (2262).
+func errTimeRange(n int) error {
+	return fmt.Errorf("%w: sparkplug: %d points timestamped past 2262, beyond int64 nanoseconds", ErrPayload, n)
 }
 
 // requestRebirth publishes the rebirth command to the node, at most once
@@ -294,11 +317,13 @@ func intValue(v engine.Value) int64 {
 	return -1
 }
 
-func msToNanos(ms uint64) int64 {
+// msToNanos converts a Sparkplug timestamp (ms) to ns; ok is false past
+// what int64 ns hold.
+func msToNanos(ms uint64) (ns int64, ok bool) {
 	if ms > math.MaxInt64/1_000_000 {
-		return math.MaxInt64
+		return 0, false
 	}
-	return int64(ms) * 1e6
+	return int64(ms) * 1e6, true
 }
 
 // metricValue returns the value of m as datatype dt.

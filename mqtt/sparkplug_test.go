@@ -3,6 +3,7 @@ package mqtt
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -245,3 +246,44 @@ func FuzzSparkplugDecode(f *testing.F) {
 type nopWriter struct{}
 
 func (nopWriter) Write([]engine.Point) error { return nil }
+
+// A timestamp past 2262 (beyond int64 ns) is refused: the point is not
+// stored (it was stored at the last representable time), the message is
+// reported, and a birth still registers its aliases.
+func TestSparkplugTimeBeyondInt64(t *testing.T) {
+	s, err := New(nopWriter{}, &Options{Brokers: []string{"tcp://127.0.0.1:1"}, ClientID: "x",
+		Subscriptions: []Subscription{{Filter: "#", Format: FormatSparkplugB}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := s.subs[0].decoder
+	const far = uint64(math.MaxInt64/1_000_000) + 1 // ms
+	recv := time.Unix(1, 0)
+	// A birth whose payload time is too far: its metrics without a time of
+	// their own are refused, one with a good time is kept, and the alias
+	// is known afterwards.
+	pts, err := d.decode("spBv1.0/G/NBIRTH/N", spPayload(far,
+		spm{name: "a", alias: 1, dt: sparkplugb.DataType_Double, value: 1.0},
+		spm{name: "b", alias: 2, dt: sparkplugb.DataType_Double, value: 2.0, ts: 5}), recv, nil)
+	if !errors.Is(err, ErrPayload) || !strings.Contains(err.Error(), "past 2262") {
+		t.Errorf("birth: err %v", err)
+	}
+	if len(pts) != 1 || pts[0].Measurement != "b" || pts[0].Time != 5e6 {
+		t.Errorf("birth points %+v", pts)
+	}
+	// Data by alias: a metric time too far is refused, a good one kept.
+	pts, err = d.decode("spBv1.0/G/NDATA/N", spPayload(7,
+		spm{alias: 1, noDT: true, value: 3.0, ts: far},
+		spm{alias: 2, noDT: true, value: 4.0}), recv, nil)
+	if !errors.Is(err, ErrPayload) || !strings.Contains(err.Error(), "1 points") {
+		t.Errorf("data: err %v", err)
+	}
+	if len(pts) != 1 || pts[0].Measurement != "b" || pts[0].Time != 7e6 {
+		t.Errorf("data points %+v", pts)
+	}
+	// A death timestamped too far: no state point.
+	pts, err = d.decode("spBv1.0/G/NDEATH/N", spPayload(far), recv, nil)
+	if !errors.Is(err, ErrPayload) || len(pts) != 0 {
+		t.Errorf("death: %+v, %v", pts, err)
+	}
+}
