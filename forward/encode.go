@@ -17,7 +17,8 @@ package forward
 // key that would become __name__ is left out. Labels are sorted by
 // name. Float, int and uint samples are sent as float64, bools as 0 or 1;
 // string fields are skipped (counted). Timestamps are floored to ms; of
-// consecutive samples of a series in one ms, the later in time is sent.
+// consecutive samples of a series in one ms, the later in time is sent,
+// and none of the ms of the series' last sample in the previous batch.
 //
 // influx: line protocol as stored: the canonical series key's measurement
 // and tags, the field, the value in its kind's syntax, ns timestamps. Fields
@@ -173,6 +174,11 @@ type promEncoder struct {
 	ids     []uint64 // ids with a group, in order of first appearance
 	group   [][]promSample
 	skipped int // samples of the batch it cannot carry
+	// lastMs is, by series id, the ms of the last sample encoded in an
+	// earlier batch (math.MinInt64 for none): a receiver that holds a
+	// sample of that ms refuses another value for it, and with it the
+	// whole batch, so a later sample of the same ms is not sent.
+	lastMs []int64
 }
 
 // promSample is a sample as encoded: its time (ns; sent as ms) and the
@@ -190,6 +196,9 @@ func (e *promEncoder) add(samples []engine.FeedSample) {
 		if !ok {
 			e.skipped++
 			continue
+		}
+		if s.ID < uint64(len(e.lastMs)) && e.lastMs[s.ID] == floorMillis(s.Time) {
+			continue // the remote has this ms of the series (see lastMs)
 		}
 		if s.ID >= uint64(len(e.slot)) {
 			e.slot = slices.Grow(e.slot, int(s.ID)+1-len(e.slot))[:s.ID+1]
@@ -242,6 +251,10 @@ func (e *promEncoder) encode(dst []byte, meta func(id uint64) *seriesMeta) ([]by
 			dst = append(dst, tagSampleTime...)
 			dst = protowire.AppendVarint(dst, ms)
 		}
+		for uint64(len(e.lastMs)) <= id {
+			e.lastMs = append(e.lastMs, math.MinInt64)
+		}
+		e.lastMs[id] = floorMillis(ss[len(ss)-1].t)
 		e.slot[id] = 0
 		e.group[g] = ss[:0]
 	}

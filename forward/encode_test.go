@@ -135,3 +135,42 @@ func TestPromLabelsCollide(t *testing.T) {
 		t.Fatalf("got %+v, want %s", got, want)
 	}
 }
+
+// A sample in the ms of the series' last sample of the previous batch is
+// not sent: the receiver holds a value for that ms and would refuse the
+// whole batch for another one.
+func TestPromSameMillisecondAcrossBatches(t *testing.T) {
+	const ms = int64(1e6)
+	meta := map[uint64]*seriesMeta{
+		1: {labels: promLabels(engine.SeriesInfo{Measurement: "a", Field: "value"})},
+		2: {labels: promLabels(engine.SeriesInfo{Measurement: "b", Field: "value"})},
+	}
+	get := func(id uint64) *seriesMeta { return meta[id] }
+	var e promEncoder
+	batch := func(samples ...engine.FeedSample) []string {
+		t.Helper()
+		e.add(samples)
+		req, _ := e.encode(nil, get)
+		got, err := decodeWriteRequest(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []string
+		for _, s := range got {
+			lines = append(lines, s.series+" "+itoa(s.time)+" "+s.value)
+		}
+		return lines
+	}
+	if got := batch(engine.FeedSample{ID: 1, Time: 10*ms + 200, Value: engine.Float(1)}); len(got) != 1 {
+		t.Fatalf("first batch %q", got)
+	}
+	got := batch(
+		engine.FeedSample{ID: 1, Time: 10*ms + 700, Value: engine.Float(2)}, // ms 10 again: not sent
+		engine.FeedSample{ID: 2, Time: 10*ms + 700, Value: engine.Float(3)}, // another series
+		engine.FeedSample{ID: 1, Time: 11 * ms, Value: engine.Float(4)},
+	)
+	want := []string{`{__name__="b"} 10 3`, `{__name__="a"} 11 4`}
+	if !slices.Equal(got, want) {
+		t.Fatalf("second batch %q, want %q", got, want)
+	}
+}
