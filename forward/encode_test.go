@@ -39,14 +39,7 @@ func TestSanitizeNamePerCharacter(t *testing.T) {
 // (with its whole batch), is sent with U+FFFD in place of the bad bytes.
 func TestPromLabelsValidUTF8(t *testing.T) {
 	info := engine.SeriesInfo{Measurement: "m", Field: "value", Tags: []engine.Tag{{Key: "k", Value: "a\xffb"}}}
-	var e promEncoder
-	e.add([]engine.FeedSample{{ID: 0, Time: 5e6, Value: engine.Float(1)}})
-	meta := &seriesMeta{kind: engine.KindFloat, labels: promLabels(info)}
-	req, _ := e.encode(nil, func(uint64) *seriesMeta { return meta })
-	got, err := decodeWriteRequest(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := oneSeriesRequest(t, info)
 	if len(got) != 1 || got[0].series != `{__name__="m",k="a`+"\uFFFD"+`b"}` {
 		t.Fatalf("got %+v", got)
 	}
@@ -123,14 +116,7 @@ func TestPromLabelsCollide(t *testing.T) {
 	info := engine.SeriesInfo{Measurement: "m", Field: "v", Tags: []engine.Tag{
 		{Key: "__name__", Value: "n"}, {Key: "a.b", Value: "x"}, {Key: "a_b", Value: "y"}, {Key: "aé", Value: "z"}, {Key: "c", Value: "w"},
 	}}
-	var e promEncoder
-	e.add([]engine.FeedSample{{ID: 0, Time: 5e6, Value: engine.Float(1)}})
-	meta := &seriesMeta{kind: engine.KindFloat, labels: promLabels(info)}
-	req, _ := e.encode(nil, func(uint64) *seriesMeta { return meta })
-	got, err := decodeWriteRequest(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := oneSeriesRequest(t, info)
 	if want := `{__name__="m_v",a_="z",a_b="x;y",c="w"}`; len(got) != 1 || got[0].series != want {
 		t.Fatalf("got %+v, want %s", got, want)
 	}
@@ -173,4 +159,19 @@ func TestPromSameMillisecondAcrossBatches(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("second batch %q, want %q", got, want)
 	}
+}
+
+// oneSeriesRequest encodes one sample of the series info and decodes the
+// request.
+func oneSeriesRequest(t *testing.T, info engine.SeriesInfo) []got {
+	t.Helper()
+	var e promEncoder
+	e.add([]engine.FeedSample{{ID: 0, Time: 5e6, Value: engine.Float(1)}})
+	meta := &seriesMeta{kind: engine.KindFloat, labels: promLabels(info)}
+	req, _ := e.encode(nil, func(uint64) *seriesMeta { return meta })
+	out, err := decodeWriteRequest(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
