@@ -154,8 +154,11 @@ func (t *refTable) store(s uint32, id uint64) {
 //   - A series new to the database gets a ref at once, usable in this
 //     batch; Commit creates it, and after a Commit that returned nil the
 //     ref is valid on every appender of the handle. When the batch is
-//     rolled back or its Commit fails, Append with that ref returns an
-//     error wrapping ErrInvalid: Append again with ref 0. A ref that the
+//     rolled back, or its Commit fails before logging it (a refusal, a
+//     closed DB), Append with that ref returns an error wrapping
+//     ErrInvalid: Append again with ref 0. (A Commit that logged the batch
+//     and then failed to sync it has created the series: their refs stay
+//     valid.) A ref that the
 //     handle never returned is ErrInvalid too, never another series.
 //   - Append may return a ref other than the one it was given (a created
 //     series' ref becomes its id's); keep the last one.
