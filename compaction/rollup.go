@@ -109,7 +109,7 @@ func (m *merger) rollable(levels []RollupLevel) bool {
 		}
 	}
 	for _, l := range levels {
-		if oldest < point.FloorTime(math.MinInt64, l.Every) {
+		if !point.HasBucket(oldest, l.Every) {
 			return false
 		}
 	}

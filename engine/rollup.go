@@ -425,7 +425,7 @@ func (db *DB) rollupDueAt(rs *rollupSet, h *segHandle) rollupDue {
 // series holding such data.
 func rollableFrom(t int64, cascade []compiledRollup) bool {
 	for _, r := range cascade {
-		if t < point.FloorTime(math.MinInt64, r.every) {
+		if !point.HasBucket(t, r.every) {
 			return false
 		}
 	}

@@ -15,3 +15,8 @@ func FloorTime(t, every int64) int64 {
 	}
 	return t - m
 }
+
+// HasBucket reports whether the Every-wide bucket of t starts within int64:
+// a time less than every after math.MinInt64 may lie below the lowest
+// multiple of every, where FloorTime clamps the start above t.
+func HasBucket(t, every int64) bool { return t >= math.MinInt64/every*every }
