@@ -63,22 +63,7 @@ func TestPromOneSamplePerMillisecond(t *testing.T) {
 		{ID: 1, Time: -ms + 9, Value: f(6)},         // same ms: replaces 5
 		{ID: 2, Time: 10*ms + 999_999, Value: f(7)}, // still ms 10: replaces 101
 	})
-	meta := map[uint64]*seriesMeta{
-		1: {labels: promLabels(engine.SeriesInfo{Measurement: "a", Field: "value"})},
-		2: {labels: promLabels(engine.SeriesInfo{Measurement: "b", Field: "value"})},
-	}
-	req, skipped := e.encode(nil, func(id uint64) *seriesMeta { return meta[id] })
-	if skipped != 0 {
-		t.Fatalf("skipped %d", skipped)
-	}
-	got, err := decodeWriteRequest(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	for _, s := range got {
-		lines = append(lines, s.series+" "+itoa(s.time)+" "+s.value)
-	}
+	lines := encodeSamples(t, &e)
 	want := []string{
 		`{__name__="a"} 10 2`, `{__name__="a"} 11 4`, `{__name__="a"} -1 6`,
 		`{__name__="b"} 10 7`,
@@ -127,25 +112,11 @@ func TestPromLabelsCollide(t *testing.T) {
 // whole batch for another one.
 func TestPromSameMillisecondAcrossBatches(t *testing.T) {
 	const ms = int64(1e6)
-	meta := map[uint64]*seriesMeta{
-		1: {labels: promLabels(engine.SeriesInfo{Measurement: "a", Field: "value"})},
-		2: {labels: promLabels(engine.SeriesInfo{Measurement: "b", Field: "value"})},
-	}
-	get := func(id uint64) *seriesMeta { return meta[id] }
 	var e promEncoder
 	batch := func(samples ...engine.FeedSample) []string {
 		t.Helper()
 		e.add(samples)
-		req, _ := e.encode(nil, get)
-		got, err := decodeWriteRequest(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var lines []string
-		for _, s := range got {
-			lines = append(lines, s.series+" "+itoa(s.time)+" "+s.value)
-		}
-		return lines
+		return encodeSamples(t, &e)
 	}
 	if got := batch(engine.FeedSample{ID: 1, Time: 10*ms + 200, Value: engine.Float(1)}); len(got) != 1 {
 		t.Fatalf("first batch %q", got)
@@ -174,4 +145,28 @@ func oneSeriesRequest(t *testing.T, info engine.SeriesInfo) []got {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// encodeSamples encodes the batch of e, whose series 1 and 2 are "a" and
+// "b" (field value), and returns its samples as "series ms value", in the
+// request's order.
+func encodeSamples(t *testing.T, e *promEncoder) []string {
+	t.Helper()
+	meta := map[uint64]*seriesMeta{
+		1: {labels: promLabels(engine.SeriesInfo{Measurement: "a", Field: "value"})},
+		2: {labels: promLabels(engine.SeriesInfo{Measurement: "b", Field: "value"})},
+	}
+	req, skipped := e.encode(nil, func(id uint64) *seriesMeta { return meta[id] })
+	if skipped != 0 {
+		t.Fatalf("skipped %d", skipped)
+	}
+	got, err := decodeWriteRequest(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, s := range got {
+		lines = append(lines, s.series+" "+itoa(s.time)+" "+s.value)
+	}
+	return lines
 }
