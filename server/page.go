@@ -26,9 +26,12 @@ var uiFiles embed.FS
 // pageAsset is one file of the page, compressed once.
 type pageAsset struct {
 	ctype string
-	etag  string
+	etag  string // of raw
 	raw   []byte
 	gz    []byte // nil when gzip does not make it smaller
+	// gzEtag is gz's entity tag: another body, so another tag, lest a
+	// cache answer a client without gzip with a 304 for the gzip body.
+	gzEtag string
 }
 
 var (
@@ -93,6 +96,7 @@ func newPageAsset(name string, raw []byte) *pageAsset {
 	zw.Close()
 	if b.Len() < len(raw) {
 		a.gz = b.Bytes()
+		a.gzEtag = a.etag[:len(a.etag)-1] + `-gzip"`
 	}
 	return a
 }
@@ -129,21 +133,25 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
+	body, etag := a.raw, a.etag
+	gz := a.gz != nil && acceptsGzip(r.Header.Get("Accept-Encoding"))
+	if gz {
+		body, etag = a.gz, a.gzEtag
+	}
 	h := w.Header()
 	h.Set("Content-Type", a.ctype)
-	h.Set("ETag", a.etag)
+	h.Set("ETag", etag)
 	h.Set("Cache-Control", "no-cache") // revalidate: a new binary may bring new files
 	h.Set("Vary", "Accept-Encoding")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Content-Security-Policy", pageCSP)
-	if etagMatch(r.Header.Get("If-None-Match"), a.etag) {
+	h.Set("X-Frame-Options", "DENY") // frame-ancestors for browsers without it
+	if etagMatch(r.Header.Get("If-None-Match"), etag) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	body := a.raw
-	if a.gz != nil && acceptsGzip(r.Header.Get("Accept-Encoding")) {
-		body = a.gz
+	if gz {
 		h.Set("Content-Encoding", "gzip")
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))

@@ -156,7 +156,9 @@ type Server struct {
 	// public holds the paths served without the token (see register).
 	public map[string]bool
 	// unauthorized answers a request that lacks the token.
-	unauthorized       http.HandlerFunc
+	unauthorized http.HandlerFunc
+	// crossSite answers an unsafe request sent by a page of another site.
+	crossSite          http.HandlerFunc
 	labelValuesHandler http.HandlerFunc
 	// remoteApps and otlpApps pool the engine appenders of remote and
 	// OTLP writes.
@@ -176,6 +178,7 @@ func New(db *engine.DB, opts *Options) (http.Handler, error) {
 		return nil, err
 	}
 	s.unauthorized = s.metrics.instrument("unauthorized", s.deny)
+	s.crossSite = s.metrics.instrument("cross_site", denyCrossSite)
 	s.store = NewStorage(db)
 	s.engine = promql.NewEngine(promql.EngineOpts{
 		Logger:               o.Logger,
@@ -205,6 +208,10 @@ func New(db *engine.DB, opts *Options) (http.Handler, error) {
 	return s, nil
 }
 
+// crossOrigin refuses the unsafe requests that browsers mark as sent by
+// another origin.
+var crossOrigin = http.NewCrossOriginProtection()
+
 // labelValuesPrefix starts the path /api/v1/label/<name>/values.
 const labelValuesPrefix = "/api/v1/label/"
 
@@ -213,7 +220,19 @@ const labelValuesPrefix = "/api/v1/label/"
 // any path but a public one (see handle) is 401 whatever its method, and
 // whether or not the path exists. The operator page's own files (no data)
 // are public too: exactly GET and HEAD of the paths isPagePath lists.
+//
+// Before that, a request that a browser marks as sent by a page of another
+// site (Sec-Fetch-Site, or an Origin not this host) is 403 unless its method
+// is GET, HEAD or OPTIONS: without a token, a form or a no-cors fetch on any
+// website could otherwise write into the database or take snapshots (each
+// keeps the database's files on disk) through the operator's browser.
+// Clients that are no browser (Telegraf, Prometheus, Grafana's server, curl)
+// send neither header and pass.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if crossOrigin.Check(r) != nil {
+		s.crossSite(w, r)
+		return
+	}
 	if len(s.token) > 0 && !s.public[r.URL.Path] && !isPagePath(r.Method, r.URL.Path) && !s.authorized(r) {
 		s.unauthorized(w, r)
 		return
@@ -259,6 +278,15 @@ func (s *Server) deny(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("WWW-Authenticate", `Token realm="strata"`)
 	writeJSON(w, http.StatusUnauthorized, map[string]string{
 		"code": "unauthorized", "message": "unauthorized access", "error": "unauthorized access",
+	})
+}
+
+// denyCrossSite answers 403, in a body that InfluxDB's and Prometheus'
+// clients both read.
+func denyCrossSite(w http.ResponseWriter, r *http.Request) {
+	const msg = "cross-site request refused: a browser sent it from a page of another site"
+	writeJSON(w, http.StatusForbidden, map[string]string{
+		"code": "forbidden", "message": msg, "status": "error", "errorType": "forbidden", "error": msg,
 	})
 }
 

@@ -3,8 +3,11 @@ package server
 import (
 	"math"
 	"net/http"
+	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -156,6 +159,9 @@ func (s *Server) registerPage() {
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	// Live figures: never stored by a browser or proxy, never sniffed.
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	if e := s.parseForm(w, r); e != nil {
 		apiFail(w, e)
 		return
@@ -203,15 +209,15 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 			Protocol: fs.Protocol, LagSeconds: fs.Lag.Seconds(),
 			BacklogSamples: fs.BacklogSamples, BacklogBytes: fs.BacklogBytes,
 			SamplesSent: fs.SamplesSent, SamplesDropped: fs.SamplesDropped, Retries: fs.Retries,
-			LastSuccess: timeOrNil(fs.LastSuccess), LastError: fs.LastError,
+			LastSuccess: timeOrNil(fs.LastSuccess), LastError: redactURLs(fs.LastError),
 		}
 	}
 	if f := s.opts.MQTTStatus; f != nil {
 		ms := f()
 		out.MQTT = &mqttJSON{
-			Connected: ms.Connected, Broker: ms.Broker, Topics: ms.Topics,
+			Connected: ms.Connected, Broker: redactURLs(ms.Broker), Topics: ms.Topics,
 			Messages: ms.Messages, Points: ms.Points, Errors: ms.Errors,
-			LastMessage: timeOrNil(ms.LastMessage), LastError: ms.LastError,
+			LastMessage: timeOrNil(ms.LastMessage), LastError: redactURLs(ms.LastError),
 		}
 	}
 	var err error
@@ -230,6 +236,50 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	}
 	apiData(w, out)
 }
+
+// urlInText finds the URLs an error message may quote (net/http's errors
+// quote the request's URL whole).
+var urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]+`)
+
+// redactURLs returns s with the secrets of the URLs in it hidden: the
+// password of the user info and every value of the query (an InfluxDB 1.x
+// URL carries its password as p=...). The rest of each URL stays, to tell
+// what failed.
+func redactURLs(s string) string {
+	if !strings.Contains(s, "://") {
+		return s
+	}
+	return urlInText.ReplaceAllStringFunc(s, func(raw string) string {
+		u, err := url.Parse(raw)
+		if err != nil {
+			// Not parsable: keep the scheme and the host's side only.
+			scheme, rest, _ := strings.Cut(raw, "://")
+			if i := strings.LastIndex(rest, "@"); i >= 0 {
+				rest = rest[i+1:]
+			}
+			if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+				rest = rest[:i]
+			}
+			return scheme + "://" + rest + "/" + redacted
+		}
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), redacted)
+		}
+		if u.RawQuery != "" {
+			q := u.Query()
+			for _, vs := range q {
+				for i := range vs {
+					vs[i] = redacted
+				}
+			}
+			u.RawQuery = q.Encode()
+		}
+		return u.String()
+	})
+}
+
+// redacted stands for a secret hidden by redactURLs.
+const redacted = "xxxxx"
 
 func timeOrNil(t time.Time) *time.Time {
 	if t.IsZero() {

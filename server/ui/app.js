@@ -40,6 +40,7 @@
     draws: [], // {points, ms} of each chart update
     timers: [],
     statusBusy: false,
+    statusAgain: false, // a status refresh was asked for while one ran
   };
   window.strata = state;
 
@@ -151,6 +152,9 @@
   // ---- series names and selectors ---------------------------------------
 
   const quote = (s) => '"' + String(s).replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n") + '"';
+  // promStr is a PromQL string literal of s. PromQL's lexer refuses U+FFFD
+  // as it is (it takes it for invalid UTF-8), so it goes as an escape.
+  const promStr = (s) => quote(s).replace(/\uFFFD/g, "\\uFFFD");
   const reEscape = (s) => String(s).replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
   function seriesKey(labels) {
@@ -161,8 +165,8 @@
   // selectorOf picks exactly this series: its labels, and "" for each
   // other tag key of its measurement.
   function selectorOf(labels, allKeys) {
-    const parts = ["__name__=" + quote(labels.__name__)];
-    for (const k of Object.keys(labels).sort()) if (k !== "__name__") parts.push(k + "=" + quote(labels[k]));
+    const parts = ["__name__=" + promStr(labels.__name__)];
+    for (const k of Object.keys(labels).sort()) if (k !== "__name__") parts.push(k + "=" + promStr(labels[k]));
     for (const k of allKeys) if (!(k in labels)) parts.push(k + '=""');
     return "{" + parts.join(",") + "}";
   }
@@ -177,7 +181,7 @@
     return best;
   }
 
-  const measSelector = (m) => "{__name__=~" + quote(reEscape(m) + "|" + reEscape(m) + "_.+") + "}";
+  const measSelector = (m) => "{__name__=~" + promStr(reEscape(m) + "|" + reEscape(m) + "_.+") + "}";
 
   // ---- live figures -----------------------------------------------------
 
@@ -193,9 +197,14 @@
       el("div", { dataset: { stat: id }, className: group ? "group" : "" }, el("dt", { text: label }), el("dd", { text: value, className: cls || "" }))));
   }
 
-  async function refreshStatus() {
-    if (state.statusBusy) return;
+  // refreshStatus runs one request at a time. The timer's call is skipped
+  // while one is under way; a call with again (another measurement was
+  // selected) runs once it is done, as its answer may be for the
+  // measurement before.
+  async function refreshStatus(again) {
+    if (state.statusBusy) { if (again === true) state.statusAgain = true; return; }
     state.statusBusy = true;
+    state.statusAgain = false;
     try {
       const params = [["limit", "1000"]];
       if (state.measurement) params.push(["match[]", measSelector(state.measurement)]);
@@ -207,6 +216,7 @@
       fail(e);
     } finally {
       state.statusBusy = false;
+      if (state.statusAgain && $("login").hidden) refreshStatus(true); // not while asking for the token
     }
   }
 
@@ -273,11 +283,14 @@
     if (!state.measurements.length) ul.append(el("li", { className: "muted", text: "no data yet" }));
   }
 
+  let measSeq = 0;
   async function selectMeasurement(m) {
+    const seq = ++measSeq;
     state.measurement = m;
     for (const b of $("measurements").querySelectorAll("button")) b.setAttribute("aria-current", String(b.dataset.measurement === m));
     try {
       const j = await api("/api/v1/series", [["match[]", measSelector(m)], ["limit", "5000"]]);
+      if (seq !== measSeq) return; // another measurement was selected since
       const rows = j.data.filter((ls) => measurementOf(ls.__name__) === m);
       const keys = new Set();
       for (const ls of rows) for (const k of Object.keys(ls)) if (k !== "__name__") keys.add(k);
@@ -287,8 +300,8 @@
       $("series-count").textContent = "(" + state.series.length + (j.warnings ? ", truncated" : "") + ")";
       renderTagFilters(allKeys);
       renderSeries();
-      await refreshStatus(); // latest values of this measurement
-    } catch (e) { fail(e); }
+      await refreshStatus(true); // latest values of this measurement
+    } catch (e) { if (seq === measSeq) fail(e); }
   }
 
   function renderTagFilters(keys) {
@@ -306,7 +319,8 @@
 
   function visibleSeries() {
     const q = $("filter").value.trim().toLowerCase();
-    const tagSel = [...$("tagfilters").querySelectorAll("select")].filter((s) => s.value !== "\u0000");
+    // The first option is "any"; a tag value may be anything, NUL too.
+    const tagSel = [...$("tagfilters").querySelectorAll("select")].filter((s) => s.selectedIndex > 0);
     return state.series.filter((s) =>
       (!q || s.key.toLowerCase().includes(q)) && tagSel.every((sel) => (s.labels[sel.dataset.tag] || "") === sel.value));
   }
