@@ -249,14 +249,19 @@ func backupMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return usageErr("unexpected argument %q", fs.Arg(0))
 	case *token != "" && *tokenFile != "":
 		return usageErr("--token and --token-file are exclusive")
+	case *timeout <= 0:
+		return usageErr("--timeout must be positive, not %v", *timeout)
 	}
-	fail := failWith(stderr, "backup", 1)
+	fail := failWith(stderr, "backup", exitFailure)
 	if *tokenFile != "" {
 		b, err := os.ReadFile(*tokenFile)
 		if err != nil {
 			return fail(err)
 		}
 		*token = strings.TrimSpace(string(b))
+		if *token == "" {
+			return fail(fmt.Errorf("token file %s is empty", *tokenFile))
+		}
 	}
 	if err := checkEmptyTarget(*out, "--out"); err != nil {
 		return fail(err)
@@ -329,7 +334,7 @@ func restoreMain(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	case fs.NArg() > 0:
 		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
-	fail := failWith(stderr, "restore", 1)
+	fail := failWith(stderr, "restore", exitFailure)
 	if err := checkEmptyTarget(*dir, "--db"); err != nil {
 		return fail(err)
 	}

@@ -59,7 +59,9 @@ func benchMain(ctx context.Context, args, child []string, stdout, stderr io.Writ
 		"directory and process, then time three queries and check that every engine returns\n"+
 		"the same answers. Prints a Markdown table.\n\n"+
 		"--scale points|series sweeps the data size or the series count instead; --mixed\n"+
-		"runs writers and readers together for --duration.\n\n"+
+		"runs writers and readers together for --duration. A flag of one mode is refused by\n"+
+		"the others.\n\n"+
+		"Exit status: 0 done, 1 an engine returned a wrong query answer, 2 failure or bad usage.\n\n"+
 		"example:\n  strata bench --engines strata,sqlite --runs 1", stderr)
 	points := fs.Int("points", 1_000_000, "points to insert (a multiple of --devices)")
 	devices := fs.Int("devices", 1000, "devices, one series per field each (shape iot)")
@@ -92,6 +94,41 @@ func benchMain(ctx context.Context, args, child []string, stdout, stderr io.Writ
 	}
 	if fs.NArg() > 0 {
 		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	// The flags of one mode, given to another, would be ignored.
+	notFor := func(mode string, names ...string) (string, bool) {
+		for _, n := range names {
+			if set[n] {
+				return fmt.Sprintf("--%s does not apply to %s", n, mode), true
+			}
+		}
+		return "", false
+	}
+	switch {
+	case *scale != "" && *mixed:
+		return usageErr("--scale and --mixed are exclusive")
+	case *scale != "":
+		if msg, bad := notFor("--scale (give its sizes with --sizes)", "points", "devices", "fields", "shape", "runs",
+			"duration", "share", "readers", "calibrate"); bad {
+			return usageErr("%s", msg)
+		}
+	case *mixed:
+		if msg, bad := notFor("--mixed", "runs", "limit", "sizes", "queries"); bad {
+			return usageErr("%s", msg)
+		}
+	default:
+		for _, n := range []string{"duration", "share", "readers", "calibrate"} {
+			if set[n] {
+				return usageErr("--%s needs --mixed", n)
+			}
+		}
+		for _, n := range []string{"limit", "sizes"} {
+			if set[n] {
+				return usageErr("--%s needs --scale", n)
+			}
+		}
 	}
 	o := bench.Options{
 		Points: *points, Devices: *devices, Batch: *batch, Runs: *runs, Fields: *fields,
@@ -126,8 +163,6 @@ func benchMain(ctx context.Context, args, child []string, stdout, stderr io.Writ
 	if !slices.Contains(bench.Shapes(), o.Shape) {
 		return usageErr("--shape must be iot, sonnetdb or wide, not %q", *shape)
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if o.Shape == bench.ShapeWide {
 		// The wide shape's own sizes, unless given.
 		if !set["points"] {
@@ -176,7 +211,8 @@ func benchMain(ctx context.Context, args, child []string, stdout, stderr io.Writ
 		return usageErr("--sizes needs --scale")
 	}
 	if *mixed {
-		if *duration <= 0 || *share <= 0 || *share > 1 || *readers <= 0 || *calib < 0 {
+		// !(in range) rather than out of range, so that NaN is refused.
+		if *duration <= 0 || !(*share > 0 && *share <= 1) || *readers <= 0 || *calib < 0 {
 			return usageErr("--duration and --readers must be positive, --share in (0, 1]")
 		}
 		if o.Shape != bench.ShapeIoT || set["points"] || set["fields"] {

@@ -79,10 +79,10 @@ func TestQueryMatchGroupFormats(t *testing.T) {
 	if !strings.HasPrefix(out, "SERIES") || strings.Count(out, "\n") != 4 {
 		t.Fatalf("table:\n%s", out)
 	}
-	runWant(t, queryMain, 1, "--db", dir, "--measurement", "sensor", "--match", "site=~(")            // bad regexp
-	runWant(t, queryMain, 1, "--db", dir, "--measurement", "sensor", "--group-by", "site")            // group without agg
-	runWant(t, queryMain, 1, "--db", dir, "--measurement", "sensor", "--format", "xml")               // bad format
-	runWant(t, queryMain, 1, "--db", dir, "--measurement", "sensor", "--start", "1h", "--end", "-1h") // bad time
+	runWant(t, queryMain, 2, "--db", dir, "--measurement", "sensor", "--match", "site=~(")            // bad regexp
+	runWant(t, queryMain, 2, "--db", dir, "--measurement", "sensor", "--group-by", "site")            // group without agg
+	runWant(t, queryMain, 2, "--db", dir, "--measurement", "sensor", "--format", "xml")               // bad format
+	runWant(t, queryMain, 2, "--db", dir, "--measurement", "sensor", "--start", "1h", "--end", "-1h") // bad time
 	runWant(t, queryMain, 0, "--help")
 }
 
@@ -108,7 +108,7 @@ func TestMetadataCommands(t *testing.T) {
 	if out != "series,time,value\n\"sensor,device_id=dev-3 temp\",1970-01-01T02:00:00Z,32\n" {
 		t.Fatalf("last: %q", out)
 	}
-	runWant(t, tagsMain, 1, "--db", dir, "a", "b")
+	runWant(t, tagsMain, 2, "--db", dir, "a", "b") // an extra argument is a usage error
 	for _, m := range []func(context.Context, []string, io.Writer, io.Writer) int{measurementsMain, tagsMain, seriesMain, lastMain} {
 		if out := runWant(t, m, 0, "--help"); out != "" {
 			t.Fatalf("--help wrote to stdout: %q", out)
@@ -137,7 +137,7 @@ func TestParseTime(t *testing.T) {
 	f("2024-05-01T10:00:00.5+02:00", time.Date(2024, 5, 1, 8, 0, 0, 5e8, time.UTC).UnixNano())
 	f("1714521600000000000", 1714521600000000000)
 	f("-5", -5)
-	for _, bad := range []string{"yesterday", "-1x", "2024-13-01", "1h"} {
+	for _, bad := range []string{"yesterday", "-1x", "2024-13-01", "1h", "-", "+", "- "} {
 		if _, err := parseTime(bad, 0, now); err == nil {
 			t.Errorf("parseTime(%q) accepted", bad)
 		}

@@ -406,11 +406,11 @@ func exportMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case fs.NArg() > 0:
 		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
-	fail := failWith(stderr, "export", 1)
 	sel, err := sf.selector(time.Now())
 	if err != nil {
-		return fail(err)
+		return usageErr("%v", err)
 	}
+	fail := failWith(stderr, "export", exitFailure)
 	db, err := openExisting(*sf.db)
 	if err != nil {
 		return fail(err)

@@ -45,7 +45,7 @@ content: Parquet (the file starts with PAR1), CSV (the first line is the header 
 else InfluxDB line protocol with nanosecond timestamps. Rows and lines are written in
 batches through the database's write path; an invalid one is rejected alone, reported with
 its line number (CSV, line protocol) or row number (Parquet), and the others are written.
-Exit status: 0 every line or row written, 1 some rejected, 2 failure.
+Exit status: 0 every line or row written, 1 some rejected, 2 failure or bad usage.
 
 examples:
   strata import --db ./restored data.lp
@@ -59,9 +59,7 @@ func importMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return st
 	}
 	if *dir == "" || fs.NArg() == 0 {
-		fmt.Fprintln(stderr, "strata import: --db and at least one FILE are required")
-		fs.Usage()
-		return 2
+		return usageFail(fs, stderr)("--db and at least one FILE are required")
 	}
 	fail := failWith(stderr, "import", 2)
 	db, err := engine.Open(*dir, nil)

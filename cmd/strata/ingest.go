@@ -72,7 +72,7 @@ func ingestMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		"in DIR, creating it if missing. Valid lines are written, invalid ones reported with their\n"+
 		"line numbers. Lines are written in batches, and after --linger when the input is idle.\n"+
 		"SIGINT or SIGTERM stops the ingest: every complete line read is written first.\n"+
-		"Exit status: 0 all lines written, 1 some lines rejected, 2 failure, 3 a FILE ingest\n"+
+		"Exit status: 0 all lines written, 1 some lines rejected, 2 failure or bad usage, 3 a FILE ingest\n"+
 		"interrupted by SIGINT or SIGTERM before the end of the file (what was read is written;\n"+
 		"on stdin a signal ends the input and the status is that of the lines read).\n"+
 		"Memory is bounded: the rejected lines are counted and the first 10 kept, and the Go\n"+

@@ -56,25 +56,56 @@ func versionString() string {
 }
 
 func main() {
-	if len(os.Args) >= 2 && (os.Args[1] == "--version" || os.Args[1] == "-version" || os.Args[1] == "version") {
-		fmt.Println(versionString())
-		return
-	}
-	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
-		usage()
-		if len(os.Args) < 2 {
-			os.Exit(2)
-		}
-		return
-	}
-	c, ok := commands[os.Args[1]]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "strata: unknown command %q\n\n", os.Args[1])
-		usage()
-		os.Exit(2)
-	}
-	os.Exit(c.run(os.Args[2:]))
+	os.Exit(runMain(os.Args[1:]))
 }
+
+// runMain runs the command line args (without the program name) and
+// returns the exit status.
+func runMain(args []string) int {
+	if len(args) >= 1 && (args[0] == "--version" || args[0] == "-version" || args[0] == "version") {
+		fmt.Println(versionString())
+		return 0
+	}
+	if len(args) < 1 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		if len(args) >= 2 && args[0] == "help" {
+			// strata help CMD is strata CMD --help.
+			if len(args) > 2 {
+				fmt.Fprintf(os.Stderr, "strata help: unexpected argument %q\n", args[2])
+				return exitUsage
+			}
+			return runMain([]string{args[1], "--help"})
+		}
+		usage()
+		if len(args) < 1 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "strata: unknown command %q\n\n", args[0])
+		usage()
+		return exitUsage
+	}
+	return c.run(args[1:])
+}
+
+// The exit statuses every command shares (docs/operations.md, "The command
+// line"). A usage error is a command line that is wrong in itself: an
+// unknown flag, a flag value that does not parse or makes no sense, flags
+// that do not go together, a missing or extra argument. It is found before
+// anything is opened, created or sent. Everything found later (a file or
+// database that cannot be opened, a full disk, a server that does not
+// answer) is a failure. The commands whose outcome has a third state,
+// "done, but something was found" (verify: damage; repair: losses; ingest
+// and import: rejected lines; bench: a wrong query answer), exit 1 for it
+// and 2 for a failure, as grep and diff do; ingest also exits 3 when
+// interrupted. --help exits exitOK and prints to stderr.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
 
 func usage() {
 	var b strings.Builder
@@ -88,7 +119,8 @@ func usage() {
 		fmt.Fprintf(&b, "  %-13s %s\n", n, commands[n].summary)
 	}
 	b.WriteString("\nRun 'strata <command> --help' for a command's flags and examples,\n" +
-		"'strata --version' for the version.\n\nexample:\n  strata query --db ./data --measurement sensor --agg mean --group-by site --start -1d\n")
+		"'strata --version' for the version. Exit status: 0 success, 1 failure, 2 bad usage\n" +
+		"(each command's --help says more).\n\nexample:\n  strata query --db ./data --measurement sensor --agg mean --group-by site --start -1d\n")
 	fmt.Fprint(os.Stderr, b.String())
 }
 
@@ -105,25 +137,25 @@ func newFlags(name, usage string, stderr io.Writer) *flag.FlagSet {
 }
 
 // parseFlags parses args; it returns done with the exit status when the
-// command should stop: 0 after --help, 2 after a flag error.
+// command should stop: exitOK after --help, exitUsage after a flag error.
 func parseFlags(fs *flag.FlagSet, args []string) (status int, done bool) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0, true
+			return exitOK, true
 		}
-		return 2, true
+		return exitUsage, true
 	}
-	return 0, false
+	return exitOK, false
 }
 
 // usageFail returns the usage-error reporter of the command whose flag set
 // is fs: it prints "strata NAME: message" and the usage on stderr and
-// returns the exit status 2.
+// returns exitUsage.
 func usageFail(fs *flag.FlagSet, stderr io.Writer) func(format string, a ...any) int {
 	return func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "strata %s: %s\n", fs.Name(), fmt.Sprintf(format, a...))
 		fs.Usage()
-		return 2
+		return exitUsage
 	}
 }
 

@@ -22,17 +22,12 @@ func init() {
 	commands["last"] = signalCommand("print the newest sample of every selected series", lastMain)
 }
 
-// metaRun is the shared skeleton: open read-only, run f, close. Exit
-// status 0 on success, 1 on an error (a database that cannot be opened
-// included); parseFlags gives 2 on bad flags.
-func metaRun(name string, fs interface {
-	NArg() int
-	Arg(int) string
-}, maxArgs int, dir string, stderr io.Writer, f func(db *engine.DB) error) int {
-	fail := failWith(stderr, name, 1)
-	if fs.NArg() > maxArgs {
-		return fail(fmt.Errorf("unexpected argument %q", fs.Arg(maxArgs)))
-	}
+// metaRun is the shared skeleton, once the flags are checked: open
+// read-only, run f, close. Exit status 0 on success, 1 on a failure (a
+// database that cannot be opened included); the usage errors (2) come
+// before it.
+func metaRun(name, dir string, stderr io.Writer, f func(db *engine.DB) error) int {
+	fail := failWith(stderr, name, exitFailure)
 	db, err := openExisting(dir)
 	if err != nil {
 		return fail(err)
@@ -44,7 +39,25 @@ func metaRun(name string, fs interface {
 	if err := db.Close(); err != nil {
 		return fail(err)
 	}
-	return 0
+	return exitOK
+}
+
+// metaUsage checks what the metadata commands share: --db, at most maxArgs
+// arguments and the output format. It returns the format, or done with
+// the exit status after a usage error.
+func metaUsage(fs *flag.FlagSet, dir, format string, maxArgs int, stdout, stderr io.Writer) (f string, status int, done bool) {
+	usageErr := usageFail(fs, stderr)
+	switch {
+	case dir == "":
+		return "", usageErr("--db is required"), true
+	case fs.NArg() > maxArgs:
+		return "", usageErr("unexpected argument %q", fs.Arg(maxArgs)), true
+	}
+	f, err := resolveFormat(format, stdout)
+	if err != nil {
+		return "", usageErr("%v", err), true
+	}
+	return f, exitOK, false
 }
 
 func measurementsMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -53,17 +66,19 @@ func measurementsMain(ctx context.Context, args []string, stdout, stderr io.Writ
 List the measurements that have at least one visible sample, sorted.
 
 example:
-  strata measurements --db ./data`, stderr)
+  strata measurements --db ./data
+
+Exit status: 0 success, 1 failure (a directory that holds no database), 2 bad usage.`, stderr)
 	dir := fs.String("db", "", "database directory (required)")
 	format := addFormatFlag(fs)
 	if st, done := parseFlags(fs, args); done {
 		return st
 	}
-	return metaRun("measurements", fs, 0, *dir, stderr, func(db *engine.DB) error {
-		f, err := resolveFormat(*format, stdout)
-		if err != nil {
-			return err
-		}
+	f, st, done := metaUsage(fs, *dir, *format, 0, stdout, stderr)
+	if done {
+		return st
+	}
+	return metaRun("measurements", *dir, stderr, func(db *engine.DB) error {
 		ms, err := db.Measurements(ctx)
 		if err != nil {
 			return err
@@ -82,7 +97,9 @@ a visible sample in the range count. Without --measurement, every measurement.
 examples:
   strata tags --db ./data --measurement sensor
   strata tags --db ./data --measurement sensor site
-  strata tags --db ./data --measurement sensor --match 'site=~north-.*' --start -1d device_id`, stderr)
+  strata tags --db ./data --measurement sensor --match 'site=~north-.*' --start -1d device_id
+
+Exit status: 0 success, 1 failure (a directory that holds no database), 2 bad usage.`, stderr)
 	return selectorRun("tags", fs, args, 1, stdout, stderr, func(db *engine.DB, f string, sel engine.Selector) error {
 		if fs.NArg() == 0 {
 			keys, err := db.TagKeys(ctx, sel)
@@ -107,7 +124,9 @@ by series key, with their field kinds. No sample is read.
 
 examples:
   strata series --db ./data --measurement sensor --match 'device_id=~dev-00.*'
-  strata series --db ./data --start -1h --format json`, stderr)
+  strata series --db ./data --start -1h --format json
+
+Exit status: 0 success, 1 failure (a directory that holds no database), 2 bad usage.`, stderr)
 	return selectorRun("series", fs, args, 0, stdout, stderr, func(db *engine.DB, f string, sel engine.Selector) error {
 		infos, err := db.SeriesInfo(ctx, sel)
 		if err != nil {
@@ -147,7 +166,9 @@ default): the current value of every device.
 
 examples:
   strata last --db ./data --measurement sensor --field temperature
-  strata last --db ./data --match 'site=north' --format table`, stderr)
+  strata last --db ./data --match 'site=north' --format table
+
+Exit status: 0 success, 1 failure (a directory that holds no database), 2 bad usage.`, stderr)
 	return selectorRun("last", fs, args, 0, stdout, stderr, func(db *engine.DB, f string, sel engine.Selector) error {
 		res, err := db.Last(ctx, sel)
 		if err != nil {
@@ -172,15 +193,15 @@ func selectorRun(name string, fs *flag.FlagSet, args []string, maxArgs int, stdo
 	if st, done := parseFlags(fs, args); done {
 		return st
 	}
-	return metaRun(name, fs, maxArgs, *sf.db, stderr, func(db *engine.DB) error {
-		f, err := resolveFormat(*format, stdout)
-		if err != nil {
-			return err
-		}
-		sel, err := sf.selector(time.Now())
-		if err != nil {
-			return err
-		}
+	f, st, done := metaUsage(fs, *sf.db, *format, maxArgs, stdout, stderr)
+	if done {
+		return st
+	}
+	sel, err := sf.selector(time.Now())
+	if err != nil {
+		return usageFail(fs, stderr)("%v", err)
+	}
+	return metaRun(name, *sf.db, stderr, func(db *engine.DB) error {
 		return run(db, f, sel)
 	})
 }

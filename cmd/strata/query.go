@@ -19,8 +19,8 @@ func init() {
 
 // queryMain is the query command: the selected series' samples or
 // aggregates, streamed as CSV, JSON or a table. Exit status 0 on success,
-// 1 on an error (a database that cannot be opened included), 2 on bad
-// flags.
+// 1 on a failure (a database that cannot be opened, an unknown
+// measurement), 2 on a usage error, found before the database is opened.
 func queryMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("query", `usage: strata query --db DIR --measurement M [flags]
 
@@ -33,7 +33,12 @@ start. With --group-by, series sharing those tags' values are aggregated togethe
 examples:
   strata query --db ./data --measurement sensor --match 'device_id=~dev-1.*' --start -1h
   strata query --db ./data --measurement sensor --field temperature --agg mean --every 1d --start 2024-05-01
-  strata query --db ./data --measurement sensor --agg mean --group-by site --format table`, stderr)
+  strata query --db ./data --measurement sensor --agg mean --group-by site --format table
+
+Exit status: 0 success (an empty answer included), 1 failure (a directory that holds no
+database, a measurement it holds no data for), 2 bad usage (an unknown flag, a bad value,
+--every or --group-by without --agg, --start not before --end, a missing --db or
+--measurement, an extra argument).`, stderr)
 	sf := addSelectorFlags(fs, "measurement (required)")
 	agg := fs.String("agg", "none", "none, count, sum, mean, min, max, first or last (any case)")
 	var every durationFlag
@@ -45,34 +50,37 @@ examples:
 	if st, done := parseFlags(fs, args); done {
 		return st
 	}
-	fail := failWith(stderr, "query", 1)
-	if fs.NArg() > 0 {
-		return fail(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
-	}
-	if *sf.measurement == "" {
-		return fail(errors.New("--measurement is required (list them with 'strata measurements')"))
+	usageErr := usageFail(fs, stderr)
+	switch {
+	case *sf.db == "":
+		return usageErr("--db is required")
+	case *sf.measurement == "":
+		return usageErr("--measurement is required (list them with 'strata measurements')")
+	case fs.NArg() > 0:
+		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	sel, err := sf.selector(time.Now())
 	if err != nil {
-		return fail(err)
+		return usageErr("%v", err)
 	}
 	q := engine.Query{Selector: sel, Every: int64(every)}
 	if groupBy.set {
 		q.GroupBy = groupBy.keys
 	}
 	if q.Agg, err = engine.ParseAggregate(strings.ToLower(*agg)); err != nil {
-		return fail(fmt.Errorf("unknown --agg %q: want none, count, sum, mean, min, max, first or last", *agg))
+		return usageErr("unknown --agg %q: want none, count, sum, mean, min, max, first or last", *agg)
 	}
 	if q.Every > 0 && q.Agg == engine.AggNone {
-		return fail(errors.New("--every needs --agg (for example --agg mean)"))
+		return usageErr("--every needs --agg (for example --agg mean)")
 	}
 	if groupBy.set && q.Agg == engine.AggNone {
-		return fail(errors.New("--group-by needs --agg (for example --agg mean)"))
+		return usageErr("--group-by needs --agg (for example --agg mean)")
 	}
 	f, err := resolveFormat(*format, stdout)
 	if err != nil {
-		return fail(err)
+		return usageErr("%v", err)
 	}
+	fail := failWith(stderr, "query", exitFailure)
 	db, err := openExisting(*sf.db)
 	if err != nil {
 		return fail(err)
@@ -141,17 +149,25 @@ func (g *groupFlag) Set(s string) error {
 }
 
 // verifyMain is the verify command: exit 0 when every block reads back
-// intact, 1 when damage is found, 2 when the database cannot be opened.
+// intact, 1 when damage is found, 2 when the database cannot be opened or
+// on a usage error.
 func verifyMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("verify", "usage: strata verify --db DIR\n\n"+
 		"Open the database read-only (replaying its WAL in memory; nothing on disk changes,\n"+
 		"and a running writer may keep the database open), read every block of every segment\n"+
 		"and check every checksum. Exit status: 0 intact, 1 damage found (run strata repair),\n"+
-		"2 cannot open.\n\n"+
+		"2 cannot open, or bad usage.\n\n"+
 		"example:\n  strata verify --db ./data", stderr)
 	dir := fs.String("db", "", "database directory (required)")
 	if st, done := parseFlags(fs, args); done {
 		return st
+	}
+	usageErr := usageFail(fs, stderr)
+	switch {
+	case *dir == "":
+		return usageErr("--db is required")
+	case fs.NArg() > 0:
+		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	db, err := openExisting(*dir)
 	if err != nil {

@@ -53,12 +53,13 @@ func TestQueryCommand(t *testing.T) {
 	f(0, "\"sensor,device_id=d1,site=s1 temp\",1970-01-01T00:00:00Z,29.5\n\"sensor,device_id=d1,site=s1 temp\",1970-01-01T00:01:00Z,89.5\n",
 		"--db", dir, "--measurement", "sensor", "--agg", "mean", "--every", "1m")
 	f(0, "series,time,value\n", "--db", dir, "--measurement", "sensor", "--tag", "device_id=nope")
-	f(1, "", "--db", dir)                                                      // no measurement
-	f(1, "", "--db", dir, "--measurement", "sensor", "--agg", "median")        // unknown aggregate
-	f(1, "", "--db", dir, "--measurement", "sensor", "--start", "yesterday")   // bad time
+	// Usage errors exit 2, failures 1.
+	f(2, "", "--db", dir)                                                      // no measurement
+	f(2, "", "--db", dir, "--measurement", "sensor", "--agg", "median")        // unknown aggregate
+	f(2, "", "--db", dir, "--measurement", "sensor", "--start", "yesterday")   // bad time
 	f(1, "", "--db", filepath.Join(dir, "missing"), "--measurement", "sensor") // no database
 	f(1, "", "--db", dir, "--measurement", "sensr")                            // unknown measurement
-	f(1, "", "--db", dir, "--measurement", "sensor", "--every", "1m")          // --every without --agg
+	f(2, "", "--db", dir, "--measurement", "sensor", "--every", "1m")          // --every without --agg
 	f(2, "", "--db", dir, "--measurement", "sensor", "--every", "soon")        // bad duration
 	f(2, "", "--db", dir, "--nosuchflag")                                      // unknown flag
 	if _, err := os.Stat(filepath.Join(dir, "missing")); !os.IsNotExist(err) {

@@ -14,22 +14,25 @@ func init() {
 
 // repairMain is the repair command. Exit status 0 when nothing was lost,
 // 1 when the database was repaired with losses (listed), 2 when it could
-// not be repaired.
+// not be repaired or on a usage error.
 func repairMain(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("repair", "usage: strata repair --db DIR\n\n"+
 		"Repair a database that Open reports as corrupt: check every segment block by block,\n"+
 		"keep the manifest or rebuild it from the intact segments, replay the WAL up to its first\n"+
 		"damage, and rename every file that cannot be used to NAME.damaged (nothing is deleted).\n"+
 		"Stop the process that writes the database first. Prints what it could not recover.\n"+
-		"Exit status: 0 nothing lost, 1 repaired with losses, 2 not repaired.\n\n"+
+		"Exit status: 0 nothing lost, 1 repaired with losses, 2 not repaired, or bad usage.\n\n"+
 		"example:\n  strata repair --db ./data", stderr)
 	dir := fs.String("db", "", "database directory (required)")
 	if st, done := parseFlags(fs, args); done {
 		return st
 	}
-	if *dir == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "strata repair: --db is required, and nothing else")
-		return 2
+	usageErr := usageFail(fs, stderr)
+	switch {
+	case *dir == "":
+		return usageErr("--db is required")
+	case fs.NArg() > 0:
+		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	rep, err := engine.Repair(*dir, nil)
 	for _, s := range rep.SetAside {

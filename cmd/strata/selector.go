@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -119,6 +120,13 @@ func parseMatcher(s string) (engine.Matcher, error) {
 		rest = v
 	}
 	m.Value = rest
+	if m.Op == engine.MatchRegexp || m.Op == engine.MatchNotRegexp {
+		// Anchored as the engine compiles it, so that a bad regexp is a
+		// bad flag rather than a failure once the query runs.
+		if _, err := regexp.Compile("^(?:" + m.Value + ")$"); err != nil {
+			return engine.Matcher{}, fmt.Errorf("bad regexp %q in %q: %v", m.Value, s, err)
+		}
+	}
 	return m, nil
 }
 
@@ -170,6 +178,9 @@ func parseTime(s string, def int64, now time.Time) (int64, error) {
 	}
 	if s[0] == '-' || s[0] == '+' {
 		d, err := parseDuration(s[1:])
+		if err == nil && strings.TrimSpace(s[1:]) == "" {
+			err = errors.New("a sign without a duration")
+		}
 		if err != nil {
 			return 0, fmt.Errorf("time %q: %w", s, err)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/forward"
+	"github.com/stratadb/strata/mqtt"
 	"github.com/stratadb/strata/server"
 )
 
@@ -72,7 +75,9 @@ queue in DIR/forward that survives outages and restarts.
 With a token, every other endpoint needs "Authorization: Token T" (or Bearer),
 Basic auth with T as the password, or ?p=T. SIGINT or SIGTERM stops accepting
 connections, lets requests in flight finish (up to --shutdown-timeout) and
-closes the database. Exit status: 0 after a clean shutdown, 2 on failure.
+closes the database. Exit status: 0 after a clean shutdown, 1 on failure (a database,
+token file or address that cannot be used, requests still in flight after
+--shutdown-timeout), 2 bad usage (found before DIR is opened or created).
 
 example:
   strata serve --db ./data --listen 127.0.0.1:8086 --token-file /etc/strata/token
@@ -118,31 +123,37 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 	if st, done := parseFlags(fs, args); done {
 		return st
 	}
+	// Every usage error is found here, before the database is opened (and
+	// so created).
 	usageErr := usageFail(fs, stderr)
-	if *dir == "" {
+	switch {
+	case *dir == "":
 		return usageErr("--db is required")
-	}
-	if fs.NArg() > 0 {
+	case fs.NArg() > 0:
 		return usageErr("unexpected argument %q", fs.Arg(0))
-	}
-	if *token != "" && *tokenFile != "" {
+	case *token != "" && *tokenFile != "":
 		return usageErr("--token and --token-file are exclusive")
-	}
-	if *tokenFile != "" {
-		b, err := os.ReadFile(*tokenFile)
-		if err != nil {
-			return usageErr("%v", err)
-		}
-		*token = strings.TrimSpace(string(b))
-		if *token == "" {
-			return usageErr("token file %s is empty", *tokenFile)
-		}
-	}
-	if *maxBody <= 0 {
+	case *maxBody <= 0:
 		return usageErr("--max-body-bytes must be positive")
-	}
-	if *maxSeries < 0 || *maxSeriesMeas < 0 {
+	case *maxSeries < 0 || *maxSeriesMeas < 0:
 		return usageErr("--max-series and --max-series-per-measurement must not be negative")
+	case *memtable <= 0:
+		return usageErr("--memtable-bytes must be positive, not %d", *memtable)
+	case *syncInterval <= 0:
+		return usageErr("--sync-interval must be positive, not %v", *syncInterval)
+	case *retention < 0:
+		return usageErr("--retention must not be negative (0 keeps everything), not %v", *retention)
+	case *queryTimeout <= 0:
+		return usageErr("--query-timeout must be positive, not %v", *queryTimeout)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"read-header-timeout", *readHeader}, {"read-timeout", *readTimeout}, {"write-timeout", *writeTimeout},
+		{"idle-timeout", *idle}, {"shutdown-timeout", *shutdown}} {
+		if d.v < 0 {
+			return usageErr("--%s must not be negative, not %v", d.name, d.v)
+		}
 	}
 	var maxDiskBytes int64
 	if *maxDisk != "" {
@@ -167,9 +178,31 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 	default:
 		return usageErr("--sync must be always, interval or never, not %q", *syncMode)
 	}
+	// What the engine would refuse at Open, refused before Open creates DIR.
+	valid := dbOpts.Clone()
+	valid.EnsureDefaults()
+	if err := valid.Validate(); err != nil {
+		return usageErr("%v", err)
+	}
+	if err := fwd.check(fs); err != nil {
+		return usageErr("%v", err)
+	}
+	if err := mq.check(); err != nil {
+		return usageErr("%v", err)
+	}
+	fail := failWith(stderr, "serve", exitFailure)
+	if *tokenFile != "" {
+		b, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			return fail(err)
+		}
+		*token = strings.TrimSpace(string(b))
+		if *token == "" {
+			return fail(fmt.Errorf("token file %s is empty", *tokenFile))
+		}
+	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	dbOpts.Logger = logger
-	fail := failWith(stderr, "serve", 2)
 
 	db, err := engine.Open(*dir, dbOpts)
 	if err != nil {
@@ -180,6 +213,9 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 	f, err := fwd.start(db, logger)
 	if err != nil {
 		db.Close()
+		if errors.Is(err, forward.ErrInvalid) {
+			return usageErr("%v", err) // what fwd.check does not foresee
+		}
 		return fail(err)
 	}
 	var extra []prometheus.Collector
@@ -193,7 +229,10 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 			f.Close()
 		}
 		db.Close()
-		return usageErr("%v", err)
+		if errors.Is(err, mqtt.ErrInvalidOptions) {
+			return usageErr("%v", err) // a topic filter mqtt.New refuses
+		}
+		return fail(err) // a password or TLS file that cannot be read
 	}
 	if sub != nil {
 		extra = append(extra, mqttCollector(sub))
@@ -269,7 +308,7 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 	case err := <-errc:
 		// Serve only returns on its own for a listener failure.
 		fmt.Fprintln(stderr, "strata serve:", err)
-		status = 2
+		status = exitFailure
 	case <-ctx.Done():
 		fmt.Fprintln(stderr, "strata serve: shutting down")
 		sctx, cancel := context.WithTimeout(context.Background(), *shutdown)
@@ -278,7 +317,7 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 		if err != nil {
 			fmt.Fprintln(stderr, "strata serve: requests still in flight after --shutdown-timeout:", err)
 			srv.Close()
-			status = 2
+			status = exitFailure
 		}
 	}
 	if s := closeDB(); s != 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -77,6 +78,54 @@ func addForwardFlags(fs *flag.FlagSet) *forwardFlags {
 	}
 	fs.Var(&ff.headers, "forward-header", "add this \"Name: value\" header to every forwarded request (e.g. \"Authorization: Bearer T\"); repeatable")
 	return ff
+}
+
+// check reports --forward-* flags that cannot work, before anything is
+// opened: fs tells which flags were given. Given without --forward-url, they
+// would be ignored; zero durations and sizes would silently become the
+// library's defaults (except --forward-segment-bytes, whose 0 is documented).
+func (ff *forwardFlags) check(fs *flag.FlagSet) error {
+	if *ff.url == "" {
+		urlGiven, other := false, ""
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "forward-url" {
+				urlGiven = true
+			} else if strings.HasPrefix(f.Name, "forward-") && other == "" {
+				other = f.Name
+			}
+		})
+		if other != "" && !urlGiven {
+			return fmt.Errorf("--%s needs --forward-url", other)
+		}
+		return nil // an explicitly empty --forward-url turns forwarding off
+	}
+	if u, err := url.Parse(*ff.url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--forward-url %q: want an http:// or https:// URL", *ff.url)
+	}
+	if _, err := forward.ParseProtocol(*ff.protocol); err != nil {
+		return fmt.Errorf("--forward-protocol %q: want prometheus or influx", *ff.protocol)
+	}
+	if *ff.batch < 1 {
+		return fmt.Errorf("--forward-batch-size must be at least 1, not %d", *ff.batch)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"forward-linger", *ff.linger}, {"forward-max-backlog-age", *ff.maxAge}, {"forward-min-backoff", *ff.minBackoff},
+		{"forward-max-backoff", *ff.maxBackoff}, {"forward-timeout", *ff.timeout}, {"forward-sync-interval", *ff.syncInterval}} {
+		if d.v <= 0 {
+			return fmt.Errorf("--%s must be positive, not %v", d.name, d.v)
+		}
+	}
+	switch {
+	case *ff.minBackoff > *ff.maxBackoff:
+		return fmt.Errorf("--forward-min-backoff %v is above --forward-max-backoff %v", *ff.minBackoff, *ff.maxBackoff)
+	case *ff.maxBytes <= 0:
+		return fmt.Errorf("--forward-max-backlog-bytes must be positive, not %d", *ff.maxBytes)
+	case *ff.segmentBytes < 0:
+		return fmt.Errorf("--forward-segment-bytes must not be negative (0: automatic), not %d", *ff.segmentBytes)
+	}
+	return nil
 }
 
 // options returns the forward.Options the flags ask for.

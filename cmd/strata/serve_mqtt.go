@@ -64,9 +64,27 @@ func addMQTTFlags(fs *flag.FlagSet) *mqttFlags {
 	return m
 }
 
-// subscriber returns the MQTT subscriber the flags describe, or nil when no
-// broker is set.
-func (m *mqttFlags) subscriber(db *engine.DB, logger *slog.Logger) (*mqtt.Subscriber, error) {
+// check reports --mqtt-* flags that cannot work, before anything is
+// opened: every check of options and of mqtt.New but those that read a file.
+func (m *mqttFlags) check() error {
+	opts, err := m.options()
+	if err != nil || opts == nil {
+		return err
+	}
+	// mqtt.New only keeps the writer: a subscriber that never runs
+	// checks the topic filters and the rest as the real one will.
+	_, err = mqtt.New(unusedWriter{}, opts)
+	return err
+}
+
+// unusedWriter is the writer of the subscriber check makes, never run.
+type unusedWriter struct{}
+
+func (unusedWriter) Write([]engine.Point) error { return errors.New("unused") }
+
+// options returns the mqtt.Options the flags describe without reading any
+// file (no password file, no TLS), or nil when no broker is set.
+func (m *mqttFlags) options() (*mqtt.Options, error) {
 	if len(m.brokers) == 0 {
 		if len(m.topics) > 0 {
 			return nil, errors.New("--mqtt-topic needs --mqtt-broker")
@@ -75,6 +93,9 @@ func (m *mqttFlags) subscriber(db *engine.DB, logger *slog.Logger) (*mqtt.Subscr
 	}
 	if len(m.topics) == 0 {
 		return nil, errors.New("--mqtt-broker needs at least one --mqtt-topic")
+	}
+	if strings.TrimSpace(*m.clientID) == "" {
+		return nil, errors.New("--mqtt-client-id must not be empty (the broker keeps the session under it)")
 	}
 	def, err := mqtt.ParseFormat(*m.format)
 	if err != nil {
@@ -94,18 +115,33 @@ func (m *mqttFlags) subscriber(db *engine.DB, logger *slog.Logger) (*mqtt.Subscr
 	if (*m.tlsCert == "") != (*m.tlsKey == "") {
 		return nil, errors.New("--mqtt-tls-cert and --mqtt-tls-key go together")
 	}
+	if *m.password != "" && *m.passwordFile != "" {
+		return nil, errors.New("--mqtt-password and --mqtt-password-file are exclusive")
+	}
 	opts := &mqtt.Options{Brokers: m.brokers, ClientID: *m.clientID, Username: *m.username, Password: *m.password,
-		MaxBatchMessages: *m.maxBatch, Logger: logger}
+		MaxBatchMessages: *m.maxBatch}
+	for _, t := range m.topics {
+		filter, format := splitTopicFormat(t, def)
+		opts.Subscriptions = append(opts.Subscriptions, mqtt.Subscription{Filter: filter, Format: format, Precision: prec, JSON: jm})
+	}
+	return opts, nil
+}
+
+// subscriber returns the MQTT subscriber the flags describe, or nil when no
+// broker is set. Its errors are those of options, mqtt.ErrInvalidOptions,
+// or a file that cannot be read.
+func (m *mqttFlags) subscriber(db *engine.DB, logger *slog.Logger) (*mqtt.Subscriber, error) {
+	opts, err := m.options()
+	if err != nil || opts == nil {
+		return nil, err
+	}
+	opts.Logger = logger
 	if *m.passwordFile != "" {
 		b, err := os.ReadFile(*m.passwordFile)
 		if err != nil {
 			return nil, err
 		}
 		opts.Password = strings.TrimSpace(string(b))
-	}
-	for _, t := range m.topics {
-		filter, format := splitTopicFormat(t, def)
-		opts.Subscriptions = append(opts.Subscriptions, mqtt.Subscription{Filter: filter, Format: format, Precision: prec, JSON: jm})
 	}
 	if *m.tlsCA != "" || *m.tlsCert != "" {
 		cfg := &tls.Config{MinVersion: tls.VersionTLS12}

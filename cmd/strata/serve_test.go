@@ -54,8 +54,11 @@ func TestServeUsage(t *testing.T) {
 	run(2, "exclusive", "--db", filepath.Join(tmp, "db"), "--token", "a", "--token-file", "b")
 	empty := filepath.Join(tmp, "empty")
 	os.WriteFile(empty, []byte("\n"), 0o600)
-	run(2, "is empty", "--db", filepath.Join(tmp, "db"), "--token-file", empty)
-	run(2, "listen", "--db", filepath.Join(tmp, "db"), "--listen", "256.0.0.1:bad")
+	// A token file or an address that cannot be used is a failure (1), not
+	// a usage error: the command line itself is well formed.
+	run(1, "is empty", "--db", filepath.Join(tmp, "db"), "--token-file", empty)
+	run(1, "no such file", "--db", filepath.Join(tmp, "db"), "--token-file", filepath.Join(tmp, "missing"))
+	run(1, "listen", "--db", filepath.Join(tmp, "db"), "--listen", "256.0.0.1:bad")
 	if _, err := os.Stat(filepath.Join(tmp, "db", "x")); err == nil {
 		t.Error("unexpected file")
 	}
