@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -288,4 +290,24 @@ func redirectStd(t *testing.T) (stdout, stderr *os.File) {
 	os.Stdout, os.Stderr = stdout, stderr
 	t.Cleanup(func() { os.Stdout, os.Stderr = saveOut, saveErr })
 	return stdout, stderr
+}
+
+// TestImportMissingFileLeavesNothing checks that import of a file that is
+// not there fails before the database is created, and prints no summary
+// of a file it never read.
+func TestImportMissingFileLeavesNothing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	good := filepath.Join(t.TempDir(), "good.lp")
+	if err := os.WriteFile(good, []byte("m v=1 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, files := range [][]string{{"missing.lp"}, {good, "missing.lp"}, {t.TempDir()}} {
+		code, stdout, stderr := runCmd(t, importMain, append([]string{"--db", dir}, files...)...)
+		if code != 2 || stdout != "" || !strings.Contains(stderr, "strata import:") {
+			t.Errorf("import %v: exit %d, stdout %q, stderr %q; want 2, nothing on stdout", files, code, stdout, stderr)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("import %v created the database (%v)", files, err)
+		}
+	}
 }

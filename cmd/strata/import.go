@@ -62,6 +62,15 @@ func importMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return usageFail(fs, stderr)("--db and at least one FILE are required")
 	}
 	fail := failWith(stderr, "import", 2)
+	// Every FILE must be there before the database is opened (and
+	// perhaps created): a typo in a name leaves nothing behind.
+	for _, name := range fs.Args() {
+		if info, err := os.Stat(name); err != nil {
+			return fail(err)
+		} else if info.IsDir() {
+			return fail(fmt.Errorf("%s is a directory", name))
+		}
+	}
 	db, err := engine.Open(*dir, nil)
 	if err != nil {
 		return fail(err)
@@ -71,6 +80,9 @@ func importMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	for _, name := range fs.Args() {
 		start := time.Now()
 		res, err := importFile(ctx, db, name)
+		if res.format == "" { // not opened: nothing read
+			return fail(fmt.Errorf("%s: %w", name, err))
+		}
 		unit := "lines"
 		if res.format == "parquet" {
 			unit = "rows"
