@@ -26,6 +26,10 @@
 // delivery resumes at the cursor; the batch in flight at the crash may be
 // sent twice. Network errors, 5xx and 429 are retried with jittered
 // exponential backoff (honouring Retry-After); another 4xx drops its batch.
+// Over the prometheus protocol a refused batch is first sent once more
+// without the samples behind their series' newest (a backfill, which a
+// receiver without an out-of-order window refuses with the whole request),
+// so that only those are dropped.
 // Past MaxBacklogBytes or MaxBacklogAge the oldest undelivered queue file
 // is dropped. Every drop is counted in Stats and logged; the database
 // itself never loses anything to forwarding.

@@ -179,6 +179,11 @@ type promEncoder struct {
 	// sample of that ms refuses another value for it, and with it the
 	// whole batch, so a later sample of the same ms is not sent.
 	lastMs []int64
+	// sentMs is, by series id, the greatest ms of the series in a batch
+	// the remote accepted (math.MinInt64 for none): a sample at or
+	// behind it is what a receiver without an out-of-order window
+	// refuses, and with it the whole batch (see encodeBatch's strict).
+	sentMs []int64
 }
 
 // promSample is a sample as encoded: its time (ns; sent as ms) and the
@@ -229,10 +234,41 @@ func (e *promEncoder) add(samples []engine.FeedSample) {
 
 // encode appends the WriteRequest of the samples added since the last call
 // to dst (uncompressed) and returns it with the number of samples skipped.
-// The encoder is then empty.
+// The encoder is then empty, the batch taken as accepted.
 func (e *promEncoder) encode(dst []byte, meta func(id uint64) *seriesMeta) ([]byte, int) {
+	dst, skipped, _ := e.encodeBatch(dst, meta, false)
+	e.finish(true)
+	return dst, skipped
+}
+
+// encodeBatch appends the WriteRequest of the samples added since the last
+// finish to dst (uncompressed) and returns it with the number of samples
+// skipped (values the protocol cannot carry). With strict, it leaves out
+// the samples a receiver without an out-of-order window refuses: each at
+// or behind its series' sentMs or an earlier sample of the series in the
+// batch, counted in behind. The batch stays until finish.
+func (e *promEncoder) encodeBatch(dst []byte, meta func(id uint64) *seriesMeta, strict bool) (_ []byte, skipped, behind int) {
+	var kept []promSample
 	for g, id := range e.ids {
 		ss := e.group[g]
+		if strict {
+			floor := int64(math.MinInt64)
+			if id < uint64(len(e.sentMs)) {
+				floor = e.sentMs[id]
+			}
+			kept = kept[:0]
+			for _, x := range ss {
+				if ms := floorMillis(x.t); ms > floor {
+					kept = append(kept, x)
+					floor = ms
+				}
+			}
+			behind += len(ss) - len(kept)
+			if len(kept) == 0 {
+				continue
+			}
+			ss = kept
+		}
 		m := meta(id)
 		// A Sample is at most 20 bytes, so its length is one byte.
 		size := len(m.labels) + len(ss)*(len(tagTSSample)+1+len(tagSampleValue)+8+len(tagSampleTime))
@@ -251,17 +287,33 @@ func (e *promEncoder) encode(dst []byte, meta func(id uint64) *seriesMeta) ([]by
 			dst = append(dst, tagSampleTime...)
 			dst = protowire.AppendVarint(dst, ms)
 		}
+	}
+	return dst, e.skipped, behind
+}
+
+// finish ends the batch: it notes each series' last ms sent (lastMs) and,
+// when the remote accepted the batch, the greatest (sentMs), and empties
+// the encoder.
+func (e *promEncoder) finish(accepted bool) {
+	for g, id := range e.ids {
+		ss := e.group[g]
 		for uint64(len(e.lastMs)) <= id {
 			e.lastMs = append(e.lastMs, math.MinInt64)
 		}
 		e.lastMs[id] = floorMillis(ss[len(ss)-1].t)
+		if accepted {
+			for uint64(len(e.sentMs)) <= id {
+				e.sentMs = append(e.sentMs, math.MinInt64)
+			}
+			for _, x := range ss {
+				e.sentMs[id] = max(e.sentMs[id], floorMillis(x.t))
+			}
+		}
 		e.slot[id] = 0
 		e.group[g] = ss[:0]
 	}
 	e.ids = e.ids[:0]
-	skipped := e.skipped
 	e.skipped = 0
-	return dst, skipped
 }
 
 // The field tags of the messages, encoded once.

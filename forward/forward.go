@@ -576,14 +576,24 @@ func (s *sender) add(samples []engine.FeedSample) {
 // deliver sends the batch until the remote accepts it (sent samples) or
 // rejects it for good (rejected samples), and empties it; ok is false only
 // when the forwarder is closing.
+//
+// A Prometheus receiver without an out-of-order window refuses a whole
+// request (400, nothing stored) for one sample at or behind its series'
+// newest, as a backfill sends. Refused so, the batch is sent once more
+// without such samples (the ones behind what the remote accepted of their
+// series before, or behind an earlier sample of theirs in the batch): only
+// those are dropped, not the batch. A receiver that takes any order never
+// refuses the first request, and so gets everything.
 func (s *sender) deliver(f *Forwarder, meta *metaCache) (sent, rejected int64, ok bool) {
 	n := int64(s.n)
 	s.n = 0
 	var contentType, encoding string
 	skipped := 0
+	accepted := false
 	switch s.proto {
 	case Prometheus:
-		s.raw, skipped = s.prom.encode(s.raw[:0], meta.get)
+		defer func() { s.prom.finish(accepted) }()
+		s.raw, skipped, _ = s.prom.encodeBatch(s.raw[:0], meta.get, false)
 		s.out = s2.EncodeSnappy(s.out[:cap(s.out)], s.raw) // snappy block format, s2's faster encoder
 		contentType, encoding = "application/x-protobuf", "snappy"
 	default:
@@ -605,6 +615,7 @@ func (s *sender) deliver(f *Forwarder, meta *metaCache) (sent, rejected int64, o
 		MaxInterval:         f.opts.MaxBackoff,
 	}
 	b.Reset()
+	behind := -1 // samples left out of the strict resend; -1 before one
 	for attempt := 0; ; attempt++ {
 		code, retryAfter, msg, err := f.post(s.out, contentType, encoding)
 		f.st.requests.Add(1)
@@ -612,8 +623,26 @@ func (s *sender) deliver(f *Forwarder, meta *metaCache) (sent, rejected int64, o
 		case err == nil && code/100 == 2:
 			f.st.batches.Add(1)
 			f.st.lastSuccess.Store(f.opts.Now().UnixNano())
+			accepted = true
+			if behind > 0 {
+				f.logger.Warn("forward: remote refused samples behind their series' newest; sent the batch without them",
+					"dropped", behind, "sent", n-int64(skipped)-int64(behind))
+				return n - int64(skipped) - int64(behind), int64(behind), true
+			}
 			return n - int64(skipped), 0, true
 		case err == nil && code != http.StatusTooManyRequests && code/100 == 4:
+			if s.proto == Prometheus && behind < 0 {
+				var raw []byte
+				raw, _, behind = s.prom.encodeBatch(s.raw[:0], meta.get, true)
+				if behind > 0 && len(raw) > 0 {
+					s.raw = raw
+					s.out = s2.EncodeSnappy(s.out[:cap(s.out)], s.raw)
+					continue
+				}
+				if behind > 0 { // every sample was behind
+					behind = -1
+				}
+			}
 			f.st.rejected.Add(1)
 			e := fmt.Sprintf("remote rejected a batch: %d %s", code, msg)
 			f.st.lastErr.Store(&e)
