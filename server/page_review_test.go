@@ -503,3 +503,23 @@ func TestCrossSiteWritesRefused(t *testing.T) {
 		t.Fatalf("measurements %v (%v), want the one written", ms, err)
 	}
 }
+
+// TestCrossSiteAfterToken: with a token set, a request without it is 401
+// whatever else it carries (the token is checked first), and a cross-site
+// write that carries it is still 403.
+func TestCrossSiteAfterToken(t *testing.T) {
+	ts := newTestServer(t, &Options{Token: "s3cret"})
+	line := []byte("csrf value=1 1\n")
+	if code, _, body := ts.do(http.MethodPost, "/write", line, "Origin", "http://evil.example"); code != http.StatusUnauthorized {
+		t.Errorf("cross-site write without the token: %d %s, want 401", code, body)
+	}
+	if code, _, body := ts.do(http.MethodPost, "/write?p=s3cret", line, "Sec-Fetch-Site", "cross-site"); code != http.StatusForbidden {
+		t.Errorf("cross-site write with the token: %d %s, want 403", code, body)
+	}
+	if code, _, body := ts.do(http.MethodPost, "/write?p=s3cret", line); code != http.StatusNoContent {
+		t.Errorf("write with the token: %d %s, want 204", code, body)
+	}
+	if code, _, body := ts.do(http.MethodPost, "/api/v1/status/buildinfo?p=s3cret", nil); code != http.StatusOK {
+		t.Errorf("POST buildinfo: %d %s, want 200", code, body)
+	}
+}

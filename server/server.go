@@ -202,7 +202,7 @@ func New(db *engine.DB, opts *Options) (http.Handler, error) {
 	s.handle("/api/v1/series", "prom_series", true, s.series, http.MethodGet, http.MethodPost)
 	s.handle("/api/v1/labels", "prom_labels", true, s.labels, http.MethodGet, http.MethodPost)
 	s.labelValuesHandler = s.wrap("prom_label_values", s.labelValues, http.MethodGet, http.MethodPost)
-	s.handle("/api/v1/status/buildinfo", "prom_buildinfo", true, s.buildInfo, http.MethodGet)
+	s.handle("/api/v1/status/buildinfo", "prom_buildinfo", true, s.buildInfo, http.MethodGet, http.MethodPost)
 	s.handle("/api/v1/admin/snapshot", "admin_snapshot", true, s.snapshot, http.MethodPost, http.MethodPut)
 	s.registerPage()
 	return s, nil
@@ -221,20 +221,20 @@ const labelValuesPrefix = "/api/v1/label/"
 // whether or not the path exists. The operator page's own files (no data)
 // are public too: exactly GET and HEAD of the paths isPagePath lists.
 //
-// Before that, a request that a browser marks as sent by a page of another
-// site (Sec-Fetch-Site, or an Origin not this host) is 403 unless its method
-// is GET, HEAD or OPTIONS: without a token, a form or a no-cors fetch on any
+// Then a request that a browser marks as sent by a page of another site
+// (Sec-Fetch-Site, or an Origin not this host) is 403 unless its method is
+// GET, HEAD or OPTIONS: without a token, a form or a no-cors fetch on any
 // website could otherwise write into the database or take snapshots (each
 // keeps the database's files on disk) through the operator's browser.
 // Clients that are no browser (Telegraf, Prometheus, Grafana's server, curl)
 // send neither header and pass.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if crossOrigin.Check(r) != nil {
-		s.crossSite(w, r)
-		return
-	}
 	if len(s.token) > 0 && !s.public[r.URL.Path] && !isPagePath(r.Method, r.URL.Path) && !s.authorized(r) {
 		s.unauthorized(w, r)
+		return
+	}
+	if crossOrigin.Check(r) != nil {
+		s.crossSite(w, r)
 		return
 	}
 	// A label name may hold what ServeMux would clean away ("", "..").
