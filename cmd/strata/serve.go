@@ -53,7 +53,7 @@ Serve the database in DIR (created if missing) over HTTP:
   POST /api/v1/write            Prometheus remote write 1.0
   POST /api/v1/otlp/v1/metrics  OpenTelemetry metrics over OTLP/HTTP (protobuf or JSON)
   GET|POST /api/v1/query, /api/v1/query_range, /api/v1/series, /api/v1/labels,
-       /api/v1/label/<name>/values; GET /api/v1/status/buildinfo
+       /api/v1/label/<name>/values, /api/v1/status/buildinfo
                                 Prometheus HTTP query API (PromQL), for Grafana
   POST /api/v1/read             Prometheus remote read
   GET|POST /api/v1/status/strata
@@ -187,7 +187,7 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 	if err := fwd.check(fs); err != nil {
 		return usageErr("%v", err)
 	}
-	if err := mq.check(); err != nil {
+	if err := mq.check(fs); err != nil {
 		return usageErr("%v", err)
 	}
 	fail := failWith(stderr, "serve", exitFailure)

@@ -65,8 +65,21 @@ func addMQTTFlags(fs *flag.FlagSet) *mqttFlags {
 }
 
 // check reports --mqtt-* flags that cannot work, before anything is
-// opened: every check of options and of mqtt.New but those that read a file.
-func (m *mqttFlags) check() error {
+// opened: every check of options and of mqtt.New but those that read a
+// file, and (fs telling which flags were given) any --mqtt-* flag given
+// without --mqtt-broker, which would be ignored.
+func (m *mqttFlags) check(fs *flag.FlagSet) error {
+	if len(m.brokers) == 0 {
+		other := ""
+		fs.Visit(func(f *flag.Flag) {
+			if strings.HasPrefix(f.Name, "mqtt-") && f.Name != "mqtt-broker" && other == "" {
+				other = f.Name
+			}
+		})
+		if other != "" {
+			return fmt.Errorf("--%s needs --mqtt-broker", other)
+		}
+	}
 	opts, err := m.options()
 	if err != nil || opts == nil {
 		return err
