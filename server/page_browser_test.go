@@ -212,38 +212,8 @@ func TestPageBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	alloc, cancel := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(exe),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("no-proxy-server", true),
-		chromedp.Flag("hide-scrollbars", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 800),
-	)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-
-	bl := &browserLog{urls: map[network.RequestID]string{}, bytes: map[string]float64{}}
-	if err := chromedp.Listen(ctx, bl.listen); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chromedp.Call(ctx, cdplog.Enable, cdp.Empty{}); err != nil {
-		t.Fatal(err)
-	}
+	ctx := newBrowser(t, exe, 3*time.Minute)
+	bl := watchBrowser(t, ctx)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -501,4 +471,49 @@ func saveScreenshot(t *testing.T, ctx context.Context, name string) {
 		t.Fatal(err)
 	}
 	t.Logf("wrote %s (%d bytes)", p, len(buf))
+}
+
+// newBrowser starts headless Chromium (exe) for one test, on loopback
+// only, and returns its context, which ends after timeout or with the test.
+func newBrowser(t *testing.T, exe string, timeout time.Duration) context.Context {
+	t.Helper()
+	alloc, cancel := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(exe),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("no-proxy-server", true),
+		chromedp.Flag("hide-scrollbars", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 800),
+	)
+	t.Cleanup(cancel)
+	ctx, cancelCtx := chromedp.NewContext(alloc)
+	t.Cleanup(cancelCtx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
+	t.Cleanup(cancelTimeout)
+	return ctx
+}
+
+// watchBrowser records the requests and console messages of the browser
+// of ctx (see browserLog).
+func watchBrowser(t *testing.T, ctx context.Context) *browserLog {
+	t.Helper()
+	bl := &browserLog{urls: map[network.RequestID]string{}, bytes: map[string]float64{}}
+	if err := chromedp.Listen(ctx, bl.listen); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(ctx, cdplog.Enable, cdp.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	return bl
 }

@@ -12,9 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	cdplog "github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"github.com/stratadb/strata/engine"
@@ -215,35 +212,8 @@ func TestPageBrowserHostileNames(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	alloc, cancel := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(exe),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("no-proxy-server", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 800),
-	)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	bl := &browserLog{urls: map[network.RequestID]string{}, bytes: map[string]float64{}}
-	if err := chromedp.Listen(ctx, bl.listen); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chromedp.Call(ctx, cdplog.Enable, cdp.Empty{}); err != nil {
-		t.Fatal(err)
-	}
+	ctx := newBrowser(t, exe, 2*time.Minute)
+	bl := watchBrowser(t, ctx)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -333,37 +303,8 @@ func TestPageBrowserMeasurementRace(t *testing.T) {
 	ts := newTestServer(t, nil)
 	writeKnown(t, ts.db, time.Now())
 
-	alloc, cancel := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(exe),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("no-proxy-server", true),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	run := func(expr string) { t.Helper(); must(chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](expr))) }
-	poll := func(expr string) {
-		t.Helper()
-		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(15*time.Second))); err != nil {
-			t.Fatalf("waiting for %s: %v", expr, err)
-		}
-	}
+	ctx := newBrowser(t, exe, time.Minute)
+	must, run, poll := browserDo(t, ctx)
 
 	must(chromedp.Do(ctx, chromedp.Navigate(ts.srv.URL+"/")))
 	poll(`document.body.dataset.ready === "true" && document.querySelectorAll("#measurements button").length === 2`)
@@ -414,37 +355,8 @@ func TestPageBrowserLatestAfterSelect(t *testing.T) {
 	ts := newTestServer(t, nil)
 	writeKnown(t, ts.db, time.Now())
 
-	alloc, cancel := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(exe),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("no-proxy-server", true),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	run := func(expr string) { t.Helper(); must(chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](expr))) }
-	poll := func(expr string) {
-		t.Helper()
-		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(15*time.Second))); err != nil {
-			t.Fatalf("waiting for %s: %v", expr, err)
-		}
-	}
+	ctx := newBrowser(t, exe, time.Minute)
+	must, run, poll := browserDo(t, ctx)
 
 	must(chromedp.Do(ctx, chromedp.Navigate(ts.srv.URL+"/")))
 	poll(`document.body.dataset.ready === "true" && document.querySelectorAll("#measurements button").length === 2`)
@@ -522,4 +434,23 @@ func TestCrossSiteAfterToken(t *testing.T) {
 	if code, _, body := ts.do(http.MethodPost, "/api/v1/status/buildinfo?p=s3cret", nil); code != http.StatusOK {
 		t.Errorf("POST buildinfo: %d %s, want 200", code, body)
 	}
+}
+
+// browserDo returns, for the browser of ctx, a check that fails the test
+// on an error, a run of a JS expression, and a poll until one is true.
+func browserDo(t *testing.T, ctx context.Context) (must func(error), run func(string), poll func(string)) {
+	must = func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	run = func(expr string) { t.Helper(); must(chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](expr))) }
+	poll = func(expr string) {
+		t.Helper()
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(15*time.Second))); err != nil {
+			t.Fatalf("waiting for %s: %v", expr, err)
+		}
+	}
+	return must, run, poll
 }
