@@ -164,6 +164,8 @@ func TestServeRefusesBadFlagsBeforeOpen(t *testing.T) {
 		{"--memtable-bytes", []string{"--memtable-bytes", "-5"}},
 		{"--memtable-bytes", []string{"--memtable-bytes", "0"}},
 		{"--sync-interval", []string{"--sync", "interval", "--sync-interval", "0s"}},
+		{"--sync-interval needs --sync interval", []string{"--sync-interval", "1s"}},
+		{"--sync-interval needs --sync interval", []string{"--sync", "never", "--sync-interval", "1s"}},
 		{"--query-timeout", []string{"--query-timeout", "0s"}},
 		{"--query-timeout", []string{"--query-timeout", "-1m"}},
 		{"--read-timeout", []string{"--read-timeout", "-1s"}},
@@ -313,6 +315,21 @@ func TestImportMissingFileLeavesNothing(t *testing.T) {
 		}
 		if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("import %v created the database (%v)", files, err)
+		}
+	}
+}
+
+// TestExportFormatAnyCase: export's --format takes any case, as query's.
+func TestExportFormatAnyCase(t *testing.T) {
+	src := writeStringsDB(t, "plain")
+	want := dumpDB(t, src)
+	for _, format := range []string{"LP", "Csv", "PARQUET"} {
+		file := filepath.Join(t.TempDir(), "out")
+		runWant(t, exportMain, 0, "--db", src, "--format", format, "--out", file)
+		dst := filepath.Join(t.TempDir(), "dst")
+		runWant(t, importMain, 0, "--db", dst, file)
+		if got := dumpDB(t, dst); got != want {
+			t.Errorf("--format %s: imported database differs\ngot:\n%s\nwant:\n%s", format, got, want)
 		}
 	}
 }

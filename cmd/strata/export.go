@@ -398,6 +398,7 @@ func exportMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return st
 	}
 	usageErr := usageFail(fs, stderr)
+	*format = strings.ToLower(*format) // as query's --format
 	switch {
 	case *sf.db == "":
 		return usageErr("--db is required")

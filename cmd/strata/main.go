@@ -167,3 +167,10 @@ func failWith(stderr io.Writer, name string, status int) func(error) int {
 		return status
 	}
 }
+
+// flagGiven reports whether the flag name was set on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}

@@ -141,6 +141,8 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 		return usageErr("--memtable-bytes must be positive, not %d", *memtable)
 	case *syncInterval <= 0:
 		return usageErr("--sync-interval must be positive, not %v", *syncInterval)
+	case flagGiven(fs, "sync-interval") && *syncMode != "interval":
+		return usageErr("--sync-interval needs --sync interval (--sync is %q)", *syncMode)
 	case *retention < 0:
 		return usageErr("--retention must not be negative (0 keeps everything), not %v", *retention)
 	case *queryTimeout <= 0:
