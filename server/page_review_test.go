@@ -454,3 +454,42 @@ func browserDo(t *testing.T, ctx context.Context) (must func(error), run func(st
 	}
 	return must, run, poll
 }
+
+// TestStatusLatestFloatForm: the status endpoint's latest values are
+// written as the query API writes sample values (Prometheus' form).
+func TestStatusLatestFloatForm(t *testing.T) {
+	ts := newTestServer(t, nil)
+	vals := map[string]float64{"a": 0.00001, "b": 1e22, "c": 123456789, "d": -2.5e-7}
+	var pts []engine.Point
+	for dev, v := range vals {
+		pts = append(pts, engine.Point{Measurement: "m", Tags: []engine.Tag{{Key: "dev", Value: dev}},
+			Fields: []engine.Field{{Key: "value", Value: engine.Float(v)}}, Time: 1_700_000_000_000_000_000})
+	}
+	if err := ts.db.Write(pts); err != nil {
+		t.Fatal(err)
+	}
+	code, _, body := ts.do(http.MethodGet, "/api/v1/status/strata?match[]=m", nil)
+	if code != http.StatusOK {
+		t.Fatalf("status: %d %s", code, body)
+	}
+	var st struct {
+		Data struct {
+			Latest []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"latest"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Data.Latest) != len(vals) {
+		t.Fatalf("%d latest values, want %d: %s", len(st.Data.Latest), len(vals), body)
+	}
+	for _, l := range st.Data.Latest {
+		v := vals[l.Metric["dev"]]
+		if got, want := l.Value[1], string(appendFloat(nil, v)); got != want {
+			t.Errorf("latest of %s: %v, want %q as the query API writes it", l.Metric["dev"], got, want)
+		}
+	}
+}

@@ -343,7 +343,7 @@ func (s *Server) latest(r *http.Request, sets [][]*labels.Matcher, limit int) ([
 	out := make([]latestJSON, len(all))
 	for i, f := range all {
 		out[i] = latestJSON{Metric: f.ls.Map(), Value: [2]any{
-			json64(float64(f.t) / 1000), strconv.FormatFloat(f.v, 'g', -1, 64),
+			json64(float64(f.t) / 1000), string(appendFloat(nil, f.v)),
 		}}
 	}
 	return out, truncated, nil
