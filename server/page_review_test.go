@@ -299,15 +299,7 @@ func TestPageBrowserHostileNames(t *testing.T) {
 // series arrive, another one: the list must end up the second's, not the
 // first's that came in late.
 func TestPageBrowserMeasurementRace(t *testing.T) {
-	exe := chromiumPath(t)
-	ts := newTestServer(t, nil)
-	writeKnown(t, ts.db, time.Now())
-
-	ctx := newBrowser(t, exe, time.Minute)
-	must, run, poll := browserDo(t, ctx)
-
-	must(chromedp.Do(ctx, chromedp.Navigate(ts.srv.URL+"/")))
-	poll(`document.body.dataset.ready === "true" && document.querySelectorAll("#measurements button").length === 2`)
+	ctx, must, run, poll := openKnownPage(t)
 	// Hold the series request of "climate" until the test releases it, and
 	// tell when the page has read its answer.
 	run(`(() => {
@@ -351,15 +343,7 @@ func TestPageBrowserMeasurementRace(t *testing.T) {
 // request is under way: the latest values of the measurement selected
 // must come without waiting for the next periodic refresh (stopped here).
 func TestPageBrowserLatestAfterSelect(t *testing.T) {
-	exe := chromiumPath(t)
-	ts := newTestServer(t, nil)
-	writeKnown(t, ts.db, time.Now())
-
-	ctx := newBrowser(t, exe, time.Minute)
-	must, run, poll := browserDo(t, ctx)
-
-	must(chromedp.Do(ctx, chromedp.Navigate(ts.srv.URL+"/")))
-	poll(`document.body.dataset.ready === "true" && document.querySelectorAll("#measurements button").length === 2`)
+	_, _, run, poll := openKnownPage(t)
 	// No periodic refresh; the next status request is held until released.
 	run(`(() => {
 		window.strata.timers.forEach(clearInterval);
@@ -492,4 +476,17 @@ func TestStatusLatestFloatForm(t *testing.T) {
 			t.Errorf("latest of %s: %v, want %q as the query API writes it", l.Metric["dev"], got, want)
 		}
 	}
+}
+
+// openKnownPage serves writeKnown's data, opens the page in a headless
+// browser and waits until it lists both measurements.
+func openKnownPage(t *testing.T) (ctx context.Context, must func(error), run, poll func(string)) {
+	exe := chromiumPath(t)
+	ts := newTestServer(t, nil)
+	writeKnown(t, ts.db, time.Now())
+	ctx = newBrowser(t, exe, time.Minute)
+	must, run, poll = browserDo(t, ctx)
+	must(chromedp.Do(ctx, chromedp.Navigate(ts.srv.URL+"/")))
+	poll(`document.body.dataset.ready === "true" && document.querySelectorAll("#measurements button").length === 2`)
+	return ctx, must, run, poll
 }

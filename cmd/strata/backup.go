@@ -254,13 +254,9 @@ func backupMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	fail := failWith(stderr, "backup", exitFailure)
 	if *tokenFile != "" {
-		b, err := os.ReadFile(*tokenFile)
-		if err != nil {
+		var err error
+		if *token, err = readTokenFile(*tokenFile); err != nil {
 			return fail(err)
-		}
-		*token = strings.TrimSpace(string(b))
-		if *token == "" {
-			return fail(fmt.Errorf("token file %s is empty", *tokenFile))
 		}
 	}
 	if err := checkEmptyTarget(*out, "--out"); err != nil {

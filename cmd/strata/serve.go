@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -194,13 +193,9 @@ func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	fail := failWith(stderr, "serve", exitFailure)
 	if *tokenFile != "" {
-		b, err := os.ReadFile(*tokenFile)
-		if err != nil {
+		var err error
+		if *token, err = readTokenFile(*tokenFile); err != nil {
 			return fail(err)
-		}
-		*token = strings.TrimSpace(string(b))
-		if *token == "" {
-			return fail(fmt.Errorf("token file %s is empty", *tokenFile))
 		}
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
