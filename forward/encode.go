@@ -31,9 +31,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/internal/promname"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -47,41 +47,13 @@ type seriesMeta struct {
 	prefix, field string
 }
 
-// promName returns the metric name of (measurement, field).
+// promName returns the metric name of (measurement, field): the query API's
+// name (promname.Metric, server.MetricName) with each character a legacy
+// metric name may not hold replaced by '_' (colons kept). The query API
+// itself shows the name unsanitized, so a measurement or field outside
+// [a-zA-Z0-9_:] is named differently there.
 func promName(measurement, field string) string {
-	if field == "value" {
-		return sanitizeName(measurement, true)
-	}
-	return sanitizeName(measurement+"_"+field, true)
-}
-
-// sanitizeName replaces each character a Prometheus metric name (colons
-// allowed) or label name may not hold with '_', as the query API's label
-// names do: one '_' per character, and per byte of invalid UTF-8.
-func sanitizeName(s string, metric bool) string {
-	ok := func(i int, c byte) bool {
-		return c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' ||
-			i > 0 && '0' <= c && c <= '9' || metric && c == ':'
-	}
-	clean := s != ""
-	for i := 0; clean && i < len(s); i++ {
-		clean = ok(i, s[i])
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for i, r := range s {
-		if r < utf8.RuneSelf && ok(i, byte(r)) {
-			b.WriteByte(byte(r))
-		} else {
-			b.WriteByte('_')
-		}
-	}
-	if b.Len() == 0 {
-		return "_"
-	}
-	return b.String()
+	return promname.Sanitize(promname.Metric(measurement, field), true)
 }
 
 // promLabels encodes the sorted label set of a series as repeated Label
@@ -91,7 +63,7 @@ func promLabels(info engine.SeriesInfo) []byte {
 	ls := make([]label, 0, len(info.Tags)+1)
 	ls = append(ls, label{"__name__", promName(info.Measurement, info.Field)})
 	for _, t := range info.Tags {
-		name := sanitizeName(t.Key, false)
+		name := promname.Label(t.Key) // server.LabelName, the query API's
 		if name == "__name__" {
 			continue // as the query API leaves it out
 		}

@@ -6,31 +6,49 @@ import (
 	"testing"
 
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/internal/promname"
 )
 
-// Label names are sanitized per character, as the query API's are: a
-// multi-byte character is one '_', an invalid byte one '_' each.
-func TestSanitizeNamePerCharacter(t *testing.T) {
-	for _, c := range []struct {
-		in     string
-		metric bool
-		want   string
-	}{
-		{"temp", false, "temp"},
-		{"tempé", false, "temp_"},
-		{"é", false, "_"},
-		{"日本", false, "__"},
-		{"a\xffb", false, "a_b"},
-		{"\xff\xfe", false, "__"},
-		{"1a", false, "_a"},
-		{"a1", false, "a1"},
-		{"", false, "_"},
-		{"a:b", false, "a_b"},
-		{"a:b", true, "a:b"},
-		{"m-x_é", true, "m_x__"},
+// Label names are the query API's (server.LabelName, promname.Label):
+// sanitized per character, a multi-byte character one '_', an invalid byte
+// one '_' each. The metric name is the query API's m_f sanitized, colons
+// kept (the query API shows it unsanitized).
+func TestPromNamesAsQueryAPI(t *testing.T) {
+	for _, k := range []string{
+		"temp", "tempé", "é", "é1", "日本", "a\xffb", "\xff\xfe", "\xc3", "1a", "9", "a1", "_1",
+		"", "__x", "a:b", "a.b-c d", "a\x00b", "\U0001F600x",
 	} {
-		if got := sanitizeName(c.in, c.metric); got != c.want {
-			t.Errorf("sanitizeName(%q, %v) = %q, want %q", c.in, c.metric, got, c.want)
+		info := engine.SeriesInfo{Measurement: "m", Field: "value", Tags: []engine.Tag{{Key: k, Value: "v"}}}
+		got := oneSeriesRequest(t, info)
+		ls := []string{`__name__="m"`, promname.Label(k) + `="v"`}
+		slices.Sort(ls) // as sent
+		want := "{" + strings.Join(ls, ",") + "}"
+		if len(got) != 1 || got[0].series != want {
+			t.Errorf("tag key %q: got %+v, want %s", k, got, want)
+		}
+	}
+	// Pinned, in case the shared rule changes under both sides.
+	for k, want := range map[string]string{"tempé": "temp_", "日本": "__", "a\xffb": "a_b", "1a": "_a", "": "_", "a:b": "a_b"} {
+		if got := promname.Label(k); got != want {
+			t.Errorf("promname.Label(%q) = %q, want %q", k, got, want)
+		}
+	}
+	// A tag key that becomes __name__ is left out, as the query API does.
+	got := oneSeriesRequest(t, engine.SeriesInfo{Measurement: "m", Field: "value", Tags: []engine.Tag{{Key: "__name__", Value: "x"}}})
+	if len(got) != 1 || got[0].series != `{__name__="m"}` {
+		t.Errorf("tag __name__: got %+v", got)
+	}
+	for _, c := range []struct{ m, f, want string }{
+		{"cpu", "value", "cpu"},
+		{"cpu", "usage", "cpu_usage"},
+		{"a:b", "c", "a:b_c"},
+		{"cpu.load", "value", "cpu_load"},
+		{"m-x", "é", "m_x__"},
+		{"1m", "value", "_m"},
+		{"", "value", "_"},
+	} {
+		if got := promName(c.m, c.f); got != c.want {
+			t.Errorf("promName(%q, %q) = %q, want %q", c.m, c.f, got, c.want)
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
@@ -16,6 +15,7 @@ import (
 	"github.com/prometheus/prometheus/util/annotations"
 
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/internal/promname"
 )
 
 // Storage is a Prometheus storage.Queryable over a strata database, so that
@@ -113,41 +113,17 @@ type promSeries struct {
 	labels      labels.Labels
 }
 
-// MetricName returns the Prometheus metric name of measurement m, field f.
-func MetricName(m, f string) string {
-	if f == "value" {
-		return m
-	}
-	return m + "_" + f
-}
+// MetricName returns the Prometheus metric name of measurement m, field f:
+// m_f, or m when f is "value". The rule is internal/promname's, which the
+// forwarder shares.
+func MetricName(m, f string) string { return promname.Metric(m, f) }
 
 // LabelName returns the label name of tag key k: k with every character
-// that is not valid in a label name replaced by '_'.
-func LabelName(k string) string {
-	valid := k != ""
-	for i := 0; valid && i < len(k); i++ {
-		valid = labelByte(k[i], i == 0)
-	}
-	if valid {
-		return k
-	}
-	var b strings.Builder
-	for i, r := range k {
-		if r < utf8.RuneSelf && labelByte(byte(r), i == 0) {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('_')
-		}
-	}
-	if b.Len() == 0 {
-		return "_"
-	}
-	return b.String()
-}
-
-func labelByte(c byte, first bool) bool {
-	return c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || !first && '0' <= c && c <= '9'
-}
+// that is not valid in a label name replaced by '_' (one '_' per character,
+// and per byte of invalid UTF-8; "" becomes "_"). The rule is
+// internal/promname's, which the forwarder shares, so that a forwarded
+// series has the labels the query API shows.
+func LabelName(k string) string { return promname.Label(k) }
 
 // promLabels builds the label set of a strata series. Tag keys that become
 // one label name (say "host.name" and "host_name") give one label, their
