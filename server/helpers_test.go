@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stratadb/strata/engine"
 )
@@ -138,4 +139,27 @@ func newLoopback(t testing.TB, h http.Handler) *httptest.Server {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// toMillis converts the samples of a series to ms, the later sample in
+// time winning within a millisecond. It returns nil for a series with no
+// numeric sample.
+func toMillis(in []engine.Sample) fsamples {
+	if len(in) == 0 || in[0].Value.Kind() == engine.KindString {
+		return nil
+	}
+	out := make(fsamples, 0, len(in))
+	for _, s := range in {
+		v, ok := floatOf(s.Value)
+		if !ok {
+			continue
+		}
+		t := floorDiv(s.Time, int64(time.Millisecond))
+		if n := len(out); n > 0 && out[n-1].t == t {
+			out[n-1].f = v
+			continue
+		}
+		out = append(out, fsample{t, v})
+	}
+	return out
 }

@@ -408,38 +408,23 @@ func appendMillis(dst fsamples, c *engine.Columns) fsamples {
 	return dst
 }
 
-// toMillis converts the samples of a series to ms, the later sample in
-// time winning within a millisecond. It returns nil for a series with no
-// numeric sample.
-func toMillis(in []engine.Sample) fsamples {
-	if len(in) == 0 || in[0].Value.Kind() == engine.KindString {
-		return nil
-	}
-	out := make(fsamples, 0, len(in))
-	for _, s := range in {
-		var v float64
-		switch s.Value.Kind() {
-		case engine.KindFloat:
-			v = s.Value.Float()
-		case engine.KindInt:
-			v = float64(s.Value.Int())
-		case engine.KindUint:
-			v = float64(s.Value.Uint())
-		case engine.KindBool:
-			if s.Value.Bool() {
-				v = 1
-			}
-		default:
-			continue
+// floatOf is v as the query API sees it: bool as 0 or 1; a string is not
+// a number.
+func floatOf(v engine.Value) (float64, bool) {
+	switch v.Kind() {
+	case engine.KindFloat:
+		return v.Float(), true
+	case engine.KindInt:
+		return float64(v.Int()), true
+	case engine.KindUint:
+		return float64(v.Uint()), true
+	case engine.KindBool:
+		if v.Bool() {
+			return 1, true
 		}
-		t := floorDiv(s.Time, int64(time.Millisecond))
-		if n := len(out); n > 0 && out[n-1].t == t {
-			out[n-1].f = v
-			continue
-		}
-		out = append(out, fsample{t, v})
+		return 0, true
 	}
-	return out
+	return 0, false
 }
 
 func floorDiv(a, b int64) int64 {
