@@ -37,6 +37,7 @@
     zoom: null, // {from, to} in s, or null for the last `range` seconds
     plot: null,
     plotKeys: "",
+    chartRaw: [], // per charted series: null, or index -> ±Inf or NaN (plotted as a gap)
     draws: [], // {points, ms} of each chart update
     timers: [],
     statusBusy: false,
@@ -94,9 +95,32 @@
 
   // ---- formatting -------------------------------------------------------
 
+  // sampleValue reads a sample value as the query API and the status
+  // endpoint write it (Prometheus' form, a string): Number() takes a
+  // decimal but none of "+Inf", "-Inf" and "NaN" (it knows "Infinity").
+  function sampleValue(s) {
+    switch (s) {
+      case "+Inf": case "Inf": return Infinity;
+      case "-Inf": return -Infinity;
+      case "NaN": return NaN;
+      default: return Number(s);
+    }
+  }
+  // special is how a value that is no finite number shows: "–" when it is
+  // missing (null or undefined), else as Prometheus shows it; "" for a
+  // finite number.
+  function special(v) {
+    if (v == null) return "–";
+    if (v === Infinity) return "+Inf";
+    if (v === -Infinity) return "-Inf";
+    if (Number.isNaN(v)) return "NaN";
+    return "";
+  }
+
   const nf = new Intl.NumberFormat(undefined, { maximumSignificantDigits: 4 });
   function fmtNum(v) {
-    if (v == null || Number.isNaN(v)) return "–";
+    const sp = special(v);
+    if (sp) return sp;
     const a = Math.abs(v);
     if (a !== 0 && (a >= 1e15 || a < 1e-4)) return v.toExponential(3);
     return nf.format(v);
@@ -104,14 +128,16 @@
   const intf = new Intl.NumberFormat(undefined, { maximumFractionDigits: 0 });
   const fmtInt = (v) => (v == null ? "–" : intf.format(v)); // counts, exact
   function fmtBytes(v) {
-    if (v == null) return "–";
+    const sp = special(v);
+    if (sp) return sp;
     const u = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
     let i = 0, x = Math.abs(v);
     while (x >= 1024 && i < u.length - 1) { x /= 1024; i++; }
     return (v < 0 ? "-" : "") + nf.format(x) + " " + u[i];
   }
   function fmtSeconds(v) {
-    if (v == null) return "–";
+    const sp = special(v);
+    if (sp) return sp;
     const a = Math.abs(v);
     if (a === 0) return "0 s";
     if (a < 1e-3) return nf.format(v * 1e6) + " µs";
@@ -121,7 +147,7 @@
     if (a < 172800) return nf.format(v / 3600) + " h";
     return nf.format(v / 86400) + " d";
   }
-  function fmtRate(v) { return fmtNum(Math.round(v * 10) / 10) + " /s"; }
+  function fmtRate(v) { return fmtNum(v == null ? v : Math.round(v * 10) / 10) + " /s"; }
   const tf = new Intl.DateTimeFormat(undefined, { dateStyle: "short", timeStyle: "medium" });
   function fmtTime(sec) { return tf.format(new Date(sec * 1000)); }
   function fmtAgo(sec) {
@@ -345,7 +371,7 @@
       b.dataset.value = v[1];
       b.dataset.time = String(v[0]);
       const u = unitOf(b.dataset.key.slice(0, b.dataset.key.indexOf("{")));
-      span.replaceChildren(u.fmt(Number(v[1])), el("small", { text: fmtAgo(v[0]), title: fmtTime(v[0]) }));
+      span.replaceChildren(u.fmt(sampleValue(v[1])), el("small", { text: fmtAgo(v[0]), title: fmtTime(v[0]) }));
     }
   }
 
@@ -393,16 +419,27 @@
       const n = Math.round((end - start) / step) + 1;
       const x = new Array(n);
       for (let i = 0; i < n; i++) x[i] = start + i * step;
+      // ys are plotted; raws hold the values that are no finite number
+      // (±Inf, NaN), which the chart cannot place and shows as gaps, for
+      // its legend.
+      const raws = [];
       const ys = sel.map((s, i) => {
         const y = new Array(n).fill(null);
+        let raw = null;
         const r = res[i].data.result;
         const one = r.find((e) => seriesKey(e.metric) === s.key) || r[0];
         if (one) for (const [t, v] of one.values) {
           const k = Math.round((t - start) / step);
-          if (k >= 0 && k < n) y[k] = Number(v);
+          if (k < 0 || k >= n) continue;
+          const f = sampleValue(v);
+          if (Number.isFinite(f)) { y[k] = f; continue; }
+          y[k] = null;
+          (raw || (raw = new Map())).set(k, f);
         }
+        raws.push(raw);
         return y;
       });
+      state.chartRaw = raws;
       draw(x, ys, sel.map((s) => ({ key: s.key, name: s.name })));
       $("chart-note").textContent = "step " + fmtSeconds(step) + " · times in " + TZ;
       $("error").textContent = "";
@@ -454,7 +491,13 @@
       scales: { x: { time: true } },
       series: [{ label: "time (" + TZ + ")", value: (self, v) => (v == null ? "–" : fmtTime(v)) }].concat(series.map((s, i) => ({
         label: s.key, scale: "y" + scaleOf[i], stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: false,
-        value: (self, v) => (v == null ? "–" : unitOf(s.name).fmt(v)),
+        value: (self, v, si, idx) => {
+          if (v == null && idx != null) { // a gap: missing, or ±Inf or NaN
+            const raw = state.chartRaw[i];
+            if (raw && raw.has(idx)) v = raw.get(idx);
+          }
+          return v == null ? "–" : unitOf(s.name).fmt(v);
+        },
         points: { show: false },
       }))),
       axes: [{ values: axisTimes, space: 80 }].concat(units.slice(0, 2).map((u, i) => axis(i))),
