@@ -1,8 +1,14 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net/http"
+
+	"github.com/golang/snappy"
+	"github.com/prometheus/prometheus/prompb"
 
 	"github.com/prometheus/prometheus/config"
 	"github.com/prometheus/prometheus/model/labels"
@@ -32,8 +38,54 @@ func newRemoteReadHandler(s *Server) http.HandlerFunc {
 	h := remote.NewReadHandler(s.opts.Logger, nil, readQueryable{s.store},
 		func() config.Config { return cfg }, s.opts.MaxSamples, remoteReadConcurrency, remoteReadFrameBytes)
 	return func(w http.ResponseWriter, r *http.Request) {
+		// Prometheus' handler answers 500 for a matcher it cannot build (a
+		// regexp that does not compile, an unknown type): the client's
+		// mistake, so it is refused here as a 400 first. The body is read
+		// once, within the handler's own limit, and handed on.
+		raw, err := io.ReadAll(io.LimitReader(r.Body, remoteReadBodyBytes+1))
+		if err != nil {
+			http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if len(raw) > remoteReadBodyBytes {
+			http.Error(w, fmt.Sprintf("request body over %d bytes", remoteReadBodyBytes), http.StatusRequestEntityTooLarge)
+			return
+		}
+		if err := checkReadMatchers(raw); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(raw))
 		h.ServeHTTP(flushWriter{w}, r)
 	}
+}
+
+// remoteReadBodyBytes is the most a remote-read request body may hold, as
+// Prometheus' handler reads it (and its decoded size).
+const remoteReadBodyBytes = 32 << 20
+
+// checkReadMatchers returns an error naming the first matcher of a
+// remote-read request that cannot be built. A body that does not decode
+// passes: Prometheus' handler refuses it with its own message.
+func checkReadMatchers(raw []byte) error {
+	n, err := snappy.DecodedLen(raw)
+	if err != nil || n > remoteReadBodyBytes {
+		return nil
+	}
+	dec, err := snappy.Decode(nil, raw)
+	if err != nil {
+		return nil
+	}
+	var req prompb.ReadRequest
+	if req.Unmarshal(dec) != nil {
+		return nil
+	}
+	for i, q := range req.Queries {
+		if _, err := remote.FromLabelMatchers(q.Matchers); err != nil {
+			return fmt.Errorf("query %d: invalid matcher: %w", i, err)
+		}
+	}
+	return nil
 }
 
 // flushWriter gives the streamed response the http.Flusher it asserts,
