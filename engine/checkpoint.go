@@ -251,6 +251,11 @@ func (cp *checkpointer) captureLocked() (*manifest.Manifest, *version, uint64, e
 		db.commitMu.Unlock()
 		return nil, nil, 0, err
 	}
+	// The last sequence number handed out, not the last published: Rotate
+	// fsyncs every record up to seq, so a write or delete still waiting for
+	// its fsync finds it done and is acknowledged; and Rotate fails once any
+	// fsync has failed (even one that fails while it waits), so no refused
+	// operation is in the files it returns.
 	seq := db.seq.Load()
 	walEnd, err := db.wal.Rotate()
 	db.commitMu.Unlock()

@@ -482,6 +482,15 @@ func (l *Log) Write(typ byte, payload []byte) (Pos, error) {
 func (l *Log) roll() error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
+	// A group-commit leader may have failed an fsync while this caller
+	// waited for syncMu (its caller checked for a failure before): then
+	// the records that fsync covered were refused, and a second fsync, which
+	// may succeed without the pages the first one lost, must not mark them
+	// durable (a Rotate would claim them, and a later SyncTo acknowledge
+	// them).
+	if err := l.failure(); err != nil {
+		return err
+	}
 	old, oldPath, end := l.f, l.path, Pos{File: l.num, Offset: l.off}
 	l.f = nil
 	err := old.Sync()
