@@ -119,25 +119,6 @@ func floorMillis(ns int64) int64 {
 	return ms
 }
 
-// promValue returns a sample's value as Prometheus sees it; ok is false for
-// kinds it cannot hold (strings).
-func promValue(v engine.Value) (float64, bool) {
-	switch v.Kind() {
-	case engine.KindFloat:
-		return v.Float(), true
-	case engine.KindInt:
-		return float64(v.Int()), true
-	case engine.KindUint:
-		return float64(v.Uint()), true
-	case engine.KindBool:
-		if v.Bool() {
-			return 1, true
-		}
-		return 0, true
-	}
-	return math.NaN(), false
-}
-
 // promEncoder builds WriteRequests, reusing its buffers. add sorts a
 // batch's samples into their series as they come, in a compact form (no
 // copy of the feed's samples is kept), and encode writes them out.
@@ -169,7 +150,7 @@ type promSample struct {
 func (e *promEncoder) add(samples []engine.FeedSample) {
 	for i := range samples {
 		s := &samples[i]
-		v, ok := promValue(s.Value)
+		v, ok := promname.Value(s.Value)
 		if !ok {
 			e.skipped++
 			continue

@@ -410,22 +410,7 @@ func appendMillis(dst fsamples, c *engine.Columns) fsamples {
 
 // floatOf is v as the query API sees it: bool as 0 or 1; a string is not
 // a number.
-func floatOf(v engine.Value) (float64, bool) {
-	switch v.Kind() {
-	case engine.KindFloat:
-		return v.Float(), true
-	case engine.KindInt:
-		return float64(v.Int()), true
-	case engine.KindUint:
-		return float64(v.Uint()), true
-	case engine.KindBool:
-		if v.Bool() {
-			return 1, true
-		}
-		return 0, true
-	}
-	return 0, false
-}
+func floatOf(v engine.Value) (float64, bool) { return promname.Value(v) }
 
 func floorDiv(a, b int64) int64 {
 	q := a / b

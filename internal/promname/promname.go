@@ -1,6 +1,7 @@
-// Package promname holds the one rule that names a strata series in
-// Prometheus terms, shared by the query API (package server) and the
-// remote-write forwarder (package forward) so that both name a series alike.
+// Package promname holds the rules that give a strata series and its
+// values in Prometheus terms, shared by the query API (package server) and
+// the remote-write forwarder (package forward) so that both show a series
+// alike.
 //
 // A series of measurement m and field f is the metric m_f, or m when f is
 // "value" (so that remote write round-trips); a tag key is a label name with
@@ -11,6 +12,8 @@ package promname
 import (
 	"strings"
 	"unicode/utf8"
+
+	"github.com/stratadb/strata/internal/point"
 )
 
 // Metric returns the metric name of measurement m, field f, as the query API
@@ -56,4 +59,23 @@ func Sanitize(s string, colons bool) string {
 func nameByte(c byte, first, colons bool) bool {
 	return c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' ||
 		!first && '0' <= c && c <= '9' || colons && c == ':'
+}
+
+// Value returns v as a Prometheus sample value: a float64, a bool as 0 or
+// 1. ok is false for a string, which Prometheus cannot hold.
+func Value(v point.Value) (f float64, ok bool) {
+	switch v.Kind() {
+	case point.KindFloat:
+		return v.Float(), true
+	case point.KindInt:
+		return float64(v.Int()), true
+	case point.KindUint:
+		return float64(v.Uint()), true
+	case point.KindBool:
+		if v.Bool() {
+			return 1, true
+		}
+		return 0, true
+	}
+	return 0, false
 }
