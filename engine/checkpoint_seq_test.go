@@ -3,12 +3,11 @@ package engine
 import (
 	"errors"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
+	"github.com/stratadb/strata/internal/testutil"
 	"github.com/stratadb/strata/internal/vfs"
 )
 
@@ -69,7 +68,7 @@ func TestCheckpointExcludesRefusedWrite(t *testing.T) {
 	// Step 2: the checkpoint is in the roll, past Rotate's check, once a
 	// goroutine's stack shows it (the roll cannot finish: A holds the sync
 	// lock).
-	waitForFrame(t, "wal.(*Log).roll(")
+	testutil.WaitForFrame(t, "wal.(*Log).roll(")
 	close(release) // step 3
 	if err := <-writeErr; !errors.Is(err, vfs.ErrInjected) {
 		t.Fatalf("Write with a failing fsync = %v, want the injected error", err)
@@ -86,19 +85,5 @@ func TestCheckpointExcludesRefusedWrite(t *testing.T) {
 	got := samplesOf(t, mustQuery(t, cp, rawAll("m")))
 	if len(got) != 1 || got[0].Time != 1 {
 		t.Fatalf("checkpoint (seq %d) holds %v, want only 1=1: a write whose Write failed is in it", res.info.Seq, got)
-	}
-}
-
-// waitForFrame waits until some goroutine's stack holds frame (a function
-// name as runtime.Stack prints it).
-func waitForFrame(t *testing.T, frame string) {
-	t.Helper()
-	buf := make([]byte, 1<<20)
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(string(buf[:runtime.Stack(buf, true)]), frame) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no goroutine reached %s in a minute:\n%s", frame, buf[:runtime.Stack(buf, true)])
-		}
-		runtime.Gosched()
 	}
 }

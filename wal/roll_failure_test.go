@@ -2,12 +2,10 @@ package wal
 
 import (
 	"errors"
-	"runtime"
-	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
+	"github.com/stratadb/strata/internal/testutil"
 	"github.com/stratadb/strata/internal/vfs"
 )
 
@@ -64,7 +62,7 @@ func TestRollAfterConcurrentSyncFailure(t *testing.T) {
 			<-entered // the leader fsyncs a and b, holding syncMu
 			rolled := make(chan error, 1)
 			go func() { rolled <- tc.roll(l) }()
-			waitForFrame(t, "wal.(*Log).roll(") // past the caller's check, waiting for syncMu
+			testutil.WaitForFrame(t, "wal.(*Log).roll(") // past the caller's check, waiting for syncMu
 			close(release)
 			if err := <-leader; !errors.Is(err, vfs.ErrInjected) {
 				t.Fatalf("SyncTo of the leader = %v, want the injected error", err)
@@ -76,19 +74,5 @@ func TestRollAfterConcurrentSyncFailure(t *testing.T) {
 				t.Fatalf("SyncTo of a record the failed fsync covered = %v, want the sticky failure", err)
 			}
 		})
-	}
-}
-
-// waitForFrame waits until some goroutine's stack holds frame (a function
-// name as runtime.Stack prints it).
-func waitForFrame(t *testing.T, frame string) {
-	t.Helper()
-	buf := make([]byte, 1<<20)
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(string(buf[:runtime.Stack(buf, true)]), frame) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no goroutine reached %s in a minute:\n%s", frame, buf[:runtime.Stack(buf, true)])
-		}
-		runtime.Gosched()
 	}
 }

@@ -7,7 +7,10 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stratadb/strata/internal/point"
 )
@@ -48,4 +51,20 @@ func DirBytes(tb testing.TB, dir string) int64 {
 		tb.Fatal(err)
 	}
 	return n
+}
+
+// WaitForFrame waits until some goroutine's stack holds frame (a function
+// as runtime.Stack prints it, such as "wal.(*Log).roll("): how a test
+// knows another goroutine has reached a point it cannot signal from,
+// without sleeping. It fails tb after a minute.
+func WaitForFrame(tb testing.TB, frame string) {
+	tb.Helper()
+	buf := make([]byte, 1<<20)
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(string(buf[:runtime.Stack(buf, true)]), frame) {
+		if time.Now().After(deadline) {
+			tb.Fatalf("no goroutine reached %s in a minute:\n%s", frame, buf[:runtime.Stack(buf, true)])
+		}
+		runtime.Gosched()
+	}
 }
