@@ -40,13 +40,16 @@ type JSONMapping struct {
 	// measurement, when MeasurementKey is empty or missing.
 	MeasurementLevel int
 	// Time is the member holding the time: a number in TimeUnit, or an
-	// RFC 3339 string. Empty or missing: the time the message arrived.
+	// RFC 3339 string. Empty, missing or null: the time the message arrived.
 	Time string
 	// TimeUnit is the unit of a numeric time: "ns", "us", "ms" or "s"
-	// (fractions allowed); default "s".
+	// (fractions allowed, read exactly to the nanosecond and truncated
+	// below it); default "s".
 	TimeUnit string
 	// Tags are members whose values (strings, numbers or booleans, as
-	// text) become tags of the same name. A missing one is left out.
+	// text: an integer with all its digits, another number as the shortest
+	// float) become tags of the same name. A missing one is left out. A tag
+	// key may be given once, here or in TopicTags.
 	Tags []string
 	// TopicTags maps topic levels (1 is the first) to tag keys.
 	TopicTags map[int]string
@@ -69,24 +72,38 @@ func (m *JSONMapping) validate() error {
 	if m.MeasurementLevel < 0 {
 		return fmt.Errorf("json measurement level %d", m.MeasurementLevel)
 	}
+	// A tag key given twice would make every point one the database
+	// refuses (a duplicate tag key).
+	keys := map[string]bool{}
+	for _, key := range m.Tags {
+		if key == "" || keys[key] {
+			return fmt.Errorf("json tag %q: empty or given twice", key)
+		}
+		keys[key] = true
+	}
 	for level, key := range m.TopicTags {
 		if level < 1 || key == "" {
 			return fmt.Errorf("json topic tag %d=%q: levels start at 1 and need a key", level, key)
 		}
+		if keys[key] {
+			return fmt.Errorf("json topic tag %d=%q: tag key given twice", level, key)
+		}
+		keys[key] = true
 	}
 	return nil
 }
 
-func (m *JSONMapping) unit() int64 {
+// unitExp returns the unit of numeric times in ns as a power of ten.
+func (m *JSONMapping) unitExp() int {
 	switch m.TimeUnit {
 	case "ns":
-		return 1
+		return 0
 	case "us", "µs":
-		return 1e3
+		return 3
 	case "ms":
-		return 1e6
+		return 6
 	}
-	return 1e9
+	return 9
 }
 
 // minTime and maxTime are the times a point can hold (int64 Unix ns).
@@ -158,9 +175,10 @@ func (d *jsonDecoder) decode(topic string, payload []byte, recv time.Time, dst [
 }
 
 // unmarshalJSON decodes payload as json.Unmarshal into an any does, but
-// with numbers as json.Number, so that an integer time keeps every digit (a
-// float64 holds 15 to 17, and a time in ms, us or ns needs more): as
-// Unmarshal, it refuses trailing data and a number beyond float64.
+// with numbers as json.Number, so that a time keeps every digit (a float64
+// holds 15 to 17, and a time in ms, us or ns needs more) and so does an
+// integer tag. As Unmarshal, it refuses trailing data; a number beyond
+// float64 fails the reading that uses it (numberFloat), not the message.
 func unmarshalJSON(payload []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.UseNumber()
@@ -177,30 +195,67 @@ func unmarshalJSON(payload []byte) (any, error) {
 		}
 		return nil, err
 	}
-	return v, checkNumbers(v)
+	return v, nil
 }
 
-// checkNumbers fails for a number of v that a float64 cannot hold.
-func checkNumbers(v any) error {
-	switch x := v.(type) {
-	case json.Number:
-		if _, err := x.Float64(); err != nil {
-			return fmt.Errorf("number %s out of range", x)
-		}
-	case map[string]any:
-		for _, y := range x {
-			if err := checkNumbers(y); err != nil {
-				return err
-			}
-		}
-	case []any:
-		for _, y := range x {
-			if err := checkNumbers(y); err != nil {
-				return err
-			}
-		}
+// numberFloat returns n as a float64; an error when it is beyond one.
+func numberFloat(n json.Number) (float64, error) {
+	f, err := n.Float64()
+	if err != nil {
+		return 0, fmt.Errorf("number %s out of range", n)
 	}
-	return nil
+	return f, nil
+}
+
+// numberNanos returns the JSON number s, in units of 10^exp ns, in ns:
+// exactly, truncated toward zero below the nanosecond. ok is false when
+// it is beyond int64.
+func numberNanos(s string, exp int) (ns int64, ok bool) {
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	mant, e, hasExp := strings.Cut(strings.ToLower(s), "e")
+	whole, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(whole+frac, "0")
+	if digits == "" {
+		return 0, true
+	}
+	// The value is digits × 10^x.
+	x := exp - len(frac)
+	if hasExp {
+		n, err := strconv.ParseInt(e, 10, 64)
+		if err != nil { // an exponent beyond int64
+			n = math.MaxInt64
+			if strings.HasPrefix(e, "-") {
+				n = math.MinInt64
+			}
+		}
+		x += int(max(min(n, 1<<20), -1<<20))
+	}
+	if x < 0 {
+		if -x >= len(digits) {
+			return 0, true
+		}
+		digits, x = digits[:len(digits)+x], 0
+	}
+	if len(digits)+x > 19 { // at least 10^19, beyond int64
+		return 0, false
+	}
+	u, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	for range x {
+		u *= 10 // at most 19 digits in all: no overflow of uint64
+	}
+	switch {
+	case neg && u == 1<<63:
+		return math.MinInt64, true
+	case u > math.MaxInt64:
+		return 0, false
+	case neg:
+		return -int64(u), true
+	}
+	return int64(u), true
 }
 
 // get looks name up in the reading, then in the enclosing object.
@@ -235,7 +290,7 @@ func lookup(obj map[string]any, name string) any {
 func (d *jsonDecoder) point(r, outer map[string]any, recv time.Time) (engine.Point, error) {
 	m := d.m
 	p := engine.Point{Measurement: m.Measurement}
-	if m.MeasurementLevel > 0 && m.MeasurementLevel <= len(d.levels) {
+	if m.MeasurementLevel > 0 && m.MeasurementLevel <= len(d.levels) && d.levels[m.MeasurementLevel-1] != "" {
 		p.Measurement = d.levels[m.MeasurementLevel-1]
 	}
 	if m.MeasurementKey != "" {
@@ -251,21 +306,11 @@ func (d *jsonDecoder) point(r, outer map[string]any, recv time.Time) (engine.Poi
 		switch t := get(r, outer, m.Time).(type) {
 		case nil:
 		case json.Number:
-			u := m.unit()
-			if n, err := strconv.ParseInt(string(t), 10, 64); err == nil {
-				// An integer: exact.
-				if n > math.MaxInt64/u || n < math.MinInt64/u {
-					return p, fmt.Errorf("time %v out of range", t)
-				}
-				p.Time = n * u
-				break
-			}
-			f, _ := t.Float64() // checked by checkNumbers
-			ns := f * float64(u)
-			if math.IsNaN(ns) || ns >= math.MaxInt64 || ns < math.MinInt64 {
+			ns, ok := numberNanos(string(t), m.unitExp())
+			if !ok {
 				return p, fmt.Errorf("time %v out of range", t)
 			}
-			p.Time = int64(ns)
+			p.Time = ns
 		case string:
 			ts, err := time.Parse(time.RFC3339Nano, t)
 			if err != nil {
@@ -286,13 +331,21 @@ func (d *jsonDecoder) point(r, outer map[string]any, recv time.Time) (engine.Poi
 		}
 	}
 	for _, key := range m.Tags {
-		if s, ok := scalarText(get(r, outer, key)); ok && s != "" {
+		s, ok, err := scalarText(get(r, outer, key))
+		if err != nil {
+			return p, fmt.Errorf("tag %q: %w", key, err)
+		}
+		if ok && s != "" {
 			p.Tags = append(p.Tags, engine.Tag{Key: key, Value: s})
 		}
 	}
 	if len(m.Fields) > 0 {
 		for _, key := range m.Fields {
-			if v, ok := fieldValue(get(r, outer, key), true); ok {
+			v, ok, err := fieldValue(get(r, outer, key), true)
+			if err != nil {
+				return p, fmt.Errorf("field %q: %w", key, err)
+			}
+			if ok {
 				p.Fields = append(p.Fields, engine.Field{Key: key, Value: v})
 			}
 		}
@@ -301,7 +354,11 @@ func (d *jsonDecoder) point(r, outer map[string]any, recv time.Time) (engine.Poi
 			if key == m.Time || key == m.MeasurementKey || slices.Contains(m.Tags, key) {
 				continue
 			}
-			if v, ok := fieldValue(x, false); ok {
+			v, ok, err := fieldValue(x, false)
+			if err != nil {
+				return p, fmt.Errorf("field %q: %w", key, err)
+			}
+			if ok {
 				p.Fields = append(p.Fields, engine.Field{Key: key, Value: v})
 			}
 		}
@@ -313,30 +370,45 @@ func (d *jsonDecoder) point(r, outer map[string]any, recv time.Time) (engine.Poi
 	return p, nil
 }
 
-func scalarText(v any) (string, bool) {
+// scalarText returns v as a tag value: an integer as written (a float64
+// would round an id of more than 15 to 17 digits), another number as the
+// shortest float.
+func scalarText(v any) (string, bool, error) {
 	switch x := v.(type) {
 	case string:
-		return x, true
+		return x, true, nil
 	case json.Number:
-		f, _ := x.Float64() // checked by checkNumbers
-		return strconv.FormatFloat(f, 'f', -1, 64), true
+		if !strings.ContainsAny(string(x), ".eE") {
+			if x == "-0" {
+				return "0", true, nil
+			}
+			return string(x), true, nil
+		}
+		f, err := numberFloat(x)
+		if err != nil {
+			return "", false, err
+		}
+		return strconv.FormatFloat(f, 'f', -1, 64), true, nil
 	case bool:
-		return strconv.FormatBool(x), true
+		return strconv.FormatBool(x), true, nil
 	}
-	return "", false
+	return "", false, nil
 }
 
-func fieldValue(v any, strings bool) (engine.Value, bool) {
+func fieldValue(v any, strings bool) (engine.Value, bool, error) {
 	switch x := v.(type) {
 	case json.Number:
-		f, _ := x.Float64() // checked by checkNumbers
-		return engine.Float(f), true
+		f, err := numberFloat(x)
+		if err != nil {
+			return engine.Value{}, false, err
+		}
+		return engine.Float(f), true, nil
 	case bool:
-		return engine.Bool(x), true
+		return engine.Bool(x), true, nil
 	case string:
 		if strings {
-			return engine.String(x), true
+			return engine.String(x), true, nil
 		}
 	}
-	return engine.Value{}, false
+	return engine.Value{}, false, nil
 }

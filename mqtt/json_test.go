@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/internal/point"
 )
 
 // pointText formats a point as line protocol-like text, tags sorted.
@@ -85,10 +86,21 @@ func FuzzJSONDecode(f *testing.F) {
 	f.Add("a", `[{"t":5,"v":1},"oops",{"t":6,"v":2}]`)
 	f.Add("a", `{"data":[{"t":1,"x":0.5}],"meta":{"line":"L2"}}`)
 	f.Add("", `{"t":"2024-01-02T03:04:05Z","v":true}`)
+	// The cases of the audit (decode_audit_test.go).
+	f.Add("a//c", `{"t":1700000000.123456789,"v":1,"id":1234567890123456789}`)
+	f.Add("a", `{"t":-9223372036.854775808,"v":1,"ts":9223372036.854775808}`)
+	f.Add("a", `{"t":1e-999999999999999999999,"v":1,"ts":1E999999999999999999999}`)
+	f.Add("a/b", `{"t":null,"v":1,"checksum":1e999,"o":{"a":2},"arr":[1,2],"s":"x","id":-0}`)
+	f.Add("a", `[{"v":1,"x":1e999},{"v":2},[],null]`)
+	f.Add("a", ``)
+	f.Add("a", `[]`)
+	f.Add("a", `{"data":[{"t":1.5e3,"v":-0.0}],"sensor":123456789012345678901234567890}`)
 	m := &JSONMapping{MeasurementKey: "kind", MeasurementLevel: 2, Time: "t", TimeUnit: "ms", Tags: []string{"sensor", "meta.line"}, TopicTags: map[int]string{1: "site"}, Readings: "data"}
 	m2 := &JSONMapping{Time: "ts"}
+	m3 := &JSONMapping{Measurement: "m", MeasurementLevel: 2, Time: "t", TimeUnit: "s", Tags: []string{"id"}, TopicTags: map[int]string{3: "x"},
+		Fields: []string{"v", "s", "o.a", "checksum"}}
 	f.Fuzz(func(t *testing.T, topic, payload string) {
-		for _, mm := range []*JSONMapping{m, m2} {
+		for _, mm := range []*JSONMapping{m, m2, m3} {
 			d := &jsonDecoder{m: mm}
 			pts, err := d.decode(topic, []byte(payload), time.Unix(1, 0), nil)
 			if err != nil && !errors.Is(err, ErrPayload) {
@@ -97,6 +109,16 @@ func FuzzJSONDecode(f *testing.F) {
 			for _, p := range pts {
 				if p.Measurement == "" || len(p.Fields) == 0 {
 					t.Fatalf("bad point %+v", p)
+				}
+				for i := range p.Fields {
+					if err := point.ValidateValue(&p.Fields[i]); err != nil {
+						t.Fatalf("point %+v: %v", p, err)
+					}
+				}
+				for _, tag := range p.Tags {
+					if tag.Value == "" {
+						t.Fatalf("point %+v: empty tag", p)
+					}
 				}
 			}
 		}
@@ -107,6 +129,13 @@ func FuzzLineProtocolDecode(f *testing.F) {
 	f.Add("cpu,host=a v=1 1000\ncpu v=2")
 	f.Add("bad line")
 	f.Add("m s=\"x\\\"y\",b=t,i=3i,u=4u 5")
+	// The cases of the audit (decode_audit_test.go).
+	f.Add("cpu v=1 1\nbad line\ncpu v=3 3\n")
+	f.Add("cpu v=1 1\r\ncpu v=2 2\r\n")
+	f.Add("# comment\n\ncpu,host=a v=1i 1\n   \n")
+	f.Add("cpu v=1 99999999999999999999\ncpu v=NaN 1\ncpu v=2 2")
+	f.Add("cpu s=\"multi\nline\" 1\ncpu v=1\r")
+	f.Add("")
 	f.Fuzz(func(t *testing.T, payload string) {
 		d := &lpDecoder{}
 		pts, err := d.decode("t", []byte(payload), time.Unix(1, 0), nil)

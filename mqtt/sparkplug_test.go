@@ -4,14 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/internal/point"
 	"github.com/stratadb/strata/mqtt/sparkplugb"
 )
 
@@ -178,8 +181,12 @@ func TestSparkplugB(t *testing.T) {
 	check("Running", "edge_node_id=N1,group_id=G1 value: true@1000 false@2000")
 	check("Offset", "edge_node_id=N1,group_id=G1 value: -2@1000")
 	check("Pressure", "device_id=D1,edge_node_id=N1,group_id=G1 value: 1.5@1001 1.75@2001")
-	check(StateMeasurement, "device_id=D1,edge_node_id=N1,group_id=G1 online: true@1001 false@4000\n"+
-		"edge_node_id=N1,group_id=G1 online: true@1000 false@4001 true@5000")
+	// The node's death is stored at its arrival (now), not at the will's
+	// payload time (4001): after the rebirth's 5000.
+	if got := samplesText(queryAll(t, db, StateMeasurement)); !regexp.MustCompile(`^device_id=D1,edge_node_id=N1,group_id=G1 online: true@1001 false@4000\n` +
+		`edge_node_id=N1,group_id=G1 online: true@1000 true@5000 false@\d{13}$`).MatchString(got) {
+		t.Errorf("%s:\n got %s", StateMeasurement, got)
+	}
 
 	st := s.Stats()
 	unknown := total(st, func(f FilterStats) int64 { return f.UnknownAliases })
@@ -220,8 +227,22 @@ func FuzzSparkplugDecode(f *testing.F) {
 	f.Add("spBv1.0/G/DBIRTH/N/D", spPayload(1, spm{name: "s", dt: sparkplugb.DataType_String, value: "x"}))
 	f.Add("spBv1.0/G/NDEATH/N", spPayload(3, spm{name: "bdSeq", dt: sparkplugb.DataType_UInt64, value: uint64(1)}))
 	f.Add("spBv1.0/STATE/host", []byte("ONLINE"))
+	f.Add("STATE/host", []byte("OFFLINE"))
 	f.Add("spBv1.0/G//N", []byte{})
 	f.Add("spBv1.0/G/DDATA/N/", []byte{})
+	f.Add("spBv1.0//NBIRTH/N", spPayload(1, spm{name: "a", alias: 1, dt: sparkplugb.DataType_Double, value: 1.0}))
+	// The cases of the audit (decode_audit_test.go): every datatype at the
+	// ends of its range, unsupported and malformed values, flags, deaths
+	// with and without a datatype, data by alias and by name.
+	for _, topic := range []string{"spBv1.0/G/NBIRTH/N", "spBv1.0/G/DDATA/N/D", "spBv1.0/G/NDATA/N"} {
+		f.Add(topic, fuzzSparkplugBirth)
+	}
+	f.Add("spBv1.0/G/NDATA/N", spMsg(0, spMet("", 1, -1, uint32(0x80)), spMet("", 2, -1, uint64(1<<63+1)), spMet("", 3, -1, math.NaN()),
+		withTS(spMet("", 4, -1, "x"), math.MaxUint64), spMet("", 99, -1, 1.0), spMet("B", 0, -1, true)))
+	f.Add("spBv1.0/G/DDATA/N/D", spMsg(2, spMet("", 5, -1, []byte{1}), spMet("", 6, int(sparkplugb.DataType_Double), float32(1)), spMet("", 7, -1, "\xff")))
+	f.Add("spBv1.0/G/NDEATH/N", spMsg(0, spMet("bdSeq", 0, -1, uint64(0))))
+	f.Add("spBv1.0/G/NDEATH/N", spMsg(1, spMet("bdSeq", 0, int(sparkplugb.DataType_Int64), uint64(1))))
+	f.Add("spBv1.0/G/DDEATH/N/D", spMsg(math.MaxUint64))
 	f.Fuzz(func(t *testing.T, topic string, payload []byte) {
 		s, err := New(nopWriter{}, &Options{Brokers: []string{"tcp://127.0.0.1:1"}, ClientID: "x",
 			Subscriptions: []Subscription{{Filter: "#", Format: FormatSparkplugB}}})
@@ -229,19 +250,55 @@ func FuzzSparkplugDecode(f *testing.F) {
 			t.Fatal(err)
 		}
 		d := s.subs[0].decoder
+		// Births first, so that data by alias finds its metrics.
+		for _, b := range []string{"spBv1.0/G/NBIRTH/N", "spBv1.0/G/DBIRTH/N/D"} {
+			if _, err := d.decode(b, fuzzSparkplugBirth, time.Unix(1, 0), nil); err == nil || !strings.Contains(err.Error(), "not of the datatype") {
+				t.Fatalf("birth: %v", err)
+			}
+		}
 		for range 2 { // the second time with the state of the first
 			pts, err := d.decode(topic, payload, time.Unix(1, 0), nil)
 			if err != nil && !errors.Is(err, ErrPayload) {
 				t.Fatalf("err %v is not ErrPayload", err)
 			}
 			for _, p := range pts {
-				if p.Measurement == "" || len(p.Fields) != 1 {
+				if p.Measurement == "" || len(p.Fields) != 1 || !utf8.ValidString(p.Measurement) {
 					t.Fatalf("bad point %+v", p)
+				}
+				if err := point.ValidateValue(&p.Fields[0]); err != nil {
+					t.Fatalf("point %+v: %v", p, err)
+				}
+				if p.Fields[0].Value.Kind() == engine.KindString && !utf8.ValidString(p.Fields[0].Value.Str()) {
+					t.Fatalf("point %+v: string not UTF-8", p)
+				}
+				for _, tag := range p.Tags {
+					if tag.Value == "" || !utf8.ValidString(tag.Value) {
+						t.Fatalf("point %+v: bad tag", p)
+					}
 				}
 			}
 		}
 	})
 }
+
+// fuzzSparkplugBirth defines aliases 1 to 8 of every kind, one transient,
+// one of a bad name, and a value not of its datatype (the error the fuzzer
+// expects).
+var fuzzSparkplugBirth = func() []byte {
+	tr := spMet("tr", 8, int(sparkplugb.DataType_Double), 1.0)
+	tr.IsTransient = proto.Bool(true)
+	return spMsg(1,
+		spMet("bdSeq", 0, int(sparkplugb.DataType_Int64), uint64(0)),
+		spMet("i8", 1, int(sparkplugb.DataType_Int8), uint32(0xff)),
+		spMet("u64", 2, int(sparkplugb.DataType_UInt64), uint64(math.MaxUint64)),
+		spMet("d", 3, int(sparkplugb.DataType_Double), math.Inf(1)),
+		spMet("s", 4, int(sparkplugb.DataType_String), "x"),
+		spMet("bytes", 5, int(sparkplugb.DataType_Bytes), []byte{1}),
+		spMet("f", 6, int(sparkplugb.DataType_Float), 1.0),
+		spMet("bad \xff", 7, int(sparkplugb.DataType_Text), "t"),
+		tr,
+		spMet("B", 9, int(sparkplugb.DataType_Boolean), false))
+}()
 
 type nopWriter struct{}
 
@@ -281,9 +338,14 @@ func TestSparkplugTimeBeyondInt64(t *testing.T) {
 	if len(pts) != 1 || pts[0].Measurement != "b" || pts[0].Time != 7e6 {
 		t.Errorf("data points %+v", pts)
 	}
-	// A death timestamped too far: no state point.
-	pts, err = d.decode("spBv1.0/G/NDEATH/N", spPayload(far), recv, nil)
+	// A device death timestamped too far: no state point. A node death is
+	// recorded at its arrival, whatever its payload's time.
+	pts, err = d.decode("spBv1.0/G/DDEATH/N/D", spPayload(far), recv, nil)
 	if !errors.Is(err, ErrPayload) || len(pts) != 0 {
-		t.Errorf("death: %+v, %v", pts, err)
+		t.Errorf("device death: %+v, %v", pts, err)
+	}
+	pts, err = d.decode("spBv1.0/G/NDEATH/N", spPayload(far), recv, nil)
+	if err != nil || len(pts) != 1 || pts[0].Time != recv.UnixNano() {
+		t.Errorf("node death: %+v, %v", pts, err)
 	}
 }

@@ -24,6 +24,12 @@ type FilterStats struct {
 	// UnknownAliases counts Sparkplug metrics of an alias no birth defined;
 	// Rebirths the rebirth requests published.
 	UnknownAliases, Rebirths int64
+	// SkippedMetrics counts Sparkplug metrics with a value not stored: a
+	// datatype strata does not store (arrays, DataSet, Template, Bytes,
+	// File, PropertySet), a float NaN or infinite, a value not of its
+	// datatype, or a name or text not UTF-8. (Null and transient metrics
+	// are not counted.)
+	SkippedMetrics int64
 	// Lag is the time between the arrival of the last acknowledged message
 	// and its acknowledgement.
 	Lag time.Duration
@@ -38,7 +44,8 @@ func (s *Subscriber) Stats() Stats {
 			Messages: sub.messages.Load(), Points: sub.points.Load(),
 			Failures: sub.failures.Load(), DroppedPoints: sub.dropped.Load(),
 			UnknownAliases: sub.unknownAliases.Load(), Rebirths: sub.rebirths.Load(),
-			Lag: time.Duration(sub.lagNanos.Load()),
+			SkippedMetrics: sub.skipped.Load(),
+			Lag:            time.Duration(sub.lagNanos.Load()),
 		})
 	}
 	return st
@@ -79,6 +86,7 @@ func (s Stats) Metrics() []Metric {
 		{"strata_mqtt_dropped_points_total", "Points of MQTT messages refused by the database.", "counter", func(f FilterStats) float64 { return float64(f.DroppedPoints) }},
 		{"strata_mqtt_sparkplug_unknown_aliases_total", "Sparkplug metrics of an alias or name no birth defined.", "counter", func(f FilterStats) float64 { return float64(f.UnknownAliases) }},
 		{"strata_mqtt_sparkplug_rebirth_requests_total", "Sparkplug rebirth requests published.", "counter", func(f FilterStats) float64 { return float64(f.Rebirths) }},
+		{"strata_mqtt_sparkplug_skipped_metrics_total", "Sparkplug metrics with a value not stored (unsupported datatype, NaN or infinite float, malformed value).", "counter", func(f FilterStats) float64 { return float64(f.SkippedMetrics) }},
 		{"strata_mqtt_lag_seconds", "Time from the arrival of the last acknowledged MQTT message to its acknowledgement.", "gauge", func(f FilterStats) float64 { return f.Lag.Seconds() }},
 	}
 	for _, p := range per {

@@ -205,7 +205,7 @@ type subscription struct {
 	decoder decoder
 
 	messages, points, failures, dropped atomic.Int64
-	unknownAliases, rebirths            atomic.Int64
+	unknownAliases, rebirths, skipped   atomic.Int64
 	lagNanos                            atomic.Int64
 }
 
