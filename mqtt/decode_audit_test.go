@@ -95,29 +95,7 @@ func spMet(name string, alias uint64, dt int, v any) *sparkplugb.Payload_Metric 
 	if dt >= 0 {
 		m.Datatype = proto.Uint32(uint32(dt))
 	}
-	switch x := v.(type) {
-	case nil:
-	case uint32:
-		m.Value = &sparkplugb.Payload_Metric_IntValue{IntValue: x}
-	case uint64:
-		m.Value = &sparkplugb.Payload_Metric_LongValue{LongValue: x}
-	case float32:
-		m.Value = &sparkplugb.Payload_Metric_FloatValue{FloatValue: x}
-	case float64:
-		m.Value = &sparkplugb.Payload_Metric_DoubleValue{DoubleValue: x}
-	case bool:
-		m.Value = &sparkplugb.Payload_Metric_BooleanValue{BooleanValue: x}
-	case string:
-		m.Value = &sparkplugb.Payload_Metric_StringValue{StringValue: x}
-	case []byte:
-		m.Value = &sparkplugb.Payload_Metric_BytesValue{BytesValue: x}
-	case *sparkplugb.Payload_DataSet:
-		m.Value = &sparkplugb.Payload_Metric_DatasetValue{DatasetValue: x}
-	case *sparkplugb.Payload_Template:
-		m.Value = &sparkplugb.Payload_Metric_TemplateValue{TemplateValue: x}
-	default:
-		panic(fmt.Sprintf("spMet: %T", v))
-	}
+	setMetricValue(m, v)
 	return m
 }
 
@@ -648,4 +626,33 @@ func TestAuditLineProtocol(t *testing.T) {
 	f("ns", "", "")
 	f("ns", "\n\n", "")
 	f("ns", "cpu v=1 99999999999999999999\ncpu v=NaN 1\ncpu v=2 2", "2 of 3 lines rejected", "cpu v=2 2")
+}
+
+// setMetricValue sets the value of m from v: nil leaves it out; uint32 is
+// int_value, uint64 long_value; float32, float64, bool, string, []byte,
+// *DataSet and *Template their own members.
+func setMetricValue(m *sparkplugb.Payload_Metric, v any) {
+	switch x := v.(type) {
+	case nil:
+	case uint32:
+		m.Value = &sparkplugb.Payload_Metric_IntValue{IntValue: x}
+	case uint64:
+		m.Value = &sparkplugb.Payload_Metric_LongValue{LongValue: x}
+	case float32:
+		m.Value = &sparkplugb.Payload_Metric_FloatValue{FloatValue: x}
+	case float64:
+		m.Value = &sparkplugb.Payload_Metric_DoubleValue{DoubleValue: x}
+	case bool:
+		m.Value = &sparkplugb.Payload_Metric_BooleanValue{BooleanValue: x}
+	case string:
+		m.Value = &sparkplugb.Payload_Metric_StringValue{StringValue: x}
+	case []byte:
+		m.Value = &sparkplugb.Payload_Metric_BytesValue{BytesValue: x}
+	case *sparkplugb.Payload_DataSet:
+		m.Value = &sparkplugb.Payload_Metric_DatasetValue{DatasetValue: x}
+	case *sparkplugb.Payload_Template:
+		m.Value = &sparkplugb.Payload_Metric_TemplateValue{TemplateValue: x}
+	default:
+		panic(fmt.Sprintf("setMetricValue: %T", v))
+	}
 }

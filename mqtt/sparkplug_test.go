@@ -44,20 +44,7 @@ func spPayload(ts uint64, ms ...spm) []byte {
 		if m.ts != 0 {
 			pm.Timestamp = proto.Uint64(m.ts)
 		}
-		switch v := m.value.(type) {
-		case float64:
-			pm.Value = &sparkplugb.Payload_Metric_DoubleValue{DoubleValue: v}
-		case float32:
-			pm.Value = &sparkplugb.Payload_Metric_FloatValue{FloatValue: v}
-		case bool:
-			pm.Value = &sparkplugb.Payload_Metric_BooleanValue{BooleanValue: v}
-		case uint32:
-			pm.Value = &sparkplugb.Payload_Metric_IntValue{IntValue: v}
-		case uint64:
-			pm.Value = &sparkplugb.Payload_Metric_LongValue{LongValue: v}
-		case string:
-			pm.Value = &sparkplugb.Payload_Metric_StringValue{StringValue: v}
-		}
+		setMetricValue(pm, m.value)
 		p.Metrics = append(p.Metrics, pm)
 	}
 	b, err := proto.Marshal(p)
