@@ -30,29 +30,17 @@ var auditRecv = time.Unix(5, 0)
 // lpText formats a point as line protocol, tags sorted, with the kind of
 // each value visible (5i, 5u, "s", 5, true).
 func lpText(p engine.Point) string {
-	tags := slices.Clone(p.Tags)
-	slices.SortFunc(tags, func(a, b engine.Tag) int { return strings.Compare(a.Key, b.Key) })
-	var b strings.Builder
-	b.WriteString(p.Measurement)
-	for _, t := range tags {
-		fmt.Fprintf(&b, ",%s=%s", t.Key, t.Value)
-	}
-	for i, f := range p.Fields {
-		b.WriteString(map[bool]string{true: " ", false: ","}[i == 0])
-		b.WriteString(f.Key + "=")
-		switch v := f.Value; v.Kind() {
+	return pointTextWith(p, func(v engine.Value) string {
+		switch v.Kind() {
 		case engine.KindInt:
-			b.WriteString(strconv.FormatInt(v.Int(), 10) + "i")
+			return strconv.FormatInt(v.Int(), 10) + "i"
 		case engine.KindUint:
-			b.WriteString(strconv.FormatUint(v.Uint(), 10) + "u")
+			return strconv.FormatUint(v.Uint(), 10) + "u"
 		case engine.KindString:
-			b.WriteString(strconv.Quote(v.Str()))
-		default:
-			b.WriteString(v.String())
+			return strconv.Quote(v.Str())
 		}
-	}
-	fmt.Fprintf(&b, " %d", p.Time)
-	return b.String()
+		return v.String()
+	})
 }
 
 func lpTexts(pts []engine.Point) []string {

@@ -12,8 +12,12 @@ import (
 	"github.com/stratadb/strata/internal/point"
 )
 
-// pointText formats a point as line protocol-like text, tags sorted.
-func pointText(p engine.Point) string {
+// pointText formats a point as line protocol-like text, tags sorted,
+// values as Value.String shows them.
+func pointText(p engine.Point) string { return pointTextWith(p, engine.Value.String) }
+
+// pointTextWith formats a point as pointText does, each value by val.
+func pointTextWith(p engine.Point, val func(engine.Value) string) string {
 	tags := slices.Clone(p.Tags)
 	slices.SortFunc(tags, func(a, b engine.Tag) int { return strings.Compare(a.Key, b.Key) })
 	var b strings.Builder
@@ -26,7 +30,7 @@ func pointText(p engine.Point) string {
 		if i == 0 {
 			sep = " "
 		}
-		fmt.Fprintf(&b, "%s%s=%v", sep, f.Key, f.Value)
+		fmt.Fprintf(&b, "%s%s=%s", sep, f.Key, val(f.Value))
 	}
 	fmt.Fprintf(&b, " %d", p.Time)
 	return b.String()
